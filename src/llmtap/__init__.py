@@ -1,0 +1,32 @@
+"""llmtap: client-side telemetry for LLM API traffic, measured from the bytes on the wire.
+
+Quick use::
+
+    import llmtap
+    llmtap.instrument()          # httpx + httpx2 clients, so the anthropic/openai SDKs too
+
+Every HTTP attempt to a known LLM API becomes one :class:`AttemptRecord`, exported as Prometheus
+metrics and an OpenTelemetry span, whatever way its stream ends (see :class:`Outcome`).
+"""
+
+from llmtap._instrumentor import LlmtapInstrumentor, instrument, uninstrument
+from llmtap._patch import wrap_transport
+from llmtap._record import AttemptRecord, CallRecord, Outcome, RateLimit, Usage
+from llmtap._settings import Settings
+from llmtap._tap import Tap
+from llmtap._version import __version__
+
+__all__ = [
+    "AttemptRecord",
+    "CallRecord",
+    "LlmtapInstrumentor",
+    "Outcome",
+    "RateLimit",
+    "Settings",
+    "Tap",
+    "Usage",
+    "__version__",
+    "instrument",
+    "uninstrument",
+    "wrap_transport",
+]

@@ -1,0 +1,270 @@
+"""Hooks: the httpx / httpx2 client patch, the explicit wrapping transport, and the guarded SDK hook.
+
+**Where the hook sits.** ``Client._send_single_request`` (and the async twin) of ``httpx`` and
+``httpx2`` is called exactly once per HTTP attempt, after redirects and auth are resolved and
+whatever transport is used (default, custom, mounted, the SDKs' aiohttp adapters), so patching it
+sees every attempt exactly once. It is a private method: the patch checks it exists and logs a
+warning naming the version when it does not. Users who prefer no patching wrap their transport
+with :func:`wrap_transport` instead.
+
+**Logical calls.** The official SDKs retry inside their client's ``request()`` method; a guarded
+wrapper around it opens a :class:`~llmtap._calls.Call` so retries are linked (see ``_calls.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+from types import ModuleType
+from typing import Any
+
+from llmtap._calls import CURRENT_CALL
+from llmtap._log import log_once, logger
+from llmtap._stream import observe_async, observe_sync, shells_for
+from llmtap._tap import Tap
+
+__all__ = ["active_tap", "patch", "set_active", "unpatch", "wrap_transport"]
+
+HTTP_MODULES = ("httpx", "httpx2")
+SDK_MODULES = ("anthropic._base_client", "openai._base_client")
+
+_active: Tap | None = None
+_patched: list[tuple[Any, str, Any]] = []
+
+
+def active_tap() -> Tap | None:
+    return _active
+
+
+def set_active(tap: Tap | None) -> None:
+    global _active
+    _active = tap
+
+
+# -- the httpx / httpx2 client patch --------------------------------------------------------------
+
+
+def _sync_send_wrapper(module: ModuleType) -> Any:
+    shell = shells_for(module)[0]
+
+    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        tap = _active
+        if tap is None:
+            return wrapped(*args, **kwargs)
+        request = args[0] if args else kwargs["request"]
+        return observe_sync(tap, request, functools.partial(wrapped, *args, **kwargs), shell)
+
+    return wrapper
+
+
+def _async_send_wrapper(module: ModuleType) -> Any:
+    shell = shells_for(module)[1]
+
+    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        tap = _active
+        if tap is None:
+            return wrapped(*args, **kwargs)
+        request = args[0] if args else kwargs["request"]
+        return observe_async(tap, request, functools.partial(wrapped, *args, **kwargs), shell)
+
+    return wrapper
+
+
+# -- the SDK hook: logical calls --------------------------------------------------------------------
+
+
+def _sdk_sync_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    tap = _active
+    if tap is None or CURRENT_CALL.get() is not None:
+        return wrapped(*args, **kwargs)
+    try:
+        call = tap.new_call(args[1] if len(args) > 1 else kwargs.get("options"))
+    except Exception as exc:
+        log_once("sdk-call", "llmtap: could not open a logical call: %r", exc)
+        return wrapped(*args, **kwargs)
+    token = CURRENT_CALL.set(call)
+    try:
+        return wrapped(*args, **kwargs)
+    finally:
+        CURRENT_CALL.reset(token)
+        try:
+            call.request_returned()
+        except Exception as exc:
+            log_once("sdk-call-end", "llmtap: could not close a logical call: %r", exc)
+
+
+async def _sdk_async_call(tap: Tap, wrapped: Any, args: Any, kwargs: Any) -> Any:
+    if CURRENT_CALL.get() is not None:
+        return await wrapped(*args, **kwargs)
+    try:
+        call = tap.new_call(args[1] if len(args) > 1 else kwargs.get("options"))
+    except Exception as exc:
+        log_once("sdk-call", "llmtap: could not open a logical call: %r", exc)
+        return await wrapped(*args, **kwargs)
+    token = CURRENT_CALL.set(call)
+    try:
+        return await wrapped(*args, **kwargs)
+    finally:
+        CURRENT_CALL.reset(token)
+        try:
+            call.request_returned()
+        except Exception as exc:
+            log_once("sdk-call-end", "llmtap: could not close a logical call: %r", exc)
+
+
+def _sdk_async_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    tap = _active
+    if tap is None:
+        return wrapped(*args, **kwargs)
+    return _sdk_async_call(tap, wrapped, args, kwargs)
+
+
+# -- patch / unpatch ---------------------------------------------------------------------------------
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _wrap(owner: Any, attribute: str, wrapper: Any, label: str) -> None:
+    from wrapt import FunctionWrapper
+
+    original = owner.__dict__.get(attribute)
+    if original is None:
+        logger.warning("llmtap: %s has no %s; this version is not instrumented", label, attribute)
+        return
+    setattr(owner, attribute, FunctionWrapper(original, wrapper))
+    _patched.append((owner, attribute, original))
+
+
+def patch(sdk_calls: bool = True) -> list[str]:
+    """Patch every installed HTTP client module (and SDK, when ``sdk_calls``); returns what was patched."""
+    done: list[str] = []
+    if _patched:
+        return done
+    for name in HTTP_MODULES:
+        if not _installed(name):
+            continue
+        module = importlib.import_module(name)
+        _wrap(module.Client, "_send_single_request", _sync_send_wrapper(module), f"{name}.Client")
+        _wrap(module.AsyncClient, "_send_single_request", _async_send_wrapper(module), f"{name}.AsyncClient")
+        done.append(name)
+    if sdk_calls:
+        for name in SDK_MODULES:
+            if not _installed(name.split(".")[0]):
+                continue
+            try:
+                module = importlib.import_module(name)
+            except Exception as exc:  # an SDK that fails to import is not ours to break
+                logger.warning("llmtap: could not import %s to link retries: %r", name, exc)
+                continue
+            for cls_name, wrapper in (
+                ("SyncAPIClient", _sdk_sync_request),
+                ("AsyncAPIClient", _sdk_async_request),
+            ):
+                owner = getattr(module, cls_name, None)
+                if owner is not None:
+                    _wrap(owner, "request", wrapper, f"{name}.{cls_name}")
+            done.append(name.split(".")[0])
+    return done
+
+
+def unpatch() -> None:
+    """Restore every patched method (in reverse order)."""
+    while _patched:
+        owner, attribute, original = _patched.pop()
+        current = owner.__dict__.get(attribute)
+        if getattr(current, "__wrapped__", None) is original:
+            setattr(owner, attribute, original)
+        else:
+            # someone wrapped on top of us: leave their wrapper, make ours a pass-through
+            logger.warning("llmtap: %s.%s was re-wrapped by another library; ours stays inert", owner, attribute)
+
+
+# -- the explicit transport ------------------------------------------------------------------------
+
+
+class _SyncTransport:
+    _shell: type
+
+    def __init__(self, transport: Any, tap: Tap | None = None) -> None:
+        self._transport = transport
+        self._tap = tap
+
+    def handle_request(self, request: Any) -> Any:
+        tap = self._tap or _active
+        if tap is None:
+            return self._transport.handle_request(request)
+        return observe_sync(tap, request, functools.partial(self._transport.handle_request, request), self._shell)
+
+    def close(self) -> None:
+        self._transport.close()
+
+
+class _AsyncTransport:
+    _shell: type
+
+    def __init__(self, transport: Any, tap: Tap | None = None) -> None:
+        self._transport = transport
+        self._tap = tap
+
+    async def handle_async_request(self, request: Any) -> Any:
+        tap = self._tap or _active
+        send = functools.partial(self._transport.handle_async_request, request)
+        if tap is None:
+            return await send()
+        return await observe_async(tap, request, send, self._async_shell)
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()
+
+    _async_shell: type
+
+
+@functools.cache
+def _transport_classes(module: ModuleType) -> tuple[type, type]:
+    sync_shell, async_shell = shells_for(module)
+    sync_cls = type(
+        "ObservedTransport",
+        (_SyncTransport, module.BaseTransport),
+        {"_shell": sync_shell, "__module__": "llmtap"},
+    )
+    async_cls = type(
+        "AsyncObservedTransport",
+        (_AsyncTransport, module.AsyncBaseTransport),
+        {"_async_shell": async_shell, "__module__": "llmtap"},
+    )
+    return sync_cls, async_cls
+
+
+def wrap_transport(transport: Any, tap: Tap | None = None) -> Any:
+    """Wrap an ``httpx`` or ``httpx2`` transport (sync or async) so its LLM traffic is observed.
+
+    The result is a transport of the same package and kind, for ``Client(transport=...)`` or
+    ``mounts=``. With ``tap=None`` the tap made active by :func:`llmtap.instrument` is used at
+    request time (nothing is observed while none is active). Inside a patched client the attempt is
+    observed once, not twice.
+
+    Example::
+
+        tap = llmtap.instrument(patch=False)
+        client = anthropic.Anthropic(http_client=httpx2.Client(
+            transport=llmtap.wrap_transport(httpx2.HTTPTransport())))
+
+    Raises:
+        TypeError: ``transport`` is not an httpx or httpx2 transport.
+    """
+    for name in HTTP_MODULES:
+        if not _installed(name):
+            continue
+        module = importlib.import_module(name)
+        sync_cls, async_cls = _transport_classes(module)
+        if isinstance(transport, module.AsyncBaseTransport):
+            return async_cls(transport, tap)
+        if isinstance(transport, module.BaseTransport):
+            return sync_cls(transport, tap)
+    raise TypeError(f"not an httpx or httpx2 transport: {type(transport).__name__}")

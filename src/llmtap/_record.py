@@ -1,0 +1,156 @@
+"""The immutable record of one HTTP attempt, and the outcome classes a stream can end with."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+__all__ = ["AttemptRecord", "CallRecord", "Outcome", "RateLimit", "Usage"]
+
+
+class Outcome(enum.StrEnum):
+    """How one attempt ended, as seen from the client side of the wire.
+
+    Service-side causes: ``SERVER_ERROR``, ``CONNECTION_ERROR``, ``TIMEOUT``, ``INCOMPLETE``.
+    App-side causes: ``CLIENT_CLOSED``, ``CANCELLED``, ``ABANDONED``.
+    """
+
+    COMPLETED = "completed"
+    """The provider's final event (or a whole JSON body) was received."""
+    CLIENT_CLOSED = "client_closed"
+    """The app closed the response before the final event (``break`` then ``close()``, leaving a ``with``)."""
+    CANCELLED = "cancelled"
+    """The task reading the body was cancelled (``asyncio.CancelledError``, ``KeyboardInterrupt``)."""
+    ABANDONED = "abandoned"
+    """The response was dropped unread or half-read and only the garbage collector (or exit) ended it."""
+    SERVER_ERROR = "server_error"
+    """A non-2xx status, or an in-band SSE ``error`` event after a 200."""
+    CONNECTION_ERROR = "connection_error"
+    """The connection failed or was dropped by the peer."""
+    TIMEOUT = "timeout"
+    """A connect, read, write or pool timeout."""
+    INCOMPLETE = "incomplete"
+    """The body ended cleanly but without the provider's final event."""
+
+
+ALL_OUTCOMES: tuple[Outcome, ...] = tuple(Outcome)
+SERVICE_SIDE: frozenset[Outcome] = frozenset(
+    {Outcome.SERVER_ERROR, Outcome.CONNECTION_ERROR, Outcome.TIMEOUT, Outcome.INCOMPLETE}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token usage as reported by the provider. ``None`` means the provider did not report it.
+
+    ``input_tokens`` is the total prompt size *including* cached tokens, whatever the provider's own
+    convention; ``cache_read_tokens`` and ``cache_write_tokens`` are parts of it.
+    """
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """One rate-limit resource (``requests``, ``tokens``, ``input_tokens``, ``output_tokens``)."""
+
+    resource: str
+    limit: float | None
+    remaining: float | None
+    reset_seconds: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """Everything llmtap learned about one HTTP attempt. Times are ``time.perf_counter()`` readings.
+
+    ``None`` marks what did not happen (no headers, no first token) or was not reported.
+    """
+
+    provider: str
+    operation: str
+    request_model: str
+    server_address: str
+    server_port: int
+    url_path: str
+    method: str
+    request_stream: bool | None
+    request_max_tokens: int | None
+    resend_count: int
+    call_id: str | None
+    outcome: Outcome
+    status_code: int | None
+    error_type: str | None
+    streamed: bool
+    started_at: float
+    headers_at: float | None
+    first_byte_at: float | None
+    first_chunk_at: float | None
+    first_token_at: float | None
+    last_chunk_at: float | None
+    ended_at: float
+    chunks: int
+    events: int
+    max_gap: float
+    stalls: int
+    body_bytes: int
+    usage: Usage
+    stop_reason: str | None
+    response_id: str | None
+    response_model: str | None
+    request_id: str | None
+    rate_limits: tuple[RateLimit, ...]
+    retry_after: float | None
+    parse_errors: int
+    gap_bucket_counts: tuple[int, ...] = field(default=(), repr=False)
+    gap_sum: float = 0.0
+    start_unix_ns: int = 0
+
+    @property
+    def duration(self) -> float:
+        """Seconds from sending the request to the end of the attempt."""
+        return self.ended_at - self.started_at
+
+    @property
+    def time_to_headers(self) -> float | None:
+        return None if self.headers_at is None else self.headers_at - self.started_at
+
+    @property
+    def time_to_first_chunk(self) -> float | None:
+        return None if self.first_chunk_at is None else self.first_chunk_at - self.started_at
+
+    @property
+    def time_to_first_token(self) -> float | None:
+        return None if self.first_token_at is None else self.first_token_at - self.started_at
+
+    @property
+    def is_error(self) -> bool:
+        """A service-side failure (the span gets status ERROR); app-side aborts are not errors."""
+        return self.outcome in SERVICE_SIDE
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One logical SDK call: its attempts (retries included), timed from the first attempt's start."""
+
+    call_id: str
+    provider: str
+    operation: str
+    request_model: str
+    attempts: int
+    outcome: Outcome
+    started_at: float
+    ended_at: float
+    first_token_at: float | None
+
+    @property
+    def duration(self) -> float:
+        return self.ended_at - self.started_at
+
+    @property
+    def time_to_first_token(self) -> float | None:
+        return None if self.first_token_at is None else self.first_token_at - self.started_at

@@ -1,0 +1,200 @@
+"""The stream observer shells: thin sync and async wrappers around a response body stream.
+
+They only iterate, read the clock and forward to the pure :class:`AttemptObserver`; they keep the
+stream kind the client expects (a subclass of that module's ``SyncByteStream`` /
+``AsyncByteStream``, made per module by :func:`shells_for`), re-raise every exception untouched
+(``CancelledError`` and ``GeneratorExit`` included), and finalise the attempt exactly once: end of
+body, ``close()``, an exception, or the garbage collector (``weakref.finalize``) for streams
+nobody closed.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import time
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+from opentelemetry import context as otel_context
+
+from llmtap._log import log_once
+from llmtap._observer import AttemptObserver
+
+__all__ = ["observe_async", "observe_sync", "shells_for"]
+
+_clock = time.perf_counter
+# Set while an observed attempt is being sent, so an explicit llmtap transport inside a patched
+# client does not observe the same attempt twice.
+_OBSERVING: contextvars.ContextVar[bool] = contextvars.ContextVar("llmtap_observing", default=False)
+
+
+def _internal_error(where: str, exc: BaseException) -> None:
+    log_once(f"shell-{where}", "llmtap: internal error in %s (request unaffected): %r", where, exc)
+
+
+class _SyncShell:
+    def __init__(self, inner: Any, observer: AttemptObserver) -> None:
+        self._inner = inner
+        self._observer = observer
+
+    def __iter__(self) -> Iterator[bytes]:
+        observer = self._observer
+        on_chunk = observer.on_chunk
+        try:
+            for chunk in self._inner:
+                try:
+                    on_chunk(chunk, _clock())
+                except Exception as exc:
+                    _internal_error("on_chunk", exc)
+                yield chunk
+        except BaseException as exc:
+            try:
+                observer.on_exception(exc, _clock())
+            except Exception as own:
+                _internal_error("on_exception", own)
+            raise
+        try:
+            observer.on_eof(_clock())
+        except Exception as exc:
+            _internal_error("on_eof", exc)
+
+    def close(self) -> None:
+        try:
+            self._observer.on_close(_clock())
+        except Exception as exc:
+            _internal_error("on_close", exc)
+        self._inner.close()
+
+
+class _AsyncShell:
+    def __init__(self, inner: Any, observer: AttemptObserver) -> None:
+        self._inner = inner
+        self._observer = observer
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        observer = self._observer
+        on_chunk = observer.on_chunk
+        try:
+            async for chunk in self._inner:
+                try:
+                    on_chunk(chunk, _clock())
+                except Exception as exc:
+                    _internal_error("on_chunk", exc)
+                yield chunk
+        except BaseException as exc:
+            try:
+                observer.on_exception(exc, _clock())
+            except Exception as own:
+                _internal_error("on_exception", own)
+            raise
+        try:
+            observer.on_eof(_clock())
+        except Exception as exc:
+            _internal_error("on_eof", exc)
+
+    async def aclose(self) -> None:
+        try:
+            self._observer.on_close(_clock())
+        except Exception as exc:
+            _internal_error("on_close", exc)
+        await self._inner.aclose()
+
+
+@functools.cache
+def shells_for(module: ModuleType) -> tuple[type, type]:
+    """Shell classes that are ``module.SyncByteStream`` / ``module.AsyncByteStream`` subclasses."""
+    sync_shell = type("ObservedStream", (_SyncShell, module.SyncByteStream), {"__module__": __name__})
+    async_shell = type("AsyncObservedStream", (_AsyncShell, module.AsyncByteStream), {"__module__": __name__})
+    return sync_shell, async_shell
+
+
+def _wrap_response(response: Any, observer: AttemptObserver, shell: type) -> None:
+    now = _clock()
+    try:
+        observer.on_response(response.status_code, response.headers.raw, now)
+        wrapped = shell(response.stream, observer)
+        observer.finalizer = weakref.finalize(wrapped, observer.on_abandon)
+        response.stream = wrapped
+    except Exception as exc:
+        _internal_error("on_response", exc)
+        try:
+            observer.finish_internal_error(now)
+        except Exception as own:
+            _internal_error("finish", own)
+
+
+def observe_sync(tap: Any, request: Any, send: Callable[[], Any], shell: type) -> Any:
+    """Send ``request`` through ``send()`` as one observed attempt."""
+    if _OBSERVING.get():
+        return send()
+    try:
+        observer = tap.begin(request)
+    except Exception as exc:
+        _internal_error("begin", exc)
+        observer = None
+    if observer is None:
+        return send()
+    token = _attach(tap, observer)
+    observing = _OBSERVING.set(True)
+    try:
+        response = send()
+    except BaseException as exc:
+        _OBSERVING.reset(observing)
+        _detach(token)
+        try:
+            observer.on_exception(exc, _clock())
+        except Exception as own:
+            _internal_error("on_exception", own)
+        raise
+    _OBSERVING.reset(observing)
+    _detach(token)
+    _wrap_response(response, observer, shell)
+    return response
+
+
+async def observe_async(tap: Any, request: Any, send: Callable[[], Awaitable[Any]], shell: type) -> Any:
+    """Async twin of :func:`observe_sync`; the logic lives in the observer and the helpers above."""
+    if _OBSERVING.get():
+        return await send()
+    try:
+        observer = tap.begin(request)
+    except Exception as exc:
+        _internal_error("begin", exc)
+        observer = None
+    if observer is None:
+        return await send()
+    token = _attach(tap, observer)
+    observing = _OBSERVING.set(True)
+    try:
+        response = await send()
+    except BaseException as exc:
+        _OBSERVING.reset(observing)
+        _detach(token)
+        try:
+            observer.on_exception(exc, _clock())
+        except Exception as own:
+            _internal_error("on_exception", own)
+        raise
+    _OBSERVING.reset(observing)
+    _detach(token)
+    _wrap_response(response, observer, shell)
+    return response
+
+
+def _attach(tap: Any, observer: AttemptObserver) -> object | None:
+    try:
+        return tap.attach_span(observer)  # type: ignore[no-any-return]
+    except Exception as exc:
+        _internal_error("attach", exc)
+        return None
+
+
+def _detach(token: object | None) -> None:
+    if token is not None:
+        try:
+            otel_context.detach(token)  # type: ignore[arg-type]
+        except Exception as exc:
+            _internal_error("detach", exc)

@@ -1,0 +1,125 @@
+"""OpenTelemetry span exporter: one CLIENT span per HTTP attempt, GenAI semantic conventions.
+
+The span starts when the request is sent and ends when the body ends (not when the headers
+arrive), as a child of the current context: the Anthropic SDK's own call span when that is on.
+Retries of one logical call carry the same ``llmtap.call.id`` and link to the previous attempt.
+No prompt or completion content and no request headers are ever recorded.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode, TracerProvider
+
+from llmtap._record import AttemptRecord, CallRecord
+from llmtap._version import __version__
+
+if TYPE_CHECKING:
+    from llmtap._observer import AttemptObserver
+
+__all__ = ["TracingExporter"]
+
+
+class TracingExporter:
+    """Creates attempt spans with the tracer of ``tracer_provider`` (default: the global one)."""
+
+    name = "tracing"
+
+    def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
+        self._tracer = trace.get_tracer(
+            "llmtap",
+            __version__,
+            tracer_provider=tracer_provider,
+            schema_url="https://opentelemetry.io/schemas/1.37.0",
+        )
+
+    def start(self, attempt: AttemptObserver) -> object:
+        model = attempt.request.model or ""
+        operation = attempt.provider.operation
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": operation,
+            "gen_ai.provider.name": attempt.provider_name,
+            "server.address": attempt.host,
+            "server.port": attempt.port,
+            "http.request.method": attempt.method,
+            "url.path": attempt.path,
+        }
+        if model:
+            attributes["gen_ai.request.model"] = model
+        if attempt.request.max_tokens is not None:
+            attributes["gen_ai.request.max_tokens"] = attempt.request.max_tokens
+        if attempt.request.stream is not None:
+            attributes["gen_ai.request.stream"] = attempt.request.stream
+        if attempt.resend_count:
+            attributes["http.request.resend_count"] = attempt.resend_count
+        call = attempt.call
+        links = None
+        if call is not None:
+            attributes["llmtap.call.id"] = call.call_id
+            if call.last_span_context is not None:
+                links = [Link(call.last_span_context, {"llmtap.link": "previous_attempt"})]
+        span = self._tracer.start_span(
+            f"{operation} {model}" if model else operation,
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            links=links,
+            start_time=attempt.start_unix_ns,
+        )
+        if call is not None:
+            call.last_span_context = span.get_span_context()
+        return span
+
+    def end(self, record: AttemptRecord, state: object) -> None:
+        span: trace.Span = state  # type: ignore[assignment]
+        end_ns = record.start_unix_ns + int(record.duration * 1e9)
+        if not span.is_recording():
+            span.end(end_time=end_ns)
+            return
+        attrs: dict[str, Any] = {"llmtap.outcome": record.outcome.value}
+        if record.status_code is not None:
+            attrs["http.response.status_code"] = record.status_code
+        if record.response_id:
+            attrs["gen_ai.response.id"] = record.response_id
+        if record.response_model:
+            attrs["gen_ai.response.model"] = record.response_model
+        if record.stop_reason:
+            attrs["gen_ai.response.finish_reasons"] = (record.stop_reason,)
+        usage = record.usage
+        if usage.input_tokens is not None:
+            attrs["gen_ai.usage.input_tokens"] = usage.input_tokens
+        if usage.output_tokens is not None:
+            attrs["gen_ai.usage.output_tokens"] = usage.output_tokens
+        if usage.cache_read_tokens is not None:
+            attrs["gen_ai.usage.cache_read.input_tokens"] = usage.cache_read_tokens
+        if usage.cache_write_tokens is not None:
+            attrs["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write_tokens
+        if usage.reasoning_tokens is not None:
+            attrs["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
+        if record.streamed and record.first_chunk_at is not None:
+            attrs["gen_ai.response.time_to_first_chunk"] = record.first_chunk_at - record.started_at
+        if record.first_token_at is not None:
+            attrs["llmtap.time_to_first_token"] = record.first_token_at - record.started_at
+        if record.headers_at is not None:
+            attrs["llmtap.time_to_headers"] = record.headers_at - record.started_at
+        if record.request_id:
+            attrs["llmtap.request_id"] = record.request_id
+        if record.retry_after is not None:
+            attrs["llmtap.retry_after"] = record.retry_after
+        if record.streamed:
+            attrs["llmtap.stream.chunks"] = record.chunks
+            attrs["llmtap.stream.max_gap"] = record.max_gap
+            if record.stalls:
+                attrs["llmtap.stream.stalls"] = record.stalls
+        if record.parse_errors:
+            attrs["llmtap.parse_errors"] = record.parse_errors
+        if record.error_type:
+            attrs["error.type"] = record.error_type
+        span.set_attributes(attrs)
+        if record.is_error:
+            span.set_status(Status(StatusCode.ERROR, record.error_type or record.outcome.value))
+        span.end(end_time=end_ns)
+
+    def call_end(self, record: CallRecord) -> None:
+        pass

@@ -1,0 +1,98 @@
+"""The interface between the attempt observer and one provider's wire format.
+
+A provider is one module exporting a :class:`Provider`. The observer owns the bytes (content
+decoding, SSE framing, timing) and hands the provider whole events or whole JSON bodies; the
+provider writes what it learns into the attempt's :class:`Facts`. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+__all__ = ["Facts", "Provider", "RequestInfo"]
+
+
+class Facts:
+    """What a provider parser has learned about one attempt so far (mutable, one per attempt)."""
+
+    __slots__ = (
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "error_type",
+        "final",
+        "first_token",
+        "input_tokens",
+        "output_tokens",
+        "rate_limits",
+        "reasoning_tokens",
+        "request_id",
+        "response_id",
+        "response_model",
+        "server_error",
+        "stop_reason",
+    )
+
+    def __init__(self) -> None:
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.cache_read_tokens: int | None = None
+        self.cache_write_tokens: int | None = None
+        self.reasoning_tokens: int | None = None
+        self.stop_reason: str | None = None
+        self.response_id: str | None = None
+        self.response_model: str | None = None
+        self.request_id: str | None = None
+        self.error_type: str | None = None
+        # resource -> [limit, remaining, reset_seconds]
+        self.rate_limits: dict[str, list[float | None]] = {}
+        self.final = False
+        """The provider's terminal success event (or a whole success body) was parsed."""
+        self.server_error = False
+        """An in-band error (SSE ``error`` event, failed terminal event) was parsed."""
+        self.first_token = False
+        """Set by the parser on the first event carrying generated content."""
+
+    def set_rate_limit(self, resource: str, index: int, value: float) -> None:
+        slot = self.rate_limits.get(resource)
+        if slot is None:
+            slot = self.rate_limits[resource] = [None, None, None]
+        slot[index] = value
+
+
+@dataclass(frozen=True, slots=True)
+class RequestInfo:
+    """What is known about the request before it is sent."""
+
+    model: str | None
+    stream: bool | None
+    max_tokens: int | None
+
+
+class Provider(abc.ABC):
+    """One provider API (e.g. Anthropic Messages). Instances are stateless and shared."""
+
+    name: str
+    """``gen_ai.provider.name`` value."""
+    operation: str = "chat"
+    """``gen_ai.operation.name`` value."""
+    markers: tuple[bytes, ...] = ()
+    """Byte strings at least one of which appears in every SSE event the parser needs once the first
+    content token has been seen. Chunks containing none of them are only framed, never parsed: this
+    is what keeps the per-event cost near zero."""
+    input_includes_cache: bool = True
+    """Whether the provider's reported input tokens already include cache reads and writes (OpenAI)
+    or not (Anthropic). The record always carries the total."""
+    header_names: frozenset[bytes] = frozenset()
+    """Lower-case response header names :meth:`on_header` wants to see."""
+
+    @abc.abstractmethod
+    def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> None:
+        """One complete SSE event (``event:`` name or None, joined ``data:`` payload)."""
+
+    @abc.abstractmethod
+    def on_body(self, facts: Facts, body: object, status: int) -> None:
+        """A whole non-streaming JSON body (success or error), already decoded."""
+
+    def on_header(self, facts: Facts, name: bytes, value: bytes, now_unix: float) -> None:  # noqa: B027
+        """One response header whose lower-case name is in :attr:`header_names` (default: ignore)."""

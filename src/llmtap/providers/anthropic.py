@@ -1,0 +1,159 @@
+"""Anthropic Messages API (``POST /v1/messages``), streaming and not.
+
+Wire facts this parser relies on (checked against recorded real responses):
+
+- ``message_start`` carries id, model and the initial usage (``input_tokens`` *excluding* cache,
+  ``cache_read_input_tokens``, ``cache_creation_input_tokens``, a small ``output_tokens``).
+- ``message_delta`` carries ``stop_reason`` and the cumulative ``output_tokens``; since 2025 it may
+  repeat input and cache counts, and ``output_tokens_details.thinking_tokens``.
+- ``message_stop`` is the terminal event; ``error`` (e.g. ``overloaded_error``) can arrive after a 200.
+- Data lines may carry arbitrary whitespace before the closing brace; ``ping`` may appear anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from llmtap.providers._base import Facts, Provider
+
+__all__ = ["PROVIDER", "AnthropicMessages"]
+
+# delta types that carry generated content (an empty string does not count)
+_CONTENT_DELTA_FIELDS = {
+    "text_delta": "text",
+    "thinking_delta": "thinking",
+    "input_json_delta": "partial_json",
+}
+# blocks whose start event already carries generated content
+_CONTENT_BLOCK_STARTS = frozenset({"redacted_thinking"})
+
+_RATELIMIT_PREFIX = b"anthropic-ratelimit-"
+_RATELIMIT_FIELDS = {b"limit": 0, b"remaining": 1, b"reset": 2}
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _apply_usage(facts: Facts, usage: Any) -> None:
+    if not isinstance(usage, dict):
+        return
+    value = _int(usage.get("input_tokens"))
+    if value is not None:
+        facts.input_tokens = value
+    value = _int(usage.get("output_tokens"))
+    if value is not None:
+        facts.output_tokens = value
+    value = _int(usage.get("cache_read_input_tokens"))
+    if value is not None:
+        facts.cache_read_tokens = value
+    value = _int(usage.get("cache_creation_input_tokens"))
+    if value is not None:
+        facts.cache_write_tokens = value
+    details = usage.get("output_tokens_details")
+    if isinstance(details, dict):
+        value = _int(details.get("thinking_tokens"))
+        if value is not None:
+            facts.reasoning_tokens = value
+
+
+def _apply_error(facts: Facts, payload: Any) -> None:
+    facts.server_error = True
+    error = payload.get("error") if isinstance(payload, dict) else None
+    kind = error.get("type") if isinstance(error, dict) else None
+    facts.error_type = kind if isinstance(kind, str) and kind else "error"
+
+
+def _apply_message(facts: Facts, message: Any) -> None:
+    if not isinstance(message, dict):
+        return
+    ident = message.get("id")
+    if isinstance(ident, str):
+        facts.response_id = ident
+    model = message.get("model")
+    if isinstance(model, str):
+        facts.response_model = model
+    stop = message.get("stop_reason")
+    if isinstance(stop, str):
+        facts.stop_reason = stop
+    _apply_usage(facts, message.get("usage"))
+
+
+class AnthropicMessages(Provider):
+    """Parser for the Anthropic Messages wire format."""
+
+    name = "anthropic"
+    operation = "chat"
+    markers = (b"message_", b'"error"')
+    input_includes_cache = False
+    header_names = frozenset(
+        {b"request-id"}
+        | {
+            _RATELIMIT_PREFIX + resource + b"-" + field
+            for resource in (b"requests", b"tokens", b"input-tokens", b"output-tokens")
+            for field in _RATELIMIT_FIELDS
+        }
+    )
+
+    def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> None:
+        if event == b"ping" or not data:
+            return
+        payload = json.loads(data)
+        if not isinstance(payload, dict):
+            return
+        kind = payload.get("type")
+        if kind == "content_block_delta":
+            if not facts.first_token:
+                delta = payload.get("delta")
+                if isinstance(delta, dict):
+                    field = _CONTENT_DELTA_FIELDS.get(delta.get("type"))  # type: ignore[arg-type]
+                    if field is not None and delta.get(field):
+                        facts.first_token = True
+        elif kind == "content_block_start":
+            if not facts.first_token:
+                block = payload.get("content_block")
+                if isinstance(block, dict) and (block.get("type") in _CONTENT_BLOCK_STARTS or block.get("text")):
+                    facts.first_token = True
+        elif kind == "message_delta":
+            delta = payload.get("delta")
+            if isinstance(delta, dict):
+                stop = delta.get("stop_reason")
+                if isinstance(stop, str):
+                    facts.stop_reason = stop
+            _apply_usage(facts, payload.get("usage"))
+        elif kind == "message_start":
+            _apply_message(facts, payload.get("message"))
+        elif kind == "message_stop":
+            facts.final = True
+        elif kind == "error":
+            _apply_error(facts, payload)
+
+    def on_body(self, facts: Facts, body: object, status: int) -> None:
+        if not isinstance(body, dict):
+            return
+        kind = body.get("type")
+        if kind == "message" and 200 <= status < 300:
+            _apply_message(facts, body)
+            facts.final = True
+        elif kind == "error":
+            _apply_error(facts, body)
+
+    def on_header(self, facts: Facts, name: bytes, value: bytes, now_unix: float) -> None:
+        if name == b"request-id":
+            facts.request_id = value.decode("ascii", "replace")
+            return
+        # anthropic-ratelimit-<resource>-<field>
+        rest = name[len(_RATELIMIT_PREFIX) :]
+        resource, _, field = rest.rpartition(b"-")
+        index = _RATELIMIT_FIELDS[field]
+        text = value.decode("ascii", "replace").strip()
+        if index == 2:
+            reset = datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() - now_unix
+            facts.set_rate_limit(resource.decode().replace("-", "_"), 2, max(reset, 0.0))
+        else:
+            facts.set_rate_limit(resource.decode().replace("-", "_"), index, float(text))
+
+
+PROVIDER = AnthropicMessages()

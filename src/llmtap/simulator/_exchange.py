@@ -1,0 +1,332 @@
+"""Per-request machinery shared by every simulated API: timed socket writes and the fault script.
+
+Each API module (``_anthropic``, ``_openai``) subclasses :class:`Api` and only says what the
+events and bodies look like; :func:`run` decides when to send them and which fault to inject.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import secrets
+import socket
+import string
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler
+from typing import Any, ClassVar, Literal
+
+from ._scenario import FAIL_STATUSES, Scenario, delta_text
+
+Outcome = Literal["completed", "error_status", "error_event", "dropped", "no_stop", "client_disconnected"]
+
+_ALNUM = string.ascii_letters + string.digits
+
+
+def rand_id(n: int, alphabet: str = _ALNUM) -> str:
+    return "".join(secrets.choice(alphabet) for _ in range(n))
+
+
+def json_bytes(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+class Stopping(Exception):
+    """The simulator is shutting down; abandon the request."""
+
+
+class ClientGone(Exception):
+    """The client closed or reset the connection while we were writing."""
+
+
+@dataclass(frozen=True)
+class RateLimitSnapshot:
+    requests_limit: int
+    requests_remaining: int
+    tokens_limit: int
+    tokens_remaining: int
+    input_tokens_limit: int
+    input_tokens_remaining: int
+    output_tokens_limit: int
+    output_tokens_remaining: int
+    reset_in: float  # seconds until the window resets
+    reset_at: float  # wall-clock (time.time()) of the reset
+
+
+@dataclass
+class Context:
+    """What an Api needs to render one response."""
+
+    path: str
+    body: dict[str, Any]
+    scenario: Scenario
+    request_id: str
+    model: str
+    stream: bool
+    received_at: float
+    ratelimit: RateLimitSnapshot
+    created: int = field(default_factory=lambda: int(time.time()))
+
+
+class Api:
+    """One simulated API. Subclasses render bytes; they never touch the socket."""
+
+    name: ClassVar[str] = "api"
+    default_model: ClassVar[str] = "model"
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    # usage as reported on this API's wire (recorded in Served)
+    def input_tokens(self) -> int:
+        return self.ctx.scenario.input
+
+    def output_tokens(self) -> int:
+        return self.ctx.scenario.tokens
+
+    def common_headers(self) -> list[tuple[str, str]]:
+        raise NotImplementedError
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def json_body(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    # streaming: each element is one complete SSE event (bytes ending in a blank line)
+    def preamble_events(self) -> list[bytes]:
+        raise NotImplementedError
+
+    def delta_event(self, index: int, text: str) -> bytes:
+        raise NotImplementedError
+
+    def error_event(self) -> bytes:
+        raise NotImplementedError
+
+    def close_events(self) -> list[bytes]:
+        """Sent after the last delta even with ``no_stop`` (e.g. ``content_block_stop``)."""
+        raise NotImplementedError
+
+    def stop_events(self) -> list[bytes]:
+        """The terminal events ``no_stop`` omits (e.g. ``message_delta``, ``message_stop``)."""
+        raise NotImplementedError
+
+
+def error_status_for(error_type: str) -> int:
+    for status, etype in FAIL_STATUSES.items():
+        if etype == error_type and status != 503:
+            return status
+    return 500
+
+
+class Exchange:
+    """Timed writes to one HTTP connection, with stop-interruptible sleeps."""
+
+    def __init__(self, handler: BaseHTTPRequestHandler, stop: threading.Event) -> None:
+        self.handler = handler
+        self._stop = stop
+        self.headers_sent_at: float | None = None
+        self.first_token_sent_at: float | None = None
+        self.deltas_sent = 0
+        self.status = 0
+        self._chunked = False
+        self._gz: Any = None  # zlib compress object when streaming with gzip
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0 and self._stop.wait(seconds):
+            raise Stopping
+
+    def _write(self, data: bytes) -> float:
+        if self._stop.is_set():
+            raise Stopping
+        try:
+            self.handler.wfile.write(data)
+            self.handler.wfile.flush()
+        except OSError as exc:  # BrokenPipe, ConnectionReset, or a socket closed under us
+            if self._stop.is_set():
+                raise Stopping from exc
+            raise ClientGone(type(exc).__name__) from exc
+        return time.perf_counter()
+
+    def send_head(self, status: int, headers: list[tuple[str, str]]) -> None:
+        h = self.handler
+        self.status = status
+        h.send_response(status)
+        for k, v in headers:
+            h.send_header(k, v)
+            if k.lower() == "transfer-encoding" and v == "chunked":
+                self._chunked = True
+        buf: list[bytes] = getattr(h, "_headers_buffer", [])
+        buf.append(b"\r\n")
+        data = b"".join(buf)
+        buf.clear()
+        self.headers_sent_at = self._write(data)
+
+    def send_full(
+        self, status: int, headers: list[tuple[str, str]], body: bytes, *, gzip: bool = False
+    ) -> None:
+        """A complete response with a content-length."""
+        if gzip:
+            body = _gzip_all(body)
+            headers = [*headers, ("content-encoding", "gzip")]
+        self.send_head(status, [*headers, ("content-length", str(len(body)))])
+        if body:
+            self._write(body)
+
+    def start_stream(self, headers: list[tuple[str, str]], *, gzip: bool) -> None:
+        hs = [*headers, ("transfer-encoding", "chunked")]
+        if gzip:
+            hs.append(("content-encoding", "gzip"))
+            self._gz = zlib.compressobj(wbits=31)
+        self.send_head(200, hs)
+
+    def event(self, data: bytes, *, is_delta: bool = False) -> float:
+        if self._gz is not None:
+            data = self._gz.compress(data) + self._gz.flush(zlib.Z_SYNC_FLUSH)
+        t = self._write(b"%x\r\n%s\r\n" % (len(data), data))
+        if is_delta:
+            self.deltas_sent += 1
+            if self.first_token_sent_at is None:
+                self.first_token_sent_at = t
+        return t
+
+    def end_stream(self) -> None:
+        tail = b""
+        if self._gz is not None:
+            last = self._gz.flush(zlib.Z_FINISH)
+            if last:
+                tail = b"%x\r\n%s\r\n" % (len(last), last)
+        self._write(tail + b"0\r\n\r\n")
+
+    def drop(self) -> None:
+        """Close the socket abruptly: FIN in both directions, no chunked terminator."""
+        h = self.handler
+        h.close_connection = True
+        conn: socket.socket = h.connection
+        with contextlib.suppress(OSError):
+            conn.shutdown(socket.SHUT_RDWR)
+        conn.close()
+
+
+def _gzip_all(body: bytes) -> bytes:
+    c = zlib.compressobj(wbits=31)
+    return c.compress(body) + c.flush()
+
+
+@dataclass
+class RunResult:
+    outcome: Outcome
+    detail: str | None = None
+
+
+def retry_after_headers(sc: Scenario) -> list[tuple[str, str]]:
+    if sc.retry_after is None:
+        return []
+    return [
+        ("retry-after", str(math.ceil(sc.retry_after))),
+        ("retry-after-ms", str(round(sc.retry_after * 1000))),
+    ]
+
+
+def run(api: Api, ex: Exchange, retry_count: int) -> RunResult:
+    """Answer one routed, parsed request according to its scenario."""
+    ctx = api.ctx
+    sc = ctx.scenario
+
+    if retry_count < sc.fail:
+        ex.sleep(sc.headers_delay)
+        status = sc.fail_status
+        hs = [("content-type", "application/json"), *retry_after_headers(sc)]
+        if status == 429 or status >= 500:
+            hs.append(("x-should-retry", "true"))
+        body = json_bytes(api.error_body(status, _fail_message(status)))
+        ex.send_full(status, [*api.common_headers(), *hs], body, gzip=sc.gzip)
+        return RunResult("error_status", f"fail {retry_count + 1}/{sc.fail}")
+
+    if not ctx.stream:
+        return _run_unary(api, ex)
+
+    ex.sleep(sc.headers_delay)
+    ex.start_stream(
+        [
+            *api.common_headers(),
+            ("content-type", "text/event-stream; charset=utf-8"),
+            ("cache-control", "no-cache"),
+        ],
+        gzip=sc.gzip,
+    )
+    for ev in api.preamble_events():
+        ex.event(ev)
+
+    n = sc.tokens
+    err_at = None if sc.error_event_at is None else min(sc.error_event_at, n)
+    drop_at = None if sc.drop_at is None else min(sc.drop_at, n)
+    for i in range(n + 1):
+        if i == sc.stall_at:
+            ex.sleep(sc.stall)
+        if i == err_at:
+            ex.event(api.error_event())
+            ex.end_stream()
+            return RunResult("error_event", f"after {i} deltas")
+        if i == drop_at:
+            ex.drop()
+            return RunResult("dropped", f"after {i} deltas")
+        if i == n:
+            break
+        ex.sleep(sc.ttft if i == 0 else sc.gap)
+        ex.event(api.delta_event(i, delta_text(i)), is_delta=True)
+
+    for ev in api.close_events():
+        ex.event(ev)
+    if sc.no_stop:
+        ex.end_stream()
+        return RunResult("no_stop")
+    for ev in api.stop_events():
+        ex.event(ev)
+    ex.end_stream()
+    return RunResult("completed")
+
+
+def _run_unary(api: Api, ex: Exchange) -> RunResult:
+    sc = api.ctx.scenario
+    total = sc.headers_delay
+    if sc.tokens:
+        total += sc.ttft + sc.gap * (sc.tokens - 1)
+    if sc.stall_at is not None and sc.stall_at <= sc.tokens:
+        total += sc.stall
+    ex.sleep(total)
+    base = api.common_headers()
+    if sc.error_event_at is not None:
+        status = error_status_for(sc.error_type)
+        body = json_bytes(api.error_body(status, _fail_message(status)))
+        ex.send_full(status, [*base, ("content-type", "application/json")], body, gzip=sc.gzip)
+        return RunResult("error_status", "error_event_at on a non-streaming request")
+    body = json_bytes(api.json_body())
+    if sc.drop_at is not None:
+        if sc.gzip:
+            body = _gzip_all(body)
+            base = [*base, ("content-encoding", "gzip")]
+        ex.send_head(200, [*base, ("content-type", "application/json"), ("content-length", str(len(body)))])
+        ex._write(body[: len(body) // 2])
+        ex.drop()
+        return RunResult("dropped", "half the body sent")
+    ex.send_full(200, [*base, ("content-type", "application/json")], body, gzip=sc.gzip)
+    return RunResult("completed")
+
+
+def _fail_message(status: int) -> str:
+    return {
+        400: "Invalid request (simulated)",
+        401: "invalid x-api-key (simulated)",
+        403: "Your API key does not have permission to use the specified resource. (simulated)",
+        404: "Not found (simulated)",
+        408: "Request timed out (simulated)",
+        413: "Request exceeds the maximum allowed number of bytes. (simulated)",
+        429: "Number of request tokens has exceeded your per-minute rate limit (simulated)",
+        500: "Internal server error (simulated)",
+        503: "Service unavailable (simulated)",
+        529: "Overloaded",
+    }.get(status, "Error (simulated)")

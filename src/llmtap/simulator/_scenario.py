@@ -1,0 +1,200 @@
+"""Behaviour knobs of the simulator, and their compact string form.
+
+A :class:`Scenario` travels per request in the ``x-llmtap-sim`` request header, e.g.::
+
+    x-llmtap-sim: tokens=8,ttft=0.2,gap=0.01,fail=2,fail_status=529,retry_after=0.05
+
+Pairs are ``key=value`` separated by commas, semicolons or whitespace; boolean knobs may be
+given bare (``gzip``, ``no_stop``) or as ``gzip=1`` / ``gzip=false``. Dashes in keys are read
+as underscores (``no-stop`` == ``no_stop``). An empty string is the all-defaults scenario.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+__all__ = [
+    "ERROR_TYPES",
+    "FAIL_STATUSES",
+    "SCENARIO_HEADER",
+    "STOP_REASONS",
+    "Scenario",
+    "ScenarioError",
+    "delta_text",
+]
+
+SCENARIO_HEADER: Final = "x-llmtap-sim"
+
+#: Statuses ``fail_status`` accepts, with the Anthropic ``error.type`` each is answered with.
+FAIL_STATUSES: Final[dict[int, str]] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    408: "timeout_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    503: "api_error",
+    529: "overloaded_error",
+}
+
+#: ``error_type`` values for ``error_event_at`` (mid-stream error events).
+ERROR_TYPES: Final = ("overloaded_error", "api_error", "rate_limit_error", "invalid_request_error")
+
+STOP_REASONS: Final = ("end_turn", "max_tokens", "tool_use", "stop_sequence", "refusal")
+
+_TRUE: Final = frozenset({"1", "true", "yes", "on"})
+_FALSE: Final = frozenset({"0", "false", "no", "off"})
+_SPLIT: Final = re.compile(r"[,;\s]+")
+
+
+class ScenarioError(ValueError):
+    """An ``x-llmtap-sim`` string (or Scenario field) is invalid; the server answers 400."""
+
+
+def delta_text(index: int) -> str:
+    """The text of content delta number ``index`` (0-based): ``"tok0 "``, ``"tok1 "``, ..."""
+    return f"tok{index} "
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """How the simulator answers one request. Every field is optional (see module docs)."""
+
+    #: seconds before the status line and headers are sent
+    headers_delay: float = 0.0
+    #: seconds between the headers and the first content delta (streaming)
+    ttft: float = 0.0
+    #: seconds between subsequent content deltas
+    gap: float = 0.0
+    #: number of content deltas (one word each); also the output-token usage
+    tokens: int = 5
+    #: attempts whose ``x-stainless-retry-count`` is below this are answered with ``fail_status``
+    fail: int = 0
+    fail_status: int = 529
+    #: ``retry-after`` (integer ceil) and ``retry-after-ms`` on failed attempts; None: not sent
+    retry_after: float | None = None
+    #: after this many deltas of a streamed 200, send an SSE error event and end the body
+    error_event_at: int | None = None
+    error_type: str = "overloaded_error"
+    #: after this many deltas, drop the connection abruptly (no chunked terminator)
+    drop_at: int | None = None
+    #: end the stream cleanly but without ``message_delta`` / ``message_stop`` (or OpenAI equivalents)
+    no_stop: bool = False
+    #: sleep ``stall`` seconds after ``stall_at`` deltas, then continue
+    stall_at: int | None = None
+    stall: float = 0.0
+    #: ``content-encoding: gzip`` (per-event sync-flushed when streaming)
+    gzip: bool = False
+    #: usage numbers
+    input: int = 25
+    cache_read: int = 0
+    cache_write: int = 0
+    #: OpenAI only: ``output_tokens_details.reasoning_tokens`` (added to the output total)
+    reasoning: int = 0
+    stop_reason: str = "end_turn"
+    #: response model; None echoes the request's model
+    model: str | None = None
+    #: overrides the requests-remaining rate-limit header
+    ratelimit_remaining: int | None = None
+
+    _FLAGS: ClassVar[frozenset[str]] = frozenset({"gzip", "no_stop"})
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None or isinstance(value, (bool, str)):
+                continue
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ScenarioError(f"{f.name} must be finite, got {value!r}")
+            if isinstance(value, (int, float)) and value < 0:
+                raise ScenarioError(f"{f.name} must be >= 0, got {value!r}")
+        if self.fail_status not in FAIL_STATUSES:
+            allowed = "|".join(str(s) for s in FAIL_STATUSES)
+            raise ScenarioError(f"fail_status must be one of {allowed}, got {self.fail_status}")
+        if self.error_type not in ERROR_TYPES:
+            raise ScenarioError(f"error_type must be one of {'|'.join(ERROR_TYPES)}, got {self.error_type!r}")
+        if self.stop_reason not in STOP_REASONS:
+            raise ScenarioError(
+                f"stop_reason must be one of {'|'.join(STOP_REASONS)}, got {self.stop_reason!r}"
+            )
+        if self.model is not None and not self.model:
+            raise ScenarioError("model must not be empty")
+
+    # ------------------------------------------------------------------ string form
+
+    @classmethod
+    def known_keys(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def parse(cls, s: str) -> Scenario:
+        """Parse the compact ``key=value,...`` form. Raises :class:`ScenarioError`."""
+        types = {f.name: f.type for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {}
+        for item in _SPLIT.split(s.strip()):
+            if not item:
+                continue
+            key, eq, raw = item.partition("=")
+            key = key.strip().lower().replace("-", "_")
+            raw = raw.strip()
+            if key not in types:
+                raise ScenarioError(
+                    f"unknown {SCENARIO_HEADER} key {key!r}; known keys: {', '.join(cls.known_keys())}"
+                )
+            if key in values:
+                raise ScenarioError(f"{SCENARIO_HEADER} key {key!r} given twice")
+            values[key] = cls._convert(key, str(types[key]), raw if eq else None)
+        return cls(**values)
+
+    @classmethod
+    def _convert(cls, key: str, type_name: str, raw: str | None) -> Any:
+        if key in cls._FLAGS:
+            if raw is None or raw.lower() in _TRUE:
+                return True
+            if raw.lower() in _FALSE:
+                return False
+            raise ScenarioError(f"{key} must be a boolean (1/0/true/false), got {raw!r}")
+        if raw is None or raw == "":
+            raise ScenarioError(f"{SCENARIO_HEADER} key {key!r} needs a value ({key}=...)")
+        if type_name.startswith("str"):
+            return raw
+        if type_name.startswith("int"):
+            try:
+                return int(raw)
+            except ValueError:
+                raise ScenarioError(f"{key} must be an integer, got {raw!r}") from None
+        try:
+            return float(raw)
+        except ValueError:
+            raise ScenarioError(f"{key} must be a number (seconds), got {raw!r}") from None
+
+    def to_header(self) -> str:
+        """The compact form of the non-default knobs; ``Scenario.parse(s.to_header()) == s``."""
+        parts: list[str] = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value == f.default:
+                continue
+            if isinstance(value, bool):
+                parts.append(f.name if value else f"{f.name}=0")
+            else:
+                parts.append(f"{f.name}={value}")
+        return ",".join(parts)
+
+    def headers(self) -> dict[str, str]:
+        """``{"x-llmtap-sim": self.to_header()}``, ready for an SDK's ``extra_headers=``."""
+        return {SCENARIO_HEADER: self.to_header()}
+
+    def replace(self, **changes: Any) -> Scenario:
+        """A copy with some knobs changed (validated)."""
+        return dataclasses.replace(self, **changes)
+
+    def expected_text(self) -> str:
+        """The full text a complete response carries: ``"tok0 tok1 ... "``."""
+        return "".join(delta_text(i) for i in range(self.tokens))

@@ -1,0 +1,483 @@
+"""The HTTP/1.1 server, request routing, rate-limit bookkeeping and the :class:`Simulator` handle."""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import json
+import socket
+import socketserver
+import sys
+import threading
+import time
+from dataclasses import dataclass, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+from ._anthropic import AnthropicMessages, anthropic_error_body
+from ._exchange import (
+    Api,
+    ClientGone,
+    Context,
+    Exchange,
+    Outcome,
+    RateLimitSnapshot,
+    RunResult,
+    Stopping,
+    json_bytes,
+    rand_id,
+    run,
+)
+from ._openai import OpenAIChat, OpenAIResponses
+from ._scenario import SCENARIO_HEADER, Scenario, ScenarioError
+
+__all__ = ["Served", "Simulator", "serve_forever"]
+
+ROUTES: dict[str, type[Api]] = {
+    "/v1/messages": AnthropicMessages,
+    "/v1/chat/completions": OpenAIChat,
+    "/v1/responses": OpenAIResponses,
+}
+
+_MAX_BODY = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Served:
+    """What the simulator did for one HTTP request.
+
+    Times are ``time.perf_counter()`` readings taken right after the corresponding socket write.
+    Usage fields are the numbers the response reports on that API's wire (OpenAI's input count
+    includes ``cache_read``; its output count includes ``reasoning``), and 0 for error statuses.
+    """
+
+    path: str
+    method: str
+    api: str  # "anthropic" | "openai-chat" | "openai-responses" | "unknown"
+    retry_count: int
+    status: int
+    stream: bool
+    scenario: Scenario
+    request_id: str
+    model: str | None
+    received_at: float
+    headers_sent_at: float | None  # None if no status line was sent (simulator stopped / client gone)
+    first_token_sent_at: float | None  # None if no content delta was sent
+    ended_at: float
+    #: "completed" | "error_status" | "error_event" | "dropped" | "no_stop" | "client_disconnected"
+    outcome_sent: Outcome
+    deltas_sent: int
+    input_tokens: int
+    output_tokens: int
+    cache_read: int
+    cache_write: int
+    stop_reason: str | None
+    auth_present: bool  # whether x-api-key or authorization was sent (never the value)
+    connection: int  # serial number of the TCP connection (equal numbers: keep-alive reuse)
+    detail: str | None = None
+
+
+class _RateLimiter:
+    """Fixed 60-second windows (starting at the first request), one per API family."""
+
+    WINDOW = 60.0
+    LIMITS: ClassVar[dict[str, tuple[int, int, int, int]]] = {
+        # requests, tokens, input tokens, output tokens
+        "anthropic": (4000, 2_400_000, 2_000_000, 400_000),
+        "openai": (10_000, 30_000_000, 30_000_000, 30_000_000),
+    }
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state: dict[str, tuple[float, int, int, int]] = {}  # start, requests, in, out
+
+    def take(self, family: str, input_tokens: int, output_tokens: int) -> RateLimitSnapshot:
+        now = time.monotonic()
+        wall = time.time()
+        req_l, tok_l, in_l, out_l = self.LIMITS[family]
+        with self._lock:
+            start, reqs, used_in, used_out = self._state.get(family, (now, 0, 0, 0))
+            if now - start >= self.WINDOW:
+                start, reqs, used_in, used_out = now, 0, 0, 0
+            reqs += 1
+            used_in += input_tokens
+            used_out += output_tokens
+            self._state[family] = (start, reqs, used_in, used_out)
+        reset_in = max(0.001, start + self.WINDOW - now)
+        return RateLimitSnapshot(
+            requests_limit=req_l,
+            requests_remaining=max(0, req_l - reqs),
+            tokens_limit=tok_l,
+            tokens_remaining=max(0, tok_l - used_in - used_out),
+            input_tokens_limit=in_l,
+            input_tokens_remaining=max(0, in_l - used_in),
+            output_tokens_limit=out_l,
+            output_tokens_remaining=max(0, out_l - used_out),
+            reset_in=reset_in,
+            reset_at=wall + reset_in,
+        )
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "llmtap-simulator/0.1"
+    sys_version = ""
+    server: _HTTPServer
+    conn_serial = 0
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.sim._register(self)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        except OSError:
+            pass
+        finally:
+            self.server.sim._unregister(self)
+
+    def do_POST(self) -> None:
+        self.server.sim._handle(self, "POST")
+
+    def do_GET(self) -> None:
+        self.server.sim._handle(self, "GET")
+
+    def do_PUT(self) -> None:
+        self.server.sim._handle(self, "PUT")
+
+    def do_DELETE(self) -> None:
+        self.server.sim._handle(self, "DELETE")
+
+    def do_PATCH(self) -> None:
+        self.server.sim._handle(self, "PATCH")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        if self.server.sim.verbose:
+            super().log_message(format, *args)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False  # we join handler threads ourselves, with a deadline
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], sim: Simulator) -> None:
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        self.sim = sim
+        super().__init__(address, _Handler)
+
+    def server_bind(self) -> None:
+        # Skip HTTPServer's getfqdn() (a reverse DNS lookup that can be slow).
+        socketserver.TCPServer.server_bind(self)
+        self.server_name = str(self.server_address[0])
+        self.server_port = int(self.server_address[1])
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if self.sim.verbose:
+            super().handle_error(request, client_address)
+
+
+class Simulator:
+    """An embedded Anthropic Messages / OpenAI Chat + Responses compatible HTTP server.
+
+    ``with Simulator() as sim: anthropic.Anthropic(base_url=sim.base_url, api_key="x")``.
+    Per-request behaviour comes from the ``x-llmtap-sim`` header (see :class:`Scenario`),
+    falling back to :attr:`default`.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        default: Scenario | None = None,
+        *,
+        verbose: bool = False,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.default: Scenario = default if default is not None else Scenario()
+        self.verbose = verbose
+        self.served: list[Served] = []
+        self._served_cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._server: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._conns: dict[_Handler, threading.Thread] = {}
+        self._conns_lock = threading.Lock()
+        self._conn_serial = 0
+        self._ratelimits = _RateLimiter()
+        self._base_url: str | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> Simulator:
+        """Bind and serve in a background daemon thread. Returns ``self``."""
+        with self._lock:
+            if self._server is not None:
+                return self
+            self._stop = threading.Event()
+            server = _HTTPServer((self.host, self.port), self)
+            host, port = str(server.server_address[0]), int(server.server_address[1])
+            url_host = f"[{host}]" if ":" in host else host
+            self._base_url = f"http://{url_host}:{port}"
+            self._server = server
+            self._thread = threading.Thread(
+                target=server.serve_forever,
+                kwargs={"poll_interval": 0.05},
+                name=f"llmtap-simulator:{port}",
+                daemon=True,
+            )
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Shut down: stop accepting, interrupt sleeping handlers, close every connection.
+
+        Idempotent; returns within about a second even if handlers are mid-stall.
+        """
+        with self._lock:
+            server, thread = self._server, self._thread
+            self._server = self._thread = None
+            if server is None:
+                return
+            with self._conns_lock:
+                self._stop.set()
+                conns = list(self._conns.items())
+        server.shutdown()
+        server.server_close()
+        for handler, _ in conns:
+            _shutdown_socket(handler.connection)
+        if thread is not None:
+            thread.join(timeout=2.0)
+        deadline = time.monotonic() + 2.0
+        for _, t in conns:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+
+    def __enter__(self) -> Simulator:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>`` (only once started)."""
+        if self._base_url is None:
+            raise RuntimeError("Simulator not started; call start() or use it as a context manager")
+        return self._base_url
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    # ------------------------------------------------------------------ records
+
+    def clear(self) -> None:
+        """Forget every :class:`Served` record."""
+        with self._served_cond:
+            self.served.clear()
+
+    def wait_served(self, count: int, timeout: float = 5.0) -> list[Served]:
+        """Wait until at least ``count`` requests have finished; return a snapshot of :attr:`served`.
+
+        The client can see the end of a response a moment before the server records it.
+        Raises ``TimeoutError`` if that does not happen in ``timeout`` seconds.
+        """
+        with self._served_cond:
+            if not self._served_cond.wait_for(lambda: len(self.served) >= count, timeout):
+                raise TimeoutError(f"only {len(self.served)} of {count} requests served after {timeout}s")
+            return list(self.served)
+
+    def _record(self, served: Served) -> None:
+        with self._served_cond:
+            bisect.insort(self.served, served, key=lambda s: s.received_at)
+            self._served_cond.notify_all()
+
+    def _register(self, handler: _Handler) -> None:
+        with self._conns_lock:
+            self._conn_serial += 1
+            handler.conn_serial = self._conn_serial
+            self._conns[handler] = threading.current_thread()
+            stopping = self._stop.is_set()
+        if stopping:
+            _shutdown_socket(handler.connection)
+
+    def _unregister(self, handler: _Handler) -> None:
+        with self._conns_lock:
+            self._conns.pop(handler, None)
+
+    # ------------------------------------------------------------------ one request
+
+    def _handle(self, h: _Handler, method: str) -> None:
+        received_at = time.perf_counter()
+        path = urlsplit(h.path).path
+        api_cls = ROUTES.get(path)
+        ex = Exchange(h, self._stop)
+        request_id = "req_" + rand_id(24)
+        scenario = self.default
+        stream = False
+        model: str | None = None
+        api: Api | None = None
+        result = RunResult("dropped", "internal error")
+        try:
+            retry_count = int(h.headers.get("x-stainless-retry-count", "0"))
+        except ValueError:
+            retry_count = 0
+        auth_present = "x-api-key" in h.headers or "authorization" in h.headers
+        try:
+            raw = self._read_body(h)
+            problem: str | None = None
+            header = h.headers.get(SCENARIO_HEADER)
+            if header is not None:
+                try:
+                    scenario = Scenario.parse(header)
+                except ScenarioError as exc:
+                    problem = f"invalid {SCENARIO_HEADER} header: {exc}"
+            if api_cls is None or method != "POST":
+                status = 404 if api_cls is None else 405
+                what = "Not found" if api_cls is None else "Method not allowed"
+                body = anthropic_error_body(
+                    "not_found_error" if status == 404 else "invalid_request_error",
+                    f"{what}: {method} {path} (simulator serves POST {', '.join(ROUTES)})",
+                    request_id,
+                )
+                ex.send_full(
+                    status,
+                    [("request-id", request_id), ("content-type", "application/json")],
+                    json_bytes(body),
+                )
+                result = RunResult("error_status", f"{status} {what}")
+                return
+            body_obj: dict[str, Any] = {}
+            try:
+                parsed = json.loads(raw) if raw else {}
+                if isinstance(parsed, dict):
+                    body_obj = parsed
+                else:
+                    problem = problem or "request body must be a JSON object"
+            except ValueError as exc:
+                problem = problem or f"request body is not valid JSON: {exc}"
+            stream = body_obj.get("stream") is True
+            body_model = body_obj.get("model")
+            model = scenario.model or (body_model if isinstance(body_model, str) else api_cls.default_model)
+            family = "anthropic" if api_cls is AnthropicMessages else "openai"
+            ok = problem is None and retry_count >= scenario.fail
+            rl = self._ratelimits.take(
+                family,
+                scenario.input + scenario.cache_write if ok else 0,
+                scenario.tokens + scenario.reasoning if ok else 0,
+            )
+            if scenario.ratelimit_remaining is not None:
+                rl = replace(rl, requests_remaining=scenario.ratelimit_remaining)
+            ctx = Context(
+                path=path,
+                body=body_obj,
+                scenario=scenario,
+                request_id=request_id,
+                model=model,
+                stream=stream,
+                received_at=received_at,
+                ratelimit=rl,
+            )
+            api = api_cls(ctx)
+            if problem is not None:
+                ex.send_full(
+                    400,
+                    [*api.common_headers(), ("content-type", "application/json")],
+                    json_bytes(api.error_body(400, problem)),
+                )
+                result = RunResult("error_status", problem)
+                return
+            result = run(api, ex, retry_count)
+        except ClientGone as exc:
+            h.close_connection = True
+            result = RunResult("client_disconnected", str(exc))
+        except Stopping:
+            ex.drop()
+            result = RunResult("dropped", "simulator stopped")
+        except Exception as exc:
+            # A bug in the simulator: never let it take the server thread down.
+            if self.verbose:
+                import traceback
+
+                traceback.print_exc()
+            ex.drop()
+            result = RunResult("dropped", f"simulator error: {exc!r}")
+        finally:
+            ended_at = time.perf_counter()
+            usage_ok = result.outcome != "error_status" and api is not None
+            self._record(
+                Served(
+                    path=path,
+                    method=method,
+                    api=api_cls.name if api_cls is not None else "unknown",
+                    retry_count=retry_count,
+                    status=ex.status,
+                    stream=stream,
+                    scenario=scenario,
+                    request_id=request_id,
+                    model=model,
+                    received_at=received_at,
+                    headers_sent_at=ex.headers_sent_at,
+                    first_token_sent_at=ex.first_token_sent_at,
+                    ended_at=ended_at,
+                    outcome_sent=result.outcome,
+                    deltas_sent=ex.deltas_sent,
+                    input_tokens=api.input_tokens() if usage_ok and api is not None else 0,
+                    output_tokens=api.output_tokens() if usage_ok and api is not None else 0,
+                    cache_read=scenario.cache_read if usage_ok else 0,
+                    cache_write=scenario.cache_write if usage_ok else 0,
+                    stop_reason=scenario.stop_reason if usage_ok else None,
+                    auth_present=auth_present,
+                    connection=h.conn_serial,
+                    detail=result.detail,
+                )
+            )
+
+    @staticmethod
+    def _read_body(h: _Handler) -> bytes:
+        try:
+            if h.headers.get("transfer-encoding", "").lower() == "chunked":
+                parts: list[bytes] = []
+                while True:
+                    size = int(h.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        while h.rfile.readline() not in (b"\r\n", b"\n", b""):
+                            pass
+                        return b"".join(parts)
+                    parts.append(h.rfile.read(size))
+                    h.rfile.readline()
+            length = int(h.headers.get("content-length", "0") or "0")
+            if length > _MAX_BODY:
+                raise ClientGone("request body too large")
+            return h.rfile.read(length) if length > 0 else b""
+        except OSError as exc:
+            raise ClientGone(type(exc).__name__) from exc
+
+
+def _shutdown_socket(conn: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_RDWR)
+
+
+def serve_forever(host: str, port: int, default: Scenario | None = None, *, verbose: bool = False) -> None:
+    """Run a simulator in the foreground until Ctrl-C (used by ``llmtap simulate``)."""
+    sim = Simulator(host, port, default, verbose=verbose).start()
+    print(f"llmtap simulator listening on {sim.base_url}", file=sys.stderr, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sim.stop()
