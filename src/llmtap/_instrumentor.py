@@ -40,6 +40,7 @@ class LlmtapInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             registry=kwargs.get("registry"),
             tracer_provider=kwargs.get("tracer_provider"),
             meter_provider=kwargs.get("meter_provider"),
+            sinks=kwargs.get("extra_sinks"),
         )
         _patch.set_active(tap)
         LlmtapInstrumentor.tap = tap

@@ -404,8 +404,9 @@ class AttemptObserver:
         # the SDKs behave the same, so the attempt is counted as incomplete.
         self._pending = b""
 
-    def on_close(self, now: float) -> None:
-        """The app (or the SDK) closed the response."""
+    def on_close(self, now: float, abandoned: bool = False) -> None:
+        """The app (or the SDK) closed the response; ``abandoned`` when it was closed only because the
+        app dropped the stream (its generator is being finalised)."""
         if self._done:
             return
         if self._status_failed() or self.facts.server_error:
@@ -415,7 +416,7 @@ class AttemptObserver:
         elif self.facts.final:
             self._finish(Outcome.COMPLETED, now)
         else:
-            self._finish(Outcome.CLIENT_CLOSED, now)
+            self._finish(Outcome.ABANDONED if abandoned else Outcome.CLIENT_CLOSED, now)
 
     def on_exception(self, exc: BaseException, now: float) -> None:
         """An exception came out of the transport: before the headers or while reading the body."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import sys
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -33,6 +34,13 @@ _OBSERVING: contextvars.ContextVar[bool] = contextvars.ContextVar("llmtap_observ
 
 def _internal_error(where: str, exc: BaseException) -> None:
     log_once(f"shell-{where}", "llmtap: internal error in %s (request unaffected): %r", where, exc)
+
+
+def _closing_a_dropped_generator() -> bool:
+    """True when close() runs while a ``GeneratorExit`` is being handled: the SDK's stream generator
+    is being finalised because the app dropped it (the SDKs close the response in a ``finally``),
+    not because the app closed it."""
+    return isinstance(sys.exc_info()[1], GeneratorExit)
 
 
 class _SyncShell:
@@ -63,7 +71,7 @@ class _SyncShell:
 
     def close(self) -> None:
         try:
-            self._observer.on_close(_clock())
+            self._observer.on_close(_clock(), abandoned=_closing_a_dropped_generator())
         except Exception as exc:
             _internal_error("on_close", exc)
         self._inner.close()
@@ -97,7 +105,7 @@ class _AsyncShell:
 
     async def aclose(self) -> None:
         try:
-            self._observer.on_close(_clock())
+            self._observer.on_close(_clock(), abandoned=_closing_a_dropped_generator())
         except Exception as exc:
             _internal_error("on_close", exc)
         await self._inner.aclose()

@@ -1,0 +1,135 @@
+"""Test helpers: capture what llmtap records, for your tests and ours.
+
+Example::
+
+    from llmtap.testing import capture
+
+    with capture(llmtap.Settings(base_urls=("http://127.0.0.1:8080",))) as cap:
+        client.messages.create(...)
+    assert cap.records[0].outcome is llmtap.Outcome.COMPLETED
+    assert cap.sample("llmtap_attempts_total", status_code="200") == 1
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
+
+from llmtap._instrumentor import LlmtapInstrumentor
+from llmtap._record import AttemptRecord, CallRecord
+from llmtap._settings import Settings
+from llmtap._tap import Tap
+
+if TYPE_CHECKING:
+    from llmtap._observer import AttemptObserver
+
+__all__ = ["Capture", "RecordingSink", "capture"]
+
+
+class RecordingSink:
+    """A sink that keeps every record it is given."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.records: list[AttemptRecord] = []
+        self.calls: list[CallRecord] = []
+        self._cond = threading.Condition()
+
+    def start(self, attempt: AttemptObserver) -> object:
+        return True
+
+    def end(self, record: AttemptRecord, state: object) -> None:
+        with self._cond:
+            self.records.append(record)
+            self._cond.notify_all()
+
+    def call_end(self, record: CallRecord) -> None:
+        with self._cond:
+            self.calls.append(record)
+            self._cond.notify_all()
+
+    def wait(self, records: int, calls: int = 0, timeout: float = 5.0) -> None:
+        """Block until at least ``records`` attempts and ``calls`` calls have ended.
+
+        Raises:
+            TimeoutError: they did not within ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while len(self.records) < records or len(self.calls) < calls:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(
+                        f"expected {records} attempts / {calls} calls, got {len(self.records)} / {len(self.calls)}"
+                    )
+                self._cond.wait(left)
+
+
+class Capture:
+    """What one :func:`capture` block recorded."""
+
+    def __init__(self, tap: Tap, registry: CollectorRegistry, spans: InMemorySpanExporter, sink: RecordingSink):
+        self.tap = tap
+        self.registry = registry
+        self.tracer_provider: TracerProvider | None = None
+        self._spans = spans
+        self._sink = sink
+
+    @property
+    def records(self) -> list[AttemptRecord]:
+        return self._sink.records
+
+    @property
+    def calls(self) -> list[CallRecord]:
+        return self._sink.calls
+
+    def wait(self, records: int, calls: int = 0, timeout: float = 5.0) -> None:
+        self._sink.wait(records, calls, timeout)
+
+    def spans(self) -> tuple[ReadableSpan, ...]:
+        return tuple(self._spans.get_finished_spans())
+
+    def sample(self, name: str, **labels: str) -> float:
+        """Sum of the samples named ``name`` whose labels include ``labels`` (0.0 when none)."""
+        total = 0.0
+        for metric in self.registry.collect():
+            for sample in metric.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    total += sample.value
+        return total
+
+
+@contextmanager
+def capture(settings: Settings | None = None, *, patch: bool = True) -> Iterator[Capture]:
+    """Instrument with a fresh registry and an in-memory span exporter; uninstrument on exit.
+
+    The capture's ``tracer_provider`` can be handed to an SDK (e.g. the Anthropic client's
+    ``open_telemetry={"tracer_provider": ...}``) so its spans land in the same exporter.
+    """
+    registry = CollectorRegistry()
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    sink = RecordingSink()
+    instrumentor = LlmtapInstrumentor()
+    instrumentor.instrument(
+        settings=settings, registry=registry, tracer_provider=provider, patch=patch, extra_sinks=[sink]
+    )
+    tap = LlmtapInstrumentor.tap
+    assert tap is not None
+    cap = Capture(tap, registry, exporter, sink)
+    cap.tracer_provider = provider
+    try:
+        yield cap
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()

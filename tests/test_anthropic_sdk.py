@@ -1,0 +1,408 @@
+"""The real ``anthropic`` SDK, sync and async, against the simulator: every outcome class.
+
+Each scenario is written once and run in both modes; what the server did (``sim.served``) is the
+ground truth the records, metrics and spans are compared with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+import httpx2
+import pytest
+
+from llmtap import Outcome
+from llmtap.simulator import Scenario, Simulator
+from llmtap.testing import Capture
+
+MODES = ["sync", "async"]
+MSG = [{"role": "user", "content": "hi"}]
+
+
+@dataclass
+class Run:
+    error: BaseException | None = None
+    events: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _client(sim: Simulator, mode: str, **kwargs: Any) -> Any:
+    kwargs.setdefault("max_retries", 2)
+    if mode == "sync":
+        return anthropic.Anthropic(base_url=sim.base_url, api_key="sk-test-secret", **kwargs)
+    return anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="sk-test-secret", **kwargs)
+
+
+def drive(sim: Simulator, mode: str, action: str, scenario: Scenario, **client_kwargs: Any) -> Run:
+    """Run one SDK call in ``mode`` doing ``action`` with the stream; never raises."""
+    run = Run()
+    headers = scenario.headers()
+    params: dict[str, Any] = {"model": "claude-test", "max_tokens": 64, "messages": MSG, "extra_headers": headers}
+
+    def sync_body() -> None:
+        client = _client(sim, "sync", **client_kwargs)
+        try:
+            if action == "create":
+                run.extra["message"] = client.messages.create(**params)
+            elif action == "full":
+                for _ in client.messages.create(stream=True, **params):
+                    run.events += 1
+            elif action == "break":
+                stream = client.messages.create(stream=True, **params)
+                for _ in stream:
+                    run.events += 1
+                    if run.events == 3:
+                        break
+                stream.close()
+            elif action == "with_exit":
+                with client.messages.stream(**params) as stream:
+                    for _ in stream.text_stream:
+                        break
+            elif action == "abandon":
+                stream = client.messages.create(stream=True, **params)
+                del stream
+                gc.collect()
+            elif action == "abandon_mid":
+                stream = client.messages.create(stream=True, **params)
+                iterator = iter(stream)
+                next(iterator)
+                next(iterator)
+                del stream, iterator
+                gc.collect()
+            elif action == "helper":
+                with client.messages.stream(**params) as stream:
+                    run.extra["text"] = stream.get_final_text()
+            else:
+                raise AssertionError(action)
+        except Exception as exc:
+            run.error = exc
+        finally:
+            client.close()
+
+    async def async_body() -> None:
+        client = _client(sim, "async", **client_kwargs)
+        try:
+            if action == "create":
+                run.extra["message"] = await client.messages.create(**params)
+            elif action == "full":
+                async for _ in await client.messages.create(stream=True, **params):
+                    run.events += 1
+            elif action == "break":
+                stream = await client.messages.create(stream=True, **params)
+                async for _ in stream:
+                    run.events += 1
+                    if run.events == 3:
+                        break
+                await stream.close()
+            elif action == "with_exit":
+                async with client.messages.stream(**params) as stream:
+                    async for _ in stream.text_stream:
+                        break
+            elif action == "abandon":
+                stream = await client.messages.create(stream=True, **params)
+                del stream
+                gc.collect()
+            elif action == "abandon_mid":
+                stream = await client.messages.create(stream=True, **params)
+                iterator = stream.__aiter__()
+                await iterator.__anext__()
+                await iterator.__anext__()
+                del stream, iterator
+                gc.collect()
+            elif action == "cancel":
+                first = asyncio.Event()
+
+                async def consume() -> None:
+                    async for _ in await client.messages.create(stream=True, **params):
+                        run.events += 1
+                        first.set()
+
+                task = asyncio.create_task(consume())
+                await first.wait()
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    run.extra["cancelled"] = True
+            elif action == "helper":
+                async with client.messages.stream(**params) as stream:
+                    run.extra["text"] = await stream.get_final_text()
+            else:
+                raise AssertionError(action)
+        except Exception as exc:
+            run.error = exc
+        finally:
+            await client.close()
+
+    if mode == "sync":
+        sync_body()
+    else:
+        asyncio.run(async_body())
+    gc.collect()
+    return run
+
+
+def outcomes(cap: Capture) -> list[Outcome]:
+    return [r.outcome for r in cap.records]
+
+
+SCENARIOS: list[tuple[str, str, Scenario, list[Outcome], type[BaseException] | None]] = [
+    ("completed", "full", Scenario(tokens=6), [Outcome.COMPLETED], None),
+    ("non_stream", "create", Scenario(tokens=4), [Outcome.COMPLETED], None),
+    ("helper", "helper", Scenario(tokens=4), [Outcome.COMPLETED], None),
+    ("client_closed", "break", Scenario(tokens=40, gap=0.002), [Outcome.CLIENT_CLOSED], None),
+    ("with_exit", "with_exit", Scenario(tokens=40, gap=0.002), [Outcome.CLIENT_CLOSED], None),
+    ("abandoned", "abandon", Scenario(tokens=40, gap=0.002), [Outcome.ABANDONED], None),
+    ("abandoned_mid", "abandon_mid", Scenario(tokens=40, gap=0.002), [Outcome.ABANDONED], None),
+    ("sse_error", "full", Scenario(tokens=6, error_event_at=2), [Outcome.SERVER_ERROR], anthropic.APIStatusError),
+    ("dropped", "full", Scenario(tokens=6, drop_at=2), [Outcome.CONNECTION_ERROR], Exception),
+    ("incomplete", "full", Scenario(tokens=6, no_stop=True), [Outcome.INCOMPLETE], None),
+    (
+        "retried",
+        "full",
+        Scenario(tokens=3, fail=2, retry_after=0.01),
+        [Outcome.SERVER_ERROR, Outcome.SERVER_ERROR, Outcome.COMPLETED],
+        None,
+    ),
+    (
+        "exhausted",
+        "full",
+        Scenario(tokens=3, fail=9, fail_status=500, retry_after=0.01),
+        [Outcome.SERVER_ERROR] * 3,
+        anthropic.InternalServerError,
+    ),
+    ("gzip", "full", Scenario(tokens=5, gzip=True), [Outcome.COMPLETED], None),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("name", "action", "scenario", "expected", "error"), SCENARIOS, ids=[s[0] for s in SCENARIOS])
+def test_outcome(
+    sim: Simulator,
+    cap: Capture,
+    mode: str,
+    name: str,
+    action: str,
+    scenario: Scenario,
+    expected: list[Outcome],
+    error: type[BaseException] | None,
+) -> None:
+    run = drive(sim, mode, action, scenario)
+    if error is None:
+        assert run.error is None, repr(run.error)
+    elif error is Exception:  # a dropped connection mid-stream surfaces as the transport's error
+        assert isinstance(run.error, anthropic.APIConnectionError | httpx2.TransportError), repr(run.error)
+    else:
+        assert isinstance(run.error, error), repr(run.error)
+    cap.wait(len(expected), calls=1)
+    served = sim.wait_served(len(expected))
+    assert outcomes(cap) == expected
+    # exactly once: one record per request the server saw, one logical call
+    assert len(cap.records) == len(served)
+    assert len(cap.calls) == 1
+    assert cap.calls[0].attempts == len(expected)
+    assert cap.calls[0].outcome is expected[-1]
+    for record, seen in zip(cap.records, served, strict=True):
+        assert record.status_code == seen.status
+        assert record.resend_count == seen.retry_count
+        assert record.provider == "anthropic"
+        assert record.request_model == "claude-test"
+    # metrics: one attempt and one stream per record, by outcome
+    assert cap.sample("llmtap_attempts_total") == len(expected)
+    for outcome in set(expected):
+        assert cap.sample("llmtap_streams_total", outcome=outcome.value) == (
+            expected.count(outcome) if action != "create" else 0
+        )
+    assert cap.sample("llmtap_streams_in_flight") == 0
+    assert cap.sample("llmtap_retries_total") == len(expected) - 1
+    # spans: one per attempt, errors only for service-side outcomes
+    spans = cap.spans()
+    assert len(spans) == len(expected)
+    for span, outcome in zip(sorted(spans, key=lambda s: s.start_time or 0), expected, strict=True):
+        assert span.attributes is not None
+        assert span.attributes["llmtap.outcome"] == outcome.value
+        assert span.name == "chat claude-test"
+        assert (span.status.status_code.name == "ERROR") == (
+            outcome in (Outcome.SERVER_ERROR, Outcome.CONNECTION_ERROR, Outcome.TIMEOUT, Outcome.INCOMPLETE)
+        )
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_completed_stream_matches_server(sim: Simulator, cap: Capture, mode: str) -> None:
+    scenario = Scenario(
+        tokens=8, ttft=0.05, gap=0.01, input=120, cache_read=40, cache_write=7, stop_reason="max_tokens"
+    )
+    run = drive(sim, mode, "full", scenario)
+    assert run.error is None
+    cap.wait(1, calls=1)
+    (served,) = sim.wait_served(1)
+    (record,) = cap.records
+    assert record.outcome is Outcome.COMPLETED
+    assert record.streamed
+    # tokens exact, input normalised to include the cache
+    assert record.usage.input_tokens == 120 + 40 + 7
+    assert record.usage.cache_read_tokens == 40
+    assert record.usage.cache_write_tokens == 7
+    assert record.usage.output_tokens == 8
+    assert record.stop_reason == "max_tokens"
+    assert record.request_id == served.request_id
+    assert record.response_model == "claude-test"
+    assert record.response_id is not None and record.response_id.startswith("msg_")
+    # TTFT: the first content token as the client saw it, vs the server's write of it
+    assert served.first_token_sent_at is not None and record.first_token_at is not None
+    lag = record.first_token_at - served.first_token_sent_at
+    assert 0 <= lag < 0.001, f"client saw the first token {lag * 1000:.3f} ms after the server wrote it"
+    assert record.first_chunk_at is not None and record.first_chunk_at < record.first_token_at
+    assert record.time_to_first_token is not None and record.time_to_first_token >= 0.05
+    # chunk gaps measured
+    assert record.chunks >= 8 and 0.005 < record.max_gap < 0.1
+    # rate limits from the headers
+    resources = {rl.resource: rl for rl in record.rate_limits}
+    assert set(resources) == {"requests", "tokens", "input_tokens", "output_tokens"}
+    assert resources["requests"].limit is not None and resources["requests"].remaining is not None
+    assert cap.sample("llmtap_ratelimit_limit", resource="requests") == resources["requests"].limit
+    assert cap.sample("llmtap_ratelimit_remaining", resource="requests") == resources["requests"].remaining
+    assert cap.sample("llmtap_tokens_total", gen_ai_token_type="input") == 167
+    assert cap.sample("llmtap_tokens_total", gen_ai_token_type="cache_read") == 40
+    assert cap.sample("llmtap_stop_reasons_total", reason="max_tokens") == 1
+    assert cap.sample("llmtap_time_to_first_token_seconds_count") == 1
+    assert cap.sample("gen_ai_client_operation_time_per_output_chunk_seconds_count") == record.chunks - 1
+    (span,) = cap.spans()
+    assert span.attributes is not None
+    assert span.attributes["gen_ai.usage.input_tokens"] == 167
+    assert span.attributes["gen_ai.usage.cache_read.input_tokens"] == 40
+    assert span.attributes["gen_ai.usage.cache_creation.input_tokens"] == 7
+    assert span.attributes["gen_ai.response.finish_reasons"] == ("max_tokens",)
+    assert span.attributes["llmtap.request_id"] == served.request_id
+    # the span ends when the stream ends, not at the headers
+    assert span.end_time is not None and span.start_time is not None
+    assert (span.end_time - span.start_time) / 1e9 >= 0.05 + 7 * 0.01
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_retries_are_linked(sim: Simulator, cap: Capture, mode: str) -> None:
+    run = drive(sim, mode, "full", Scenario(tokens=2, fail=2, fail_status=429, retry_after=0.05))
+    assert run.error is None
+    cap.wait(3, calls=1)
+    first, second, third = cap.records
+    assert [r.resend_count for r in cap.records] == [0, 1, 2]
+    assert first.retry_after == pytest.approx(0.05) and first.status_code == 429
+    assert len({r.call_id for r in cap.records}) == 1 and first.call_id
+    assert cap.sample("llmtap_retries_total", reason="429") == 2
+    assert cap.sample("llmtap_retry_after_seconds_count") == 2
+    (call,) = cap.calls
+    assert call.attempts == 3
+    assert call.duration >= 0.1  # two server-advised waits are inside the call
+    assert call.time_to_first_token is not None and call.time_to_first_token >= 0.1
+    assert cap.sample("llmtap_call_duration_seconds_count", outcome="completed") == 1
+    spans = sorted(cap.spans(), key=lambda s: s.start_time or 0)
+    assert [s.attributes["http.request.resend_count"] if s.attributes else None for s in spans[1:]] == [1, 2]
+    # each retry links to the attempt before it
+    assert spans[1].links[0].context.span_id == spans[0].context.span_id
+    assert spans[2].links[0].context.span_id == spans[1].context.span_id
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_timeout(sim: Simulator, cap: Capture, mode: str) -> None:
+    run = drive(sim, mode, "full", Scenario(tokens=4, stall_at=1, stall=1.0), timeout=0.3, max_retries=0)
+    # mid-stream, the SDK lets the transport's exception through unwrapped
+    assert isinstance(run.error, anthropic.APITimeoutError | httpx2.TimeoutException), repr(run.error)
+    cap.wait(1, calls=1)
+    (record,) = cap.records
+    assert record.outcome is Outcome.TIMEOUT
+    assert record.error_type == "ReadTimeout"
+    assert cap.sample("llmtap_streams_total", outcome="timeout") == 1
+
+
+def test_cancelled(sim: Simulator, cap: Capture) -> None:
+    run = drive(sim, "async", "cancel", Scenario(tokens=40, gap=0.01))
+    assert run.extra.get("cancelled")
+    cap.wait(1, calls=1)
+    assert outcomes(cap) == [Outcome.CANCELLED]
+    (span,) = cap.spans()
+    assert span.status.status_code.name != "ERROR"  # an app-side abort is not an error...
+    assert span.attributes is not None and span.attributes["llmtap.outcome"] == "cancelled"  # ...but visible
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_stalls_counted(sim: Simulator, cap: Capture, mode: str) -> None:
+    run = drive(sim, mode, "full", Scenario(tokens=4, stall_at=2, stall=0.3))
+    assert run.error is None
+    cap.wait(1)
+    assert cap.records[0].stalls == 1
+    assert cap.sample("llmtap_stream_stalls_total") == 1
+
+
+@pytest.mark.parametrize("tracing", ["sdk_spans_on", "sdk_spans_off"])
+def test_composes_with_the_sdk_call_span(sim: Simulator, cap: Capture, tracing: str) -> None:
+    option: dict[str, Any] = (
+        {"tracer_provider": cap.tracer_provider} if tracing == "sdk_spans_on" else {"traces": {"enabled": False}}
+    )
+    run = drive(sim, "sync", "full", Scenario(tokens=2, fail=1, retry_after=0.01), open_telemetry=option)
+    assert run.error is None
+    cap.wait(2, calls=1)
+    spans = cap.spans()
+    ours = [s for s in spans if s.instrumentation_scope and s.instrumentation_scope.name == "llmtap"]
+    theirs = [s for s in spans if s not in ours]
+    assert len(ours) == 2
+    if tracing == "sdk_spans_on":
+        (call_span,) = theirs  # one SDK span per call, retries inside: not duplicated by us
+        for span in ours:
+            assert span.parent is not None and span.parent.span_id == call_span.context.span_id
+    else:
+        assert theirs == []
+        assert all(s.parent is None for s in ours)
+
+
+def test_no_secrets_in_spans(sim: Simulator, cap: Capture) -> None:
+    drive(sim, "sync", "full", Scenario(tokens=2))
+    cap.wait(1)
+    (span,) = cap.spans()
+    text = repr(dict(span.attributes or {}))
+    assert "sk-test-secret" not in text
+    assert "hi" not in [str(v) for v in (span.attributes or {}).values()]  # no prompt content
+    assert not any("key" in k or "auth" in k for k in (span.attributes or {}))
+
+
+def test_unrelated_traffic_untouched(sim: Simulator, cap: Capture) -> None:
+    import httpx2
+
+    with httpx2.Client() as client:
+        response = client.get(sim.base_url + "/healthz")
+    assert response.status_code in (200, 404)
+    assert cap.records == []
+
+
+def _raise(*_: object) -> None:
+    raise RuntimeError("sink exploded")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("where", ["start", "end", "call_end", "parser"])
+def test_telemetry_faults_never_break_requests(
+    sim: Simulator, cap: Capture, mode: str, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if where == "parser":
+        from llmtap.providers import anthropic as provider
+
+        monkeypatch.setattr(provider.AnthropicMessages, "on_event", _raise)
+    else:
+        for sink in cap.tap.sinks:
+            if sink.name != "recording":
+                monkeypatch.setattr(sink, where, _raise)
+    run = drive(sim, mode, "helper", Scenario(tokens=5))
+    assert run.error is None
+    assert run.extra["text"] == "tok0 tok1 tok2 tok3 tok4 "
+    cap.wait(1)
+    assert len(cap.records) == 1
+    if where == "parser":
+        assert cap.records[0].parse_errors > 0
+
+
+def _names(items: Callable[[], Any]) -> list[str]:
+    return sorted(items())
