@@ -26,8 +26,9 @@ _CONTENT_DELTA_FIELDS = {
     "thinking_delta": "thinking",
     "input_json_delta": "partial_json",
 }
-# blocks whose start event already carries generated content
-_CONTENT_BLOCK_STARTS = frozenset({"redacted_thinking"})
+# Blocks whose start event carries nothing generated yet (their deltas follow). Every other block
+# type (tool_use, server_tool_use, redacted_thinking, *_tool_result) is generated output at start.
+_EMPTY_BLOCK_STARTS = frozenset({"text", "thinking"})
 
 _RATELIMIT_PREFIX = b"anthropic-ratelimit-"
 _RATELIMIT_FIELDS = {b"limit": 0, b"remaining": 1, b"reset": 2}
@@ -114,7 +115,7 @@ class AnthropicMessages(Provider):
         elif kind == "content_block_start":
             if not facts.first_token:
                 block = payload.get("content_block")
-                if isinstance(block, dict) and (block.get("type") in _CONTENT_BLOCK_STARTS or block.get("text")):
+                if isinstance(block, dict) and (block.get("type") not in _EMPTY_BLOCK_STARTS or block.get("text")):
                     facts.first_token = True
         elif kind == "message_delta":
             delta = payload.get("delta")

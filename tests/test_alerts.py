@@ -1,0 +1,145 @@
+"""dashboards/alerts.yaml: valid, unit-tested (one firing and one quiet case per alert), documented.
+
+The promtool checks skip when promtool is missing, unless ``LLMTAP_REQUIRE_PROMETHEUS=1`` is set,
+in which case they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DASHBOARDS = ROOT / "dashboards"
+ALERTS = DASHBOARDS / "alerts.yaml"
+UNIT_TESTS = sorted((DASHBOARDS / "tests").glob("*.yaml"))
+
+EXPECTED_ALERTS = {
+    "LlmtapStreamServiceAbortRatioHigh",
+    "LlmtapStreamClientAbortRatioHigh",
+    "LlmtapTimeToFirstTokenP95High",
+    "LlmtapAttemptErrorRatioHigh",
+    "LlmtapRateLimitedSustained",
+    "LlmtapOverloadedBurst",
+    "LlmtapRateLimitHeadroomLow",
+    "LlmtapMaxTokensTruncationHigh",
+    "LlmtapInstrumentationSilent",
+}
+
+
+def promtool() -> str:
+    path = shutil.which("promtool")
+    if path is None:
+        msg = "promtool not found (apt-get install prometheus)"
+        if os.environ.get("LLMTAP_REQUIRE_PROMETHEUS") == "1":
+            pytest.fail(msg + " and LLMTAP_REQUIRE_PROMETHEUS=1")
+        pytest.skip(msg)
+    return path
+
+
+def rules() -> list[dict[str, Any]]:
+    groups = yaml.safe_load(ALERTS.read_text())["groups"]
+    return [r for g in groups for r in g["rules"]]
+
+
+def alerts() -> dict[str, dict[str, Any]]:
+    return {r["alert"]: r for r in rules() if "alert" in r}
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(args), capture_output=True, text=True, check=False, cwd=ROOT)
+
+
+# ---------------------------------------------------------------------------------------------
+# promtool
+# ---------------------------------------------------------------------------------------------
+
+
+def test_promtool_check_rules() -> None:
+    result = run(promtool(), "check", "rules", str(ALERTS))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_promtool_unit_tests_pass() -> None:
+    assert UNIT_TESTS, "no promtool unit tests in dashboards/tests/"
+    result = run(promtool(), "test", "rules", *map(str, UNIT_TESTS))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_promtool_unit_tests_catch_a_wrong_threshold(tmp_path: Path) -> None:
+    """Mutation check: with a threshold raised, the unit tests must fail."""
+    tool = promtool()
+    (tmp_path / "tests").mkdir()
+    mutated = ALERTS.read_text().replace(
+        "llmtap:attempt_error_ratio:rate5m > 0.05", "llmtap:attempt_error_ratio:rate5m > 0.5"
+    )
+    assert mutated != ALERTS.read_text()
+    (tmp_path / "alerts.yaml").write_text(mutated)
+    for t in UNIT_TESTS:
+        (tmp_path / "tests" / t.name).write_text(t.read_text())
+    result = run(tool, "test", "rules", *(str(tmp_path / "tests" / t.name) for t in UNIT_TESTS))
+    assert result.returncode != 0
+    assert "LlmtapAttemptErrorRatioHigh" in result.stdout + result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Coverage of the unit tests and content of the rules (no promtool needed)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_expected_alerts_exist() -> None:
+    assert set(alerts()) == EXPECTED_ALERTS
+
+
+def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
+    fires: set[str] = set()
+    quiet: set[str] = set()
+    for path in UNIT_TESTS:
+        doc = yaml.safe_load(path.read_text())
+        assert doc["rule_files"] == ["../alerts.yaml"], f"{path.name} must test dashboards/alerts.yaml"
+        for test in doc["tests"]:
+            for case in test.get("alert_rule_test", []):
+                (fires if case.get("exp_alerts") else quiet).add(case["alertname"])
+    assert set(alerts()) - fires == set(), "alerts without a unit test where they fire"
+    assert set(alerts()) - quiet == set(), "alerts without a unit test where they stay quiet"
+
+
+def test_alerts_have_runbook_annotations_and_severity() -> None:
+    for name, rule in alerts().items():
+        ann = rule["annotations"]
+        assert {"summary", "description", "runbook"} <= set(ann), name
+        assert len(ann["runbook"].strip().splitlines()) >= 3, f"{name}: runbook should list what to check"
+        assert rule["labels"]["severity"] in {"warning", "critical"}, name
+        assert re.fullmatch(r"\d+[smh]", rule["for"]), f"{name}: needs a for: duration"
+
+
+def test_every_alert_threshold_is_documented() -> None:
+    """Each alert is preceded by a '# Threshold:' comment explaining its default."""
+    text = ALERTS.read_text()
+    for name in alerts():
+        m = re.search(rf"((?:^ *#.*\n)+) *- alert: {name}\n", text, re.M)
+        assert m and "Threshold:" in m.group(1), f"{name}: no '# Threshold:' comment above it"
+
+
+def test_ratios_are_guarded() -> None:
+    for rule in rules():
+        name = rule.get("record") or rule["alert"]
+        expr = " ".join(rule["expr"].split())
+        if " / " in expr:
+            assert re.search(r"/ \(.*> 0\)", expr), f"{name}: ratio without a '(denominator > 0)' guard"
+        if "alert" in rule and "_ratio:" in expr:
+            assert re.search(r"\band\b.*(\* 300 >=|> 0)", expr), f"{name}: ratio alert without a traffic guard"
+
+
+def test_recording_rules_follow_naming_convention() -> None:
+    for rule in rules():
+        if "record" in rule:
+            assert re.fullmatch(r"llmtap:[a-z0-9_]+:[a-z0-9_]+", rule["record"]), rule["record"]

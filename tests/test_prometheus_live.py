@@ -1,0 +1,397 @@
+"""Integration: a real Prometheus scrapes the llmtap demo; every dashboard and rule query must return data.
+
+What it runs:
+
+* the demo, ``python -m llmtap demo --headless --duration SECONDS --metrics-port PORT [--mix faults]``
+  (``--mix faults`` is passed when ``demo --help`` lists ``--mix``), serving ``/metrics`` on 127.0.0.1:PORT;
+* ``prometheus`` on 127.0.0.1 (free port, temporary storage, scrape and evaluation interval 1 s) with
+  ``dashboards/alerts.yaml`` loaded.
+
+After at least ``MIN_SCRAPE_SECONDS`` of scraping, while the demo is still running, it asserts through
+Prometheus' HTTP API that:
+
+* every dashboard panel expression (Grafana variables substituted: ``$provider`` = ``.*`` and so on)
+  parses and returns a non-empty result; the stream-outcome panel shows all 8 outcomes;
+* every template variable (``label_values``) has values;
+* every recording-rule expression, and the series it records, returns data; every rule is healthy
+  (no evaluation errors such as many-to-many matches);
+* every alert expression evaluates. Whether an alert *fires* depends on thresholds and ``for:``, so the
+  check is on the alert's *relaxed* expression (its numeric thresholds replaced by -Inf / +Inf): that
+  proves its joins and guards match real series. Alerts whose relaxed expression is empty by design
+  under live traffic are listed in ``EMPTY_UNDER_LIVE_TRAFFIC`` with the reason.
+
+Skips when ``prometheus`` is not installed, unless ``LLMTAP_REQUIRE_PROMETHEUS=1`` (then it fails).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.prometheus
+
+ROOT = Path(__file__).resolve().parent.parent
+DASHBOARDS = ROOT / "dashboards"
+ALERTS = DASHBOARDS / "alerts.yaml"
+
+DEMO_SECONDS = 180  # long enough to outlive the checks; the fixture stops it afterwards
+MIN_SCRAPE_SECONDS = 25  # scrape this long before judging
+DEADLINE_SECONDS = 90  # then keep re-checking until everything passes or this much time has passed
+JOB = "llmtap-demo"
+
+# Grafana variables -> values for the live check. $__rate_interval is 1m (60 scrapes at 1 s).
+LIVE_VARIABLES = {"provider": ".*", "model": ".*", "server": ".*", "__rate_interval": "1m", "__range": "1h"}
+
+# Alerts whose relaxed expression legitimately returns nothing while the demo sends traffic.
+EMPTY_UNDER_LIVE_TRAFFIC = {
+    "LlmtapInstrumentationSilent": (
+        "fires only when attempts stop after an hour of traffic: `A unless on (job) B` where B (attempts "
+        "in the last 15m) is non-empty while the demo runs; only checked to parse and evaluate"
+    ),
+}
+
+STREAM_OUTCOMES = {
+    "completed",
+    "client_closed",
+    "cancelled",
+    "abandoned",
+    "server_error",
+    "connection_error",
+    "timeout",
+    "incomplete",
+}
+
+
+def require(binary: str) -> str:
+    path = shutil.which(binary)
+    if path is None:
+        msg = f"{binary} not found (apt-get install prometheus)"
+        if os.environ.get("LLMTAP_REQUIRE_PROMETHEUS") == "1":
+            pytest.fail(msg + " and LLMTAP_REQUIRE_PROMETHEUS=1")
+        pytest.skip(msg)
+    return path
+
+
+def load_build() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("llmtap_dashboards_build_live", DASHBOARDS / "build.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+build = load_build()
+
+
+def rules() -> list[dict[str, Any]]:
+    groups = yaml.safe_load(ALERTS.read_text())["groups"]
+    return [r for g in groups for r in g["rules"]]
+
+
+_THRESHOLD = re.compile(r"(>=|<=|>|<)\s*-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])")
+
+
+def relax(expr: str) -> str:
+    """``expr`` with every numeric comparison made always-true for real numbers (``> 0.05`` -> ``> -Inf``)."""
+    return _THRESHOLD.sub(lambda m: f"{m.group(1)} {'-Inf' if '>' in m.group(1) else '+Inf'}", expr)
+
+
+def test_relax() -> None:
+    expr = "a:b > 0.05 and c * 300 >= 20 and on (job) d < 0.10 unless e > 1e-3"
+    assert relax(expr) == "a:b > -Inf and c * 300 >= -Inf and on (job) d < +Inf unless e > -Inf"
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+# ---------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Proc:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def output(self, limit: int = 4000) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return text[-limit:]
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(timeout=10)
+
+
+def start(name: str, args: list[str], log: Path) -> Proc:
+    with log.open("wb") as out:
+        popen = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+    return Proc(name, popen, log)
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            status: int = resp.status
+            return status, resp.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode("utf-8", "replace")
+
+
+def wait_for(what: str, check: Any, timeout: float, proc: Proc) -> None:
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        if proc.popen.poll() is not None:
+            pytest.fail(f"{proc.name} exited with {proc.popen.returncode} before {what}:\n{proc.output()}")
+        try:
+            if check():
+                return
+        except OSError as e:
+            last = repr(e)
+        time.sleep(0.5)
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} ({last}):\n{proc.output()}")
+
+
+DEMO_CLI = "python -m llmtap demo --headless --duration SECONDS --metrics-port PORT [--mix faults]"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """The llmtap demo serving /metrics; yields its port."""
+    require("prometheus")
+    tmp = tmp_path_factory.mktemp("demo")
+    help_run = subprocess.run(
+        [sys.executable, "-m", "llmtap", "demo", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    if help_run.returncode != 0:
+        pytest.fail(
+            f"the llmtap demo is not available: `{DEMO_CLI}` is required by this test, and "
+            f"`python -m llmtap demo --help` exited {help_run.returncode}:\n"
+            + (help_run.stdout + help_run.stderr)[-3000:]
+        )
+    missing = [flag for flag in ("--headless", "--duration", "--metrics-port") if flag not in help_run.stdout]
+    if missing:
+        pytest.fail(f"`python -m llmtap demo --help` does not list {missing}; this test needs `{DEMO_CLI}`")
+    port = free_port()
+    args = [sys.executable, "-m", "llmtap", "demo", "--headless"]
+    args += ["--duration", str(DEMO_SECONDS), "--metrics-port", str(port)]
+    if "--mix" in help_run.stdout:
+        args += ["--mix", "faults"]
+    proc = start("llmtap demo", args, tmp / "demo.log")
+    try:
+
+        def serving() -> bool:
+            status, body = http_get(f"http://127.0.0.1:{port}/metrics")
+            return status == 200 and "llmtap_" in body
+
+        wait_for(f"llmtap metrics on 127.0.0.1:{port}/metrics (`{' '.join(args[1:])}`)", serving, 60, proc)
+        yield port
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def prometheus(demo: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Prometheus scraping the demo every second with alerts.yaml loaded; yields its base URL."""
+    binary = require("prometheus")
+    tmp = tmp_path_factory.mktemp("prometheus")
+    config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
+        "rule_files": [str(ALERTS)],
+        "scrape_configs": [{"job_name": JOB, "static_configs": [{"targets": [f"127.0.0.1:{demo}"]}]}],
+    }
+    (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
+    port = free_port()
+    args = [
+        binary,
+        f"--config.file={tmp / 'prometheus.yml'}",
+        f"--storage.tsdb.path={tmp / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--storage.tsdb.retention.time=1h",
+        "--log.level=warn",
+    ]
+    proc = start("prometheus", args, tmp / "prometheus.log")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for("prometheus to be ready", lambda: http_get(url + "/-/ready")[0] == 200, 60, proc)
+        yield url
+    finally:
+        proc.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# Prometheus HTTP API
+# ---------------------------------------------------------------------------------------------
+
+
+def api(url: str, path: str, params: dict[str, str] | list[tuple[str, str]], post: bool = True) -> dict[str, Any]:
+    """Call the Prometheus HTTP API; errors come back as ``{"status": "error", "error": ...}``."""
+    data = urllib.parse.urlencode(params)
+    if post:
+        req = urllib.request.Request(url + path, data=data.encode(), method="POST")
+    else:
+        req = urllib.request.Request(url + path + ("?" + data if data else ""))
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            body: dict[str, Any] = json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = {"error": raw.decode("utf-8", "replace")[:500]}
+        body["status"] = "error"
+        body.setdefault("error", f"HTTP {e.code}")
+    return body
+
+
+def query(url: str, expr: str) -> tuple[str | None, list[dict[str, Any]]]:
+    """(error or None, result vector)."""
+    body = api(url, "/api/v1/query", {"query": expr})
+    if body.get("status") != "success":
+        return f"{body.get('errorType', '')}: {body.get('error', body)}", []
+    data = body["data"]
+    if data["resultType"] in ("scalar", "string"):
+        return None, [{"value": data["result"]}]
+    result: list[dict[str, Any]] = data["result"]
+    return None, result
+
+
+@dataclass
+class Report:
+    failures: list[str]
+    notes: list[str]
+
+
+def check_everything(url: str) -> Report:
+    failures: list[str] = []
+    notes: list[str] = []
+
+    # Dashboard panels.
+    for e in build.all_expressions():
+        expr = build.concrete(e.expr, LIVE_VARIABLES)
+        where = f"panel {e.dashboard} / {e.panel} / {e.ref_id}"
+        err, result = query(url, expr)
+        if err:
+            failures.append(f"{where}: query error {err}\n    {expr}")
+        elif not result:
+            failures.append(f"{where}: no data\n    {expr}")
+        elif e.panel.startswith("Stream outcomes over time"):
+            seen = {r["metric"].get("outcome") for r in result}
+            if STREAM_OUTCOMES - seen:
+                failures.append(f"{where}: outcomes missing from the result: {sorted(STREAM_OUTCOMES - seen)}")
+
+    # Template variables: label_values(selector, label).
+    for t in build.template_queries():
+        m = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", t.query, re.S)
+        assert m, t.query
+        selector, label = build.concrete(m.group(1), LIVE_VARIABLES), m.group(2)
+        body = api(url, "/api/v1/series", [("match[]", selector)])
+        values = {s.get(label) for s in body.get("data", [])} - {None, ""}
+        if body.get("status") != "success" or not values:
+            failures.append(f"variable {t.dashboard} / ${t.variable}: no values for {t.query} ({body.get('error')})")
+
+    # Recording rules: the expression, and the series Prometheus recorded from it.
+    for rule in rules():
+        if "record" not in rule:
+            continue
+        for label, expr in (
+            (f"record {rule['record']} (expr)", rule["expr"]),
+            (f"record {rule['record']}", rule["record"]),
+        ):
+            err, result = query(url, expr)
+            if err:
+                failures.append(f"{label}: query error {err}")
+            elif not result:
+                failures.append(f"{label}: no data")
+
+    # Alerts: the expression evaluates; its relaxed form (thresholds removed) returns data.
+    for rule in rules():
+        if "alert" not in rule:
+            continue
+        name = rule["alert"]
+        err, result = query(url, rule["expr"])
+        if err:
+            failures.append(f"alert {name}: query error {err}")
+            continue
+        notes.append(f"alert {name}: expression currently {'TRUE for ' + str(len(result)) if result else 'false'}")
+        err, relaxed = query(url, relax(rule["expr"]))
+        if err:
+            failures.append(f"alert {name} (relaxed): query error {err}\n    {relax(rule['expr'])}")
+        elif not relaxed and name not in EMPTY_UNDER_LIVE_TRAFFIC:
+            failures.append(
+                f"alert {name}: relaxed expression returns no data, so the alert can never fire on this "
+                f"traffic\n    {relax(rule['expr'])}"
+            )
+
+    # Rule health (evaluation errors such as many-to-many matching show up here, not as empty results).
+    body = api(url, "/api/v1/rules", {}, post=False)
+    if body.get("status") != "success":
+        failures.append(f"/api/v1/rules: {body.get('error')}")
+    elif not body["data"]["groups"]:
+        failures.append("/api/v1/rules: no rule groups loaded from alerts.yaml")
+    for group in body.get("data", {}).get("groups", []):
+        for r in group["rules"]:
+            if r.get("health") != "ok":
+                failures.append(f"rule {r['name']}: health {r.get('health')} {r.get('lastError', '')}")
+    return Report(failures, notes)
+
+
+def test_every_dashboard_and_rule_query_returns_data(prometheus: str, demo: int) -> None:
+    url = prometheus
+
+    def scraping() -> bool:
+        err, result = query(url, f'up{{job="{JOB}"}} == 1')
+        return err is None and bool(result)
+
+    deadline = time.monotonic() + 60
+    while not scraping():
+        if time.monotonic() > deadline:
+            targets = api(url, "/api/v1/targets", {}, post=False)
+            pytest.fail(f"prometheus never scraped the demo on 127.0.0.1:{demo}: {json.dumps(targets)[:3000]}")
+        time.sleep(0.5)
+
+    time.sleep(MIN_SCRAPE_SECONDS)
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    report = check_everything(url)
+    while report.failures and time.monotonic() < deadline:
+        time.sleep(5)
+        report = check_everything(url)
+    print("\n".join(report.notes))
+    for name, reason in EMPTY_UNDER_LIVE_TRAFFIC.items():
+        print(f"alert {name}: relaxed expression allowed to be empty: {reason}")
+    assert not report.failures, (
+        f"{len(report.failures)} dashboard/rule queries failed against the live demo "
+        f"(after {MIN_SCRAPE_SECONDS + DEADLINE_SECONDS}s of scraping):\n" + "\n".join(report.failures)
+    )

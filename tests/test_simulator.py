@@ -1,0 +1,521 @@
+"""The embedded simulator, driven by the real anthropic / openai SDKs and raw httpx."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import httpx
+import httpx2
+import openai
+import pytest
+
+from llmtap.simulator import SCENARIO_HEADER, Scenario, ScenarioError, Served, Simulator
+
+MSGS: list[anthropic.types.MessageParam] = [{"role": "user", "content": "hi"}]
+MODEL = "claude-test-1"
+
+
+@pytest.fixture
+def sim() -> Iterator[Simulator]:
+    with Simulator() as s:
+        yield s
+
+
+@pytest.fixture
+def client(sim: Simulator) -> Iterator[anthropic.Anthropic]:
+    with anthropic.Anthropic(base_url=sim.base_url, api_key="test", max_retries=2) as c:
+        yield c
+
+
+def _post(sim: Simulator, scenario: Scenario | None = None, **body: Any) -> httpx.Response:
+    headers = {"x-api-key": "test", "anthropic-version": "2023-06-01"}
+    if scenario is not None:
+        headers.update(scenario.headers())
+    payload = {"model": MODEL, "max_tokens": 16, "messages": MSGS, **body}
+    return httpx.post(f"{sim.base_url}/v1/messages", json=payload, headers=headers, timeout=5)
+
+
+def _sse_events(raw: bytes) -> list[tuple[str | None, str]]:
+    events: list[tuple[str | None, str]] = []
+    for block in raw.decode().split("\n\n"):
+        if not block.strip():
+            continue
+        name: str | None = None
+        data = ""
+        for line in block.split("\n"):
+            if line.startswith("event: "):
+                name = line[len("event: ") :]
+            elif line.startswith("data: "):
+                data = line[len("data: ") :]
+        events.append((name, data))
+    return events
+
+
+# ---------------------------------------------------------------------- Scenario
+
+
+def test_scenario_parse_and_roundtrip() -> None:
+    s = Scenario.parse("tokens=3, ttft=0.25;gap=0.01 gzip no-stop fail=2,fail_status=429,retry_after=1.5")
+    assert s == Scenario(
+        tokens=3, ttft=0.25, gap=0.01, gzip=True, no_stop=True, fail=2, fail_status=429, retry_after=1.5
+    )
+    assert Scenario.parse(s.to_header()) == s
+    assert Scenario.parse("") == Scenario()
+    assert Scenario().to_header() == ""
+    assert Scenario.parse("gzip=0,model=claude-x") == Scenario(model="claude-x")
+    assert s.headers() == {SCENARIO_HEADER: s.to_header()}
+    assert Scenario(tokens=2).expected_text() == "tok0 tok1 "
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "nope=1",
+        "tokens=x",
+        "tokens",
+        "fail_status=418",
+        "ttft=-1",
+        "stop_reason=bogus",
+        "gzip=maybe",
+        "tokens=1,tokens=2",
+    ],
+)
+def test_scenario_rejects(bad: str) -> None:
+    with pytest.raises(ScenarioError):
+        Scenario.parse(bad)
+
+
+# ---------------------------------------------------------------------- Anthropic, happy paths
+
+
+def test_stream_completes_with_text_and_usage(sim: Simulator, client: anthropic.Anthropic) -> None:
+    sc = Scenario(tokens=4, input=30, cache_read=7, cache_write=3, ttft=0.05, stop_reason="max_tokens")
+    with client.messages.stream(model=MODEL, max_tokens=16, messages=MSGS, extra_headers=sc.headers()) as s:
+        text = "".join(s.text_stream)
+        final = s.get_final_message()
+    assert text == "tok0 tok1 tok2 tok3 "
+    assert final.model == MODEL
+    assert final.id.startswith("msg_")
+    assert final.stop_reason == "max_tokens"
+    assert final.usage.output_tokens == 4
+    assert final.usage.input_tokens == 30
+    assert final.usage.cache_read_input_tokens == 7
+    assert final.usage.cache_creation_input_tokens == 3
+
+    (served,) = sim.wait_served(1)
+    assert served.path == "/v1/messages"
+    assert served.api == "anthropic"
+    assert served.status == 200 and served.stream and served.outcome_sent == "completed"
+    assert served.retry_count == 0
+    assert served.deltas_sent == 4
+    assert (served.input_tokens, served.output_tokens, served.cache_read, served.cache_write) == (30, 4, 7, 3)
+    assert served.stop_reason == "max_tokens"
+    assert served.scenario == sc
+    assert served.auth_present
+    assert served.model == MODEL
+    assert served.headers_sent_at is not None and served.first_token_sent_at is not None
+    assert served.received_at <= served.headers_sent_at <= served.first_token_sent_at <= served.ended_at
+    assert served.first_token_sent_at - served.headers_sent_at >= 0.05
+
+
+def test_non_streaming_message(sim: Simulator, client: anthropic.Anthropic) -> None:
+    sc = Scenario(tokens=3, model="claude-other", stop_reason="stop_sequence")
+    raw = client.messages.with_raw_response.create(
+        model=MODEL, max_tokens=16, messages=MSGS, extra_headers=sc.headers()
+    )
+    msg = raw.parse()
+    assert msg.content[0].type == "text" and msg.content[0].text == "tok0 tok1 tok2 "
+    assert msg.model == "claude-other" and msg.stop_reason == "stop_sequence"
+    assert msg.usage.input_tokens == 25 and msg.usage.output_tokens == 3
+    (served,) = sim.wait_served(1)
+    assert not served.stream and served.outcome_sent == "completed"
+    assert served.first_token_sent_at is None
+    assert raw.headers["request-id"] == served.request_id
+    assert raw.headers["anthropic-ratelimit-requests-limit"] == "4000"
+
+
+def test_beta_query_and_default_scenario(sim: Simulator, client: anthropic.Anthropic) -> None:
+    sim.default = Scenario(tokens=2)
+    msg = client.beta.messages.create(
+        model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+    )
+    assert msg.content[0].type == "text" and msg.content[0].text == "tok0 tok1 "
+    (served,) = sim.wait_served(1)
+    assert served.path == "/v1/messages" and served.scenario == Scenario(tokens=2)
+
+
+def test_response_headers_and_ratelimit_countdown(sim: Simulator) -> None:
+    r1, r2 = _post(sim), _post(sim)
+    for r in (r1, r2):
+        assert r.status_code == 200
+        assert r.headers["request-id"].startswith("req_")
+        assert r.headers["content-type"] == "application/json"
+        for kind in ("requests", "tokens", "input-tokens", "output-tokens"):
+            for part in ("limit", "remaining", "reset"):
+                assert f"anthropic-ratelimit-{kind}-{part}" in r.headers
+        assert r.headers["anthropic-ratelimit-requests-reset"].endswith("Z")
+    rem = [int(r.headers["anthropic-ratelimit-requests-remaining"]) for r in (r1, r2)]
+    assert rem[1] == rem[0] - 1
+    r3 = _post(sim, Scenario(ratelimit_remaining=0))
+    assert r3.headers["anthropic-ratelimit-requests-remaining"] == "0"
+    assert [s.request_id for s in sim.wait_served(3)] == [r.headers["request-id"] for r in (r1, r2, r3)]
+
+
+def test_wire_format(sim: Simulator) -> None:
+    r = _post(sim, Scenario(tokens=2), stream=True)
+    assert r.headers["content-type"].startswith("text/event-stream")
+    assert r.headers["transfer-encoding"] == "chunked"
+    events = _sse_events(r.content)
+    assert [e for e, _ in events] == [
+        "message_start",
+        "content_block_start",
+        "ping",
+        "content_block_delta",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
+    assert any(d.endswith(" }") for _, d in events)  # padded like the real API
+    start = json.loads(events[0][1])
+    assert start["message"]["usage"] == {
+        "input_tokens": 25,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+        "output_tokens": 1,
+        "service_tier": "standard",
+    }
+    delta = json.loads(events[6][1])
+    assert delta["delta"]["stop_reason"] == "end_turn"
+    assert delta["usage"]["output_tokens"] == 2 and delta["usage"]["input_tokens"] == 25
+
+
+# ---------------------------------------------------------------------- faults
+
+
+def test_fail_twice_then_succeed(sim: Simulator, client: anthropic.Anthropic) -> None:
+    sc = Scenario(fail=2, fail_status=529, retry_after=0.01, tokens=2)
+    with client.messages.stream(model=MODEL, max_tokens=16, messages=MSGS, extra_headers=sc.headers()) as s:
+        assert "".join(s.text_stream) == "tok0 tok1 "
+    served = sim.wait_served(3)
+    assert [s.retry_count for s in served] == [0, 1, 2]
+    assert [s.status for s in served] == [529, 529, 200]
+    assert [s.outcome_sent for s in served] == ["error_status", "error_status", "completed"]
+    assert served[0].output_tokens == 0 and served[0].stop_reason is None
+
+
+def test_fail_body_and_headers(sim: Simulator) -> None:
+    r = _post(sim, Scenario(fail=1, fail_status=429, retry_after=0.2))
+    assert r.status_code == 429
+    assert r.headers["retry-after"] == "1"
+    assert r.headers["retry-after-ms"] == "200"
+    body = r.json()
+    assert body == {
+        "type": "error",
+        "error": {"type": "rate_limit_error", "message": body["error"]["message"]},
+        "request_id": r.headers["request-id"],
+    }
+    r = _post(sim, Scenario(fail=1, fail_status=500))
+    assert r.status_code == 500 and r.json()["error"]["type"] == "api_error"
+    assert "retry-after" not in r.headers and "retry-after-ms" not in r.headers
+    r = _post(sim, Scenario(fail=1))
+    assert r.status_code == 529 and r.json()["error"]["type"] == "overloaded_error"
+
+
+def test_fail_exhausts_retries(sim: Simulator, client: anthropic.Anthropic) -> None:
+    sc = Scenario(fail=5, retry_after=0.01)
+    with pytest.raises(anthropic.InternalServerError) as info:
+        client.messages.create(model=MODEL, max_tokens=16, messages=MSGS, extra_headers=sc.headers())
+    assert info.value.status_code == 529
+    assert [s.retry_count for s in sim.wait_served(3)] == [0, 1, 2]
+
+
+def test_error_event_mid_stream(sim: Simulator, client: anthropic.Anthropic) -> None:
+    sc = Scenario(tokens=5, error_event_at=2)
+    got: list[str] = []
+    with (
+        pytest.raises(anthropic.APIStatusError, match="overloaded_error"),
+        client.messages.stream(model=MODEL, max_tokens=16, messages=MSGS, extra_headers=sc.headers()) as s,
+    ):
+        got.extend(s.text_stream)
+    assert got == ["tok0 ", "tok1 "]
+    (served,) = sim.wait_served(1)
+    assert served.outcome_sent == "error_event" and served.status == 200 and served.deltas_sent == 2
+
+    raw = _post(sim, sc, stream=True)  # body ends cleanly right after the error event
+    assert raw.content.endswith(
+        b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
+    )
+
+
+def test_drop_mid_stream(sim: Simulator, client: anthropic.Anthropic) -> None:
+    sc = Scenario(tokens=5, drop_at=3)
+    got: list[str] = []
+    with (
+        pytest.raises((anthropic.APIConnectionError, httpx2.TransportError)),
+        client.messages.stream(model=MODEL, max_tokens=16, messages=MSGS, extra_headers=sc.headers()) as s,
+    ):
+        got.extend(s.text_stream)
+    assert got == ["tok0 ", "tok1 ", "tok2 "]
+    (served,) = sim.wait_served(1)
+    assert served.outcome_sent == "dropped" and served.deltas_sent == 3
+
+    with pytest.raises(httpx.TransportError):
+        _post(sim, sc, stream=True)
+
+
+def test_no_stop(sim: Simulator) -> None:
+    r = _post(sim, Scenario(tokens=2, no_stop=True), stream=True)
+    assert r.status_code == 200  # the body ended cleanly (chunked terminator received)
+    names = [e for e, _ in _sse_events(r.content)]
+    assert names[-1] == "content_block_stop"
+    assert "message_delta" not in names and "message_stop" not in names
+    (served,) = sim.wait_served(1)
+    assert served.outcome_sent == "no_stop"
+
+
+def test_stall_and_gap_timing(sim: Simulator) -> None:
+    sc = Scenario(tokens=3, headers_delay=0.05, gap=0.02, stall_at=1, stall=0.1)
+    t0 = time.perf_counter()
+    with (
+        httpx.Client(timeout=5) as c,
+        c.stream(
+            "POST",
+            f"{sim.base_url}/v1/messages",
+            json={"model": MODEL, "stream": True, "messages": MSGS},
+            headers=sc.headers(),
+        ) as r,
+    ):
+        t_headers = time.perf_counter()
+        r.read()
+    (served,) = sim.wait_served(1)
+    assert served.headers_sent_at is not None and served.first_token_sent_at is not None
+    assert served.headers_sent_at - served.received_at >= 0.05
+    assert t0 < served.headers_sent_at <= t_headers
+    assert served.ended_at - served.first_token_sent_at >= 0.1 + 0.04
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_gzip(sim: Simulator, client: anthropic.Anthropic, stream: bool) -> None:
+    r = _post(sim, Scenario(tokens=3, gzip=True), stream=stream)
+    assert r.headers["content-encoding"] == "gzip"
+    if stream:
+        assert [e for e, _ in _sse_events(r.content)][-1] == "message_stop"
+    else:
+        assert r.json()["content"][0]["text"] == "tok0 tok1 tok2 "
+    with client.messages.stream(
+        model=MODEL, max_tokens=16, messages=MSGS, extra_headers=Scenario(tokens=3, gzip=True).headers()
+    ) as s:
+        assert "".join(s.text_stream) == "tok0 tok1 tok2 "
+
+
+def test_gzip_stream_is_incremental(sim: Simulator) -> None:
+    sc = Scenario(tokens=2, gzip=True, ttft=0.2)
+    with (
+        httpx.Client(timeout=5) as c,
+        c.stream("POST", f"{sim.base_url}/v1/messages", json={"stream": True}, headers=sc.headers()) as r,
+    ):
+        assert r.headers["content-encoding"] == "gzip"
+        it = r.iter_bytes()
+        first = next(it)  # decoded before the delayed deltas are even sent
+        t_first = time.perf_counter()
+        rest = b"".join(it)
+    (served,) = sim.wait_served(1)
+    assert b"message_start" in first
+    assert served.first_token_sent_at is not None and t_first < served.first_token_sent_at
+    assert b"message_stop" in rest
+
+
+def test_keep_alive_reuse(sim: Simulator, client: anthropic.Anthropic) -> None:
+    for _ in range(2):
+        with client.messages.stream(model=MODEL, max_tokens=16, messages=MSGS) as s:
+            s.get_final_message()
+    client.messages.create(model=MODEL, max_tokens=16, messages=MSGS)
+    served = sim.wait_served(3)
+    assert len({s.connection for s in served}) == 1
+
+
+def test_bad_header_unknown_path_and_bad_json(sim: Simulator, client: anthropic.Anthropic) -> None:
+    with pytest.raises(anthropic.BadRequestError, match="unknown x-llmtap-sim key 'bogus'"):
+        client.messages.create(
+            model=MODEL, max_tokens=16, messages=MSGS, extra_headers={SCENARIO_HEADER: "bogus=1"}
+        )
+    r = httpx.post(f"{sim.base_url}/v2/nothing", json={})
+    assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
+    r = httpx.get(f"{sim.base_url}/v1/messages")
+    assert r.status_code == 405
+    r = httpx.post(f"{sim.base_url}/v1/messages", content=b"{not json")
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+    served = sim.wait_served(4)
+    assert [s.status for s in served] == [400, 404, 405, 400]
+    assert all(s.outcome_sent == "error_status" for s in served)
+    assert not served[1].auth_present
+
+
+def test_client_disconnect_is_recorded_quietly(sim: Simulator) -> None:
+    sc = Scenario(tokens=50, gap=0.01)
+    with (
+        httpx.Client(timeout=5) as c,
+        c.stream("POST", f"{sim.base_url}/v1/messages", json={"stream": True}, headers=sc.headers()) as r,
+    ):
+        next(r.iter_bytes())
+    (served,) = sim.wait_served(1)
+    assert served.outcome_sent == "client_disconnected"
+    assert _post(sim).status_code == 200  # still serving
+
+
+def test_stop_is_quick_with_stalled_handler() -> None:
+    sim = Simulator().start()
+    started = threading.Event()
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        sc = Scenario(tokens=3, stall_at=1, stall=30)
+        try:
+            with (
+                httpx.Client(timeout=10) as c,
+                c.stream(
+                    "POST", f"{sim.base_url}/v1/messages", json={"stream": True}, headers=sc.headers()
+                ) as r,
+            ):
+                started.set()
+                r.read()
+        except httpx.HTTPError as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=call)
+    t.start()
+    assert started.wait(5)
+    time.sleep(0.05)
+    t0 = time.perf_counter()
+    sim.stop()
+    assert time.perf_counter() - t0 < 1.5
+    t.join(5)
+    assert not t.is_alive()
+    assert errors and isinstance(errors[0], httpx.TransportError)
+    (served,) = sim.served
+    assert served.outcome_sent == "dropped" and served.detail == "simulator stopped"
+    sim.stop()  # idempotent
+
+
+def test_stop_closes_idle_keepalive_connections() -> None:
+    sim = Simulator().start()
+    with httpx.Client(timeout=5) as c:
+        assert c.post(f"{sim.base_url}/v1/messages", json={}).status_code == 200
+        t0 = time.perf_counter()
+        sim.stop()
+        assert time.perf_counter() - t0 < 1.0
+
+
+async def test_async_sdk_stream(sim: Simulator) -> None:
+    async with anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="test", max_retries=2) as c:
+        sc = Scenario(tokens=3, fail=1, retry_after=0.01)
+        async with c.messages.stream(
+            model=MODEL, max_tokens=16, messages=MSGS, extra_headers=sc.headers()
+        ) as s:
+            text = "".join([t async for t in s.text_stream])
+    assert text == "tok0 tok1 tok2 "
+    assert [s.status for s in sim.wait_served(2)] == [529, 200]
+
+
+# ---------------------------------------------------------------------- OpenAI
+
+
+@pytest.fixture
+def oai(sim: Simulator) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=f"{sim.base_url}/v1", api_key="test", max_retries=2) as c:
+        yield c
+
+
+def test_openai_chat_stream_with_usage(sim: Simulator, oai: openai.OpenAI) -> None:
+    sc = Scenario(tokens=3, input=10, cache_read=4, reasoning=2, fail=1, fail_status=503, retry_after=0.01)
+    stream = oai.chat.completions.create(
+        model="gpt-test",
+        messages=[{"role": "user", "content": "hi"}],
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_headers=sc.headers(),
+    )
+    chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "tok0 tok1 tok2 "
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    usage = chunks[-1].usage
+    assert chunks[-1].choices == [] and usage is not None
+    assert (usage.prompt_tokens, usage.completion_tokens) == (14, 5)
+    assert usage.prompt_tokens_details is not None and usage.prompt_tokens_details.cached_tokens == 4
+    served = sim.wait_served(2)
+    assert [(s.status, s.retry_count, s.api) for s in served] == [
+        (503, 0, "openai-chat"),
+        (200, 1, "openai-chat"),
+    ]
+    assert served[1].input_tokens == 14 and served[1].output_tokens == 5
+
+
+def test_openai_chat_headers_and_no_usage(sim: Simulator) -> None:
+    r = httpx.post(f"{sim.base_url}/v1/chat/completions", json={"model": "gpt-x", "stream": True})
+    assert r.headers["x-request-id"].startswith("req_")
+    assert int(r.headers["openai-processing-ms"]) >= 0
+    assert r.headers["x-ratelimit-limit-requests"] == "10000"
+    assert r.headers["x-ratelimit-reset-requests"].endswith("s")
+    datas = [d for _, d in _sse_events(r.content)]
+    assert datas[-1] == "[DONE]"
+    assert all("usage" not in json.loads(d) for d in datas[:-1])
+
+
+def test_openai_chat_non_stream_and_error_event(sim: Simulator, oai: openai.OpenAI) -> None:
+    done = oai.chat.completions.create(
+        model="gpt-test",
+        messages=[{"role": "user", "content": "hi"}],
+        extra_headers=Scenario(tokens=2, stop_reason="max_tokens").headers(),
+    )
+    assert done.choices[0].message.content == "tok0 tok1 "
+    assert done.choices[0].finish_reason == "length"
+    assert done.usage is not None and done.usage.completion_tokens == 2
+
+    stream = oai.chat.completions.create(
+        model="gpt-test",
+        messages=[{"role": "user", "content": "hi"}],
+        stream=True,
+        extra_headers=Scenario(tokens=4, error_event_at=1).headers(),
+    )
+    with pytest.raises(openai.APIError, match="overloaded"):
+        list(stream)
+
+
+def test_openai_responses_stream(sim: Simulator, oai: openai.OpenAI) -> None:
+    sc = Scenario(tokens=3, input=10, cache_read=4, reasoning=2)
+    events = list(oai.responses.create(model="gpt-test", input="hi", stream=True, extra_headers=sc.headers()))
+    types = [e.type for e in events]
+    assert types[0] == "response.created" and types[-1] == "response.completed"
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == "tok0 tok1 tok2 "
+    last = events[-1]
+    assert last.type == "response.completed"
+    usage = last.response.usage
+    assert usage is not None
+    assert (usage.input_tokens, usage.output_tokens) == (14, 5)
+    assert usage.input_tokens_details.cached_tokens == 4
+    assert usage.output_tokens_details.reasoning_tokens == 2
+    assert last.response.output_text == "tok0 tok1 tok2 "
+
+    resp = oai.responses.create(model="gpt-test", input="hi", extra_headers=sc.headers())
+    assert resp.output_text == "tok0 tok1 tok2 " and resp.status == "completed"
+    served: list[Served] = sim.wait_served(2)
+    assert [s.api for s in served] == ["openai-responses"] * 2
+
+
+def test_openai_responses_drop(sim: Simulator, oai: openai.OpenAI) -> None:
+    stream = oai.responses.create(
+        model="gpt-test", input="hi", stream=True, extra_headers=Scenario(tokens=3, drop_at=1).headers()
+    )
+    with pytest.raises(openai.APIConnectionError):
+        list(stream)
+    assert sim.wait_served(1)[0].outcome_sent == "dropped"
