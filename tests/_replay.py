@@ -54,7 +54,7 @@ def load(path: Path) -> dict[str, Any]:
 
 def wire_headers(fixture: dict[str, Any], compress: bool) -> list[tuple[bytes, bytes]]:
     """The recorded response headers as raw pairs, with encoding/length fixed for the replayed body."""
-    out = []
+    out: list[tuple[bytes, bytes]] = []
     for name, value in fixture["response"]["headers"].items():
         if name.lower() in ("content-encoding", "content-length", "transfer-encoding"):
             continue

@@ -7,7 +7,7 @@ import http.server
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anthropic
 import pytest
@@ -76,7 +76,7 @@ def test_parser_replay(path: Path, compress: bool) -> None:
 
 class _ReplayHandler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    fixture: dict[str, Any] = {}
+    fixture: ClassVar[dict[str, Any]] = {}
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length", "0")))
@@ -104,7 +104,7 @@ def replay_server() -> Iterator[tuple[str, type[_ReplayHandler]]]:
     handler = type("Handler", (_ReplayHandler,), {})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}", handler
     server.shutdown()

@@ -258,6 +258,7 @@ class AttemptObserver:
             self._feed(chunk)
         except BodyDecodeError as exc:
             self.parse_errors += 1
+            self._decoder = None
             self._feed = self._feed_ignore
             log_once("decode", "llmtap: %s (%s); the rest of this body is not parsed", exc, self.provider.name)
         except Exception as exc:
@@ -280,7 +281,9 @@ class AttemptObserver:
                 data += b"\r"
         end = data.rfind(b"\n\n")
         if end < 0:
-            if len(data) > self._config.max_event_bytes:
+            if self._discarding:
+                self._pending = data[-1:]  # the first half of a split boundary, at most
+            elif len(data) > self._config.max_event_bytes:
                 self._overflow()
             else:
                 self._pending = data
@@ -302,6 +305,8 @@ class AttemptObserver:
 
     def _overflow(self) -> None:
         self._pending = b""
+        if self._discarding:
+            return
         self._discarding = True
         self.parse_errors += 1
         log_once(
@@ -400,6 +405,11 @@ class AttemptObserver:
             self._finish(Outcome.INCOMPLETE, now, "incomplete_stream")
 
     def _finish_sse_tail(self) -> None:
+        # A CR held back in case a LF followed ends its line at end of body.
+        if self._pending.endswith(b"\r") and self._feed == self._feed_sse:
+            tail = self._pending[:-1] + b"\n"
+            self._pending = b""
+            self._feed_sse(tail)
         # An event not terminated by a blank line at end of body is not dispatched (SSE spec);
         # the SDKs behave the same, so the attempt is counted as incomplete.
         self._pending = b""

@@ -1,0 +1,1194 @@
+#!/usr/bin/env python3
+"""Generate the llmtap Grafana dashboards (the one source of truth for ``dashboards/*.json``).
+
+Usage::
+
+    python dashboards/build.py           # (re)write dashboards/llmtap-*.json
+    python dashboards/build.py --check   # exit 1 if the committed JSON differs from what this script builds
+
+Standard library only, so it runs anywhere without the project installed.
+
+Conventions used by every panel:
+
+* datasource: the ``${datasource}`` template variable (a Prometheus datasource picker whose default is the
+  ``${DS_PROMETHEUS}`` import input), so the JSON imports as is via Dashboards -> New -> Import;
+* ``provider`` / ``model`` / ``server`` multi-value template variables (``label_values`` of
+  ``gen_ai_provider_name``, ``gen_ai_request_model`` and the scrape ``instance``), applied to every query;
+* rates over ``$__rate_interval``; ratios guard their denominator with ``> 0`` so an idle selection shows
+  "No data" instead of NaN, and numerators fall back to ``... * 0`` so a ratio reads 0 (not "No data") when
+  the numerator's label values have simply never occurred.
+
+``all_expressions()`` returns every panel query with its dashboard and panel title; the tests use it to
+check each query parses, references only exported metric names, and returns data against the demo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+HERE = Path(__file__).resolve().parent
+
+Json = dict[str, Any]
+
+DS_INPUT = "DS_PROMETHEUS"
+DS_INPUT_REF = "${" + DS_INPUT + "}"  # replaced by Grafana's import dialog
+DS_REF: Json = {"type": "prometheus", "uid": "${datasource}"}
+
+# Label selector applied to every llmtap series (the three dashboard variables).
+SEL = 'gen_ai_provider_name=~"$provider", gen_ai_request_model=~"$model", instance=~"$server"'
+BY = "gen_ai_provider_name, gen_ai_request_model"
+RI = "$__rate_interval"
+PM_LEGEND = "{{gen_ai_provider_name}} {{gen_ai_request_model}}"
+
+# Outcome groups of llmtap_streams_total (all 8 are pre-created at 0).
+STREAM_OUTCOMES = (
+    "completed",
+    "client_closed",
+    "cancelled",
+    "abandoned",
+    "server_error",
+    "connection_error",
+    "timeout",
+    "incomplete",
+)
+SERVICE_ABORTS = "server_error|connection_error|timeout|incomplete"
+CLIENT_ABORTS = "client_closed|cancelled|abandoned"
+TOKEN_TYPES = ("input", "output", "cache_read", "cache_write", "reasoning")
+TRUNCATION_REASONS = "max_tokens|length"
+RATELIMIT_RESOURCES = ("requests", "tokens", "input_tokens", "output_tokens")
+
+# Colours that keep their meaning across dashboards.
+OUTCOME_COLORS = {
+    "completed": "green",
+    "client_closed": "light-blue",
+    "cancelled": "blue",
+    "abandoned": "purple",
+    "server_error": "red",
+    "connection_error": "orange",
+    "timeout": "yellow",
+    "incomplete": "dark-red",
+}
+
+
+class PanelExpr(NamedTuple):
+    """One panel query: which dashboard, which panel, which target (refId), and the PromQL."""
+
+    dashboard: str
+    panel: str
+    ref_id: str
+    expr: str
+
+
+class TemplateQuery(NamedTuple):
+    """One ``label_values(...)`` template-variable query."""
+
+    dashboard: str
+    variable: str
+    query: str
+
+
+# --------------------------------------------------------------------------------------------------
+# PromQL helpers
+# --------------------------------------------------------------------------------------------------
+
+
+def sel(extra: str = "") -> str:
+    """The dashboard label selector, plus optional extra matchers."""
+    return "{" + SEL + (", " + extra if extra else "") + "}"
+
+
+def rate(metric: str, extra: str = "", window: str = RI) -> str:
+    return f"rate({metric}{sel(extra)}[{window}])"
+
+
+def agg(by: str) -> str:
+    """``sum by (...)``, or a plain ``sum`` when ``by`` is empty."""
+    return f"sum by ({by})" if by else "sum"
+
+
+def sum_rate(metric: str, extra: str = "", by: str = BY) -> str:
+    return f"{agg(by)} ({rate(metric, extra)})"
+
+
+def share(metric: str, num_extra: str, den_extra: str = "", by: str = BY) -> str:
+    """sum(rate(metric{num})) / sum(rate(metric{den})) per ``by`` group.
+
+    The numerator is ``rate(num) or rate(den) * 0`` before summing: a group whose numerator series do not
+    exist yet reads 0, not "No data". The denominator is guarded with ``> 0``.
+    """
+    num = f"{agg(by)} ({rate(metric, num_extra)} or {rate(metric, den_extra)} * 0)"
+    den = f"({agg(by)} ({rate(metric, den_extra)}) > 0)"
+    return f"{num}\n/\n{den}"
+
+
+def quantile(q: float, histogram: str, by: str = BY, extra: str = "") -> str:
+    by_le = f"le, {by}" if by else "le"
+    return f"histogram_quantile({q}, sum by ({by_le}) ({rate(histogram + '_bucket', extra)}))"
+
+
+def eq(label: str, value: str) -> str:
+    """An equality matcher, ``label="value"``."""
+    return f'{label}="{value}"'
+
+
+# --------------------------------------------------------------------------------------------------
+# Panel model
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    expr: str
+    legend: str = ""
+    instant: bool = False
+
+
+@dataclass
+class Panel:
+    title: str
+    description: str
+    targets: list[Target]
+    kind: str = "timeseries"  # timeseries | stat | bargauge | row
+    unit: str = "short"
+    width: int = 12
+    height: int = 8
+    # (colour, lower bound) steps after the base colour; base colour first.
+    base_color: str = "green"
+    steps: list[tuple[str, float]] = field(default_factory=list)
+    show_thresholds: bool = False
+    stack: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+    decimals: int | None = None
+    overrides: list[Json] = field(default_factory=list)
+    reduce: str = "lastNotNull"
+
+
+def row(title: str) -> Panel:
+    return Panel(title=title, description="", targets=[], kind="row", width=24, height=1)
+
+
+def _thresholds(p: Panel) -> Json:
+    return {
+        "mode": "absolute",
+        "steps": [{"color": p.base_color, "value": None}] + [{"color": c, "value": v} for c, v in p.steps],
+    }
+
+
+def _field_config(p: Panel) -> Json:
+    defaults: Json = {"unit": p.unit, "thresholds": _thresholds(p), "color": {"mode": "palette-classic"}}
+    if p.minimum is not None:
+        defaults["min"] = p.minimum
+    if p.maximum is not None:
+        defaults["max"] = p.maximum
+    if p.decimals is not None:
+        defaults["decimals"] = p.decimals
+    if p.kind == "timeseries":
+        defaults["custom"] = {
+            "drawStyle": "line",
+            "lineWidth": 1,
+            "fillOpacity": 25 if p.stack else 10,
+            "showPoints": "never",
+            "spanNulls": False,
+            "stacking": {"mode": "normal" if p.stack else "none", "group": "A"},
+            "thresholdsStyle": {"mode": "dashed" if p.show_thresholds else "off"},
+        }
+    else:
+        defaults["color"] = {"mode": "thresholds"}
+    return {"defaults": defaults, "overrides": p.overrides}
+
+
+def _options(p: Panel) -> Json:
+    if p.kind == "timeseries":
+        return {
+            "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": ["mean", "max", "lastNotNull"],
+            },
+            "tooltip": {"mode": "multi", "sort": "desc"},
+        }
+    reduce = {"calcs": [p.reduce], "fields": "", "values": False}
+    if p.kind == "stat":
+        return {
+            "reduceOptions": reduce,
+            "colorMode": "background",
+            "graphMode": "area",
+            "justifyMode": "auto",
+            "orientation": "auto",
+            "textMode": "auto",
+        }
+    return {  # bargauge
+        "reduceOptions": reduce,
+        "displayMode": "gradient",
+        "orientation": "horizontal",
+        "showUnfilled": True,
+    }
+
+
+def _render_panel(p: Panel, panel_id: int, x: int, y: int) -> Json:
+    grid = {"h": p.height, "w": p.width, "x": x, "y": y}
+    if p.kind == "row":
+        return {
+            "type": "row",
+            "id": panel_id,
+            "title": p.title,
+            "collapsed": False,
+            "gridPos": grid,
+            "panels": [],
+        }
+    targets = []
+    for i, t in enumerate(p.targets):
+        target: Json = {
+            "datasource": dict(DS_REF),
+            "refId": chr(ord("A") + i),
+            "expr": t.expr,
+            "legendFormat": t.legend or "__auto",
+            "range": not t.instant,
+            "instant": t.instant,
+            "editorMode": "code",
+        }
+        targets.append(target)
+    return {
+        "type": p.kind,
+        "id": panel_id,
+        "title": p.title,
+        "description": p.description,
+        "datasource": dict(DS_REF),
+        "gridPos": grid,
+        "fieldConfig": _field_config(p),
+        "options": _options(p),
+        "targets": targets,
+    }
+
+
+def _layout(panels: Sequence[Panel]) -> list[Json]:
+    out: list[Json] = []
+    x = y = row_h = 0
+    for i, p in enumerate(panels, start=1):
+        if p.kind == "row" or x + p.width > 24:
+            y += row_h
+            x = row_h = 0
+        out.append(_render_panel(p, i, x, y))
+        if p.kind == "row":
+            y += p.height
+            continue
+        x += p.width
+        row_h = max(row_h, p.height)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Dashboard skeleton
+# --------------------------------------------------------------------------------------------------
+
+
+def _query_var(name: str, label: str, query: str) -> Json:
+    return {
+        "type": "query",
+        "name": name,
+        "label": label,
+        "datasource": dict(DS_REF),
+        "definition": query,
+        "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery", "qryType": 1},
+        "refresh": 2,
+        "includeAll": True,
+        "multi": True,
+        "allValue": ".*",
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+        "options": [],
+        "regex": "",
+        "sort": 1,
+        "hide": 0,
+        "skipUrlSync": False,
+    }
+
+
+TEMPLATE_VARS: tuple[tuple[str, str, str], ...] = (
+    ("provider", "Provider", "label_values(llmtap_attempts_total, gen_ai_provider_name)"),
+    (
+        "model",
+        "Model",
+        'label_values(llmtap_attempts_total{gen_ai_provider_name=~"$provider"}, gen_ai_request_model)',
+    ),
+    (
+        "server",
+        "Server",
+        'label_values(llmtap_attempts_total{gen_ai_provider_name=~"$provider", '
+        'gen_ai_request_model=~"$model"}, instance)',
+    ),
+)
+
+
+def _templating() -> Json:
+    datasource = {
+        "type": "datasource",
+        "name": "datasource",
+        "label": "Data source",
+        "query": "prometheus",
+        "current": {"selected": False, "text": DS_INPUT_REF, "value": DS_INPUT_REF},
+        "options": [],
+        "regex": "",
+        "refresh": 1,
+        "includeAll": False,
+        "multi": False,
+        "hide": 0,
+        "skipUrlSync": False,
+    }
+    return {"list": [datasource] + [_query_var(n, lbl, q) for n, lbl, q in TEMPLATE_VARS]}
+
+
+PANEL_TYPES = {"timeseries": "Time series", "stat": "Stat", "bargauge": "Bar gauge", "row": "Row"}
+
+
+def dashboard(uid: str, title: str, description: str, panels: Sequence[Panel]) -> Json:
+    kinds = sorted({p.kind for p in panels if p.kind != "row"})
+    return {
+        "__inputs": [
+            {
+                "name": DS_INPUT,
+                "label": "Prometheus",
+                "description": "Prometheus datasource that scrapes the llmtap metrics endpoint(s)",
+                "type": "datasource",
+                "pluginId": "prometheus",
+                "pluginName": "Prometheus",
+            }
+        ],
+        "__elements": {},
+        "__requires": [
+            {"type": "grafana", "id": "grafana", "name": "Grafana", "version": "10.0.0"},
+            {"type": "datasource", "id": "prometheus", "name": "Prometheus", "version": "1.0.0"},
+        ]
+        + [{"type": "panel", "id": k, "name": PANEL_TYPES[k], "version": ""} for k in kinds],
+        "annotations": {
+            "list": [
+                {
+                    "builtIn": 1,
+                    "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                    "enable": True,
+                    "hide": True,
+                    "iconColor": "rgba(0, 211, 255, 1)",
+                    "name": "Annotations & Alerts",
+                    "type": "dashboard",
+                }
+            ]
+        },
+        "description": description,
+        "editable": True,
+        "fiscalYearStartMonth": 0,
+        "graphTooltip": 1,
+        "id": None,
+        "links": [
+            {
+                "asDropdown": True,
+                "icon": "external link",
+                "includeVars": True,
+                "keepTime": True,
+                "tags": ["llmtap"],
+                "targetBlank": False,
+                "title": "llmtap dashboards",
+                "type": "dashboards",
+            }
+        ],
+        "panels": _layout(panels),
+        "refresh": "30s",
+        "schemaVersion": 39,
+        "tags": ["llmtap", "llm", "genai"],
+        "templating": _templating(),
+        "time": {"from": "now-3h", "to": "now"},
+        "timepicker": {},
+        "timezone": "",
+        "title": title,
+        "uid": uid,
+        "version": 1,
+        "weekStart": "",
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Shared panel builders
+# --------------------------------------------------------------------------------------------------
+
+PCT_WARN = [("yellow", 0.01), ("red", 0.05)]
+
+
+def latency_panel(title: str, histogram: str, description: str) -> Panel:
+    return Panel(
+        title=title,
+        description=description,
+        unit="s",
+        targets=[Target(quantile(q, histogram), f"p{int(q * 100)} {PM_LEGEND}") for q in (0.5, 0.95, 0.99)],
+        steps=[("yellow", 2.0), ("red", 5.0)],
+        show_thresholds=True,
+    )
+
+
+def outcome_overrides() -> list[Json]:
+    return [
+        {
+            "matcher": {"id": "byName", "options": outcome},
+            "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": color}}],
+        }
+        for outcome, color in OUTCOME_COLORS.items()
+    ]
+
+
+# --------------------------------------------------------------------------------------------------
+# The four dashboards
+# --------------------------------------------------------------------------------------------------
+
+
+def overview() -> Json:
+    attempts = "llmtap_attempts_total"
+    streams = "llmtap_streams_total"
+    panels = [
+        row("At a glance"),
+        Panel(
+            "Attempts per second",
+            "Every HTTP attempt to the provider APIs, retries included.",
+            [Target(f"sum({rate(attempts)})")],
+            kind="stat",
+            unit="reqps",
+            width=6,
+            height=4,
+            base_color="blue",
+        ),
+        Panel(
+            "Attempt error ratio",
+            "Share of attempts that got a non-2xx status or no response (timeouts, connection errors).",
+            [Target(share(attempts, 'status_code!~"2.."', by=""))],
+            kind="stat",
+            unit="percentunit",
+            width=6,
+            height=4,
+            steps=PCT_WARN,
+        ),
+        Panel(
+            "Stream abort ratio",
+            "Share of streams that did not end with outcome=completed (service- and client-side causes).",
+            [Target(share(streams, 'outcome!="completed"', by=""))],
+            kind="stat",
+            unit="percentunit",
+            width=6,
+            height=4,
+            steps=PCT_WARN,
+        ),
+        Panel(
+            "Time to first token p95 (per call, retries included)",
+            "What a user waits for the first content token of a logical SDK call, retries included.",
+            [Target(quantile(0.95, "llmtap_call_time_to_first_token_seconds", by=""))],
+            kind="stat",
+            unit="s",
+            width=6,
+            height=4,
+            steps=[("yellow", 2.0), ("red", 5.0)],
+        ),
+        row("Traffic"),
+        Panel(
+            "Attempt rate by provider / model",
+            "HTTP attempts per second, retries included.",
+            [Target(sum_rate(attempts), PM_LEGEND)],
+            unit="reqps",
+        ),
+        Panel(
+            "Logical call rate by outcome",
+            "SDK calls per second (one per user-visible call, however many retries it took), by outcome.",
+            [
+                Target(
+                    sum_rate("llmtap_call_duration_seconds_count", by="gen_ai_provider_name, outcome"),
+                    "{{gen_ai_provider_name}} {{outcome}}",
+                )
+            ],
+            unit="reqps",
+        ),
+        Panel(
+            "Stream rate by provider / model",
+            "Streams that ended per second, any outcome.",
+            [Target(sum_rate(streams), PM_LEGEND)],
+            unit="reqps",
+        ),
+        Panel(
+            "Streams in flight",
+            "Streams currently open (gauge).",
+            [Target(f"sum by ({BY}) (llmtap_streams_in_flight{sel()})", PM_LEGEND)],
+            unit="short",
+            minimum=0,
+        ),
+        row("Errors and aborts"),
+        Panel(
+            "Attempt error ratio by provider / model",
+            "Attempts with a non-2xx status or no response, as a share of all attempts. "
+            "Alert LlmtapAttemptErrorRatioHigh fires above 5%.",
+            [Target(share(attempts, 'status_code!~"2.."'), PM_LEGEND)],
+            unit="percentunit",
+            steps=PCT_WARN,
+            show_thresholds=True,
+            minimum=0,
+        ),
+        Panel(
+            "Attempts by status code / error type",
+            'status_code "" means no response was received (see error_type).',
+            [
+                Target(
+                    sum_rate(attempts, by="status_code, error_type"),
+                    "{{status_code}} {{error_type}}",
+                )
+            ],
+            unit="reqps",
+            stack=True,
+        ),
+        Panel(
+            "Stream abort ratio: service-side vs client-side",
+            f"Service-side = {SERVICE_ABORTS.replace('|', ', ')}; "
+            f"client-side = {CLIENT_ABORTS.replace('|', ', ')}. Share of all ended streams.",
+            [
+                Target(share(streams, f'outcome=~"{SERVICE_ABORTS}"'), f"service {PM_LEGEND}"),
+                Target(share(streams, f'outcome=~"{CLIENT_ABORTS}"'), f"client {PM_LEGEND}"),
+            ],
+            unit="percentunit",
+            steps=PCT_WARN,
+            show_thresholds=True,
+            minimum=0,
+        ),
+        Panel(
+            "Logical call duration p95 by outcome (retries included)",
+            "From the first attempt's start to the call's end, including backoff and retries.",
+            [
+                Target(
+                    quantile(0.95, "llmtap_call_duration_seconds", by="gen_ai_provider_name, outcome"),
+                    "p95 {{gen_ai_provider_name}} {{outcome}}",
+                )
+            ],
+            unit="s",
+        ),
+        row("Latency"),
+        latency_panel(
+            "Time to first token (p50 / p95 / p99)",
+            "llmtap_time_to_first_token_seconds",
+            "Per attempt: request start to the first content token (not just the first SSE chunk).",
+        ),
+        latency_panel(
+            "Time to first chunk (p50 / p95 / p99)",
+            "gen_ai_client_operation_time_to_first_chunk_seconds",
+            "Per attempt: request start to the first streamed chunk of any kind.",
+        ),
+        latency_panel(
+            "Time to first token per call, retries included (p50 / p95 / p99)",
+            "llmtap_call_time_to_first_token_seconds",
+            "Per logical SDK call, from the first attempt's start: what the user waits. "
+            "Alert LlmtapTimeToFirstTokenP95High fires when p95 exceeds 5 s.",
+        ),
+        latency_panel(
+            "Operation duration (p50 / p95 / p99)",
+            "gen_ai_client_operation_duration_seconds",
+            "Per attempt: request start to the end of the response body / stream.",
+        ),
+        row("Throughput"),
+        Panel(
+            "Output tokens per second",
+            "Aggregate generated tokens per second.",
+            [Target(sum_rate("llmtap_tokens_total", 'gen_ai_token_type="output"'), PM_LEGEND)],
+            unit="suffix: tok/s",
+        ),
+        Panel(
+            "Output tokens per second of request time (mean per request)",
+            "Output tokens divided by the time spent in requests: generation speed a single request sees.",
+            [
+                Target(
+                    f"sum by ({BY}) "
+                    f"({rate('gen_ai_client_token_usage_sum', eq('gen_ai_token_type', 'output'))})"
+                    f"\n/\n(sum by ({BY}) ({rate('gen_ai_client_operation_duration_seconds_sum')}) > 0)",
+                    PM_LEGEND,
+                )
+            ],
+            unit="suffix: tok/s",
+        ),
+    ]
+    return dashboard(
+        "llmtap-overview",
+        "llmtap / Overview",
+        "Request and stream rates, error and abort ratios, time to first token/chunk, duration and "
+        "throughput of LLM API traffic as seen by the client (llmtap).",
+        panels,
+    )
+
+
+def streams() -> Json:
+    streams_m = "llmtap_streams_total"
+    panels = [
+        row("At a glance"),
+        Panel(
+            "Streams per second",
+            "Streams that ended per second, any outcome.",
+            [Target(f"sum({rate(streams_m)})")],
+            kind="stat",
+            unit="reqps",
+            width=6,
+            height=4,
+            base_color="blue",
+        ),
+        Panel(
+            "Completed share",
+            "Share of ended streams with outcome=completed.",
+            [Target(f"sum({rate(streams_m, eq('outcome', 'completed'))})\n/\n(sum({rate(streams_m)}) > 0)")],
+            kind="stat",
+            unit="percentunit",
+            width=6,
+            height=4,
+            base_color="red",
+            steps=[("yellow", 0.9), ("green", 0.95)],
+        ),
+        Panel(
+            "Streams in flight",
+            "Streams currently open.",
+            [Target(f"sum(llmtap_streams_in_flight{sel()})")],
+            kind="stat",
+            unit="short",
+            width=6,
+            height=4,
+            base_color="blue",
+        ),
+        Panel(
+            "Stalls per second",
+            "Inter-chunk gaps longer than the stall threshold.",
+            [Target(f"sum({rate('llmtap_stream_stalls_total')})")],
+            kind="stat",
+            unit="short",
+            width=6,
+            height=4,
+            steps=[("yellow", 0.01), ("red", 0.1)],
+        ),
+        row("Outcomes"),
+        Panel(
+            "Stream outcomes over time (all 8)",
+            "completed, client_closed, cancelled, abandoned (client-side); server_error, connection_error, "
+            "timeout, incomplete (service-side). All 8 series exist from the first stream, at 0.",
+            [Target(sum_rate(streams_m, by="outcome"), "{{outcome}}")],
+            unit="reqps",
+            stack=True,
+            overrides=outcome_overrides(),
+        ),
+        Panel(
+            "Stream outcomes in the selected time range",
+            "Count of ended streams per outcome over the dashboard's time range.",
+            [
+                Target(
+                    f"sum by (outcome) (increase({streams_m}{sel()}[$__range]))",
+                    "{{outcome}}",
+                    instant=True,
+                )
+            ],
+            kind="bargauge",
+            unit="short",
+            base_color="blue",
+            overrides=outcome_overrides(),
+        ),
+        Panel(
+            "Service-side abort ratio by provider / model",
+            f"Streams ending with {SERVICE_ABORTS.replace('|', ', ')}, as a share of all ended streams. "
+            "Alert LlmtapStreamServiceAbortRatioHigh fires above 5%.",
+            [Target(share(streams_m, f'outcome=~"{SERVICE_ABORTS}"'), PM_LEGEND)],
+            unit="percentunit",
+            steps=PCT_WARN,
+            show_thresholds=True,
+            minimum=0,
+        ),
+        Panel(
+            "Client-side abort ratio by provider / model",
+            f"Streams ending with {CLIENT_ABORTS.replace('|', ', ')}, as a share of all ended streams. "
+            "Alert LlmtapStreamClientAbortRatioHigh fires above 10%.",
+            [Target(share(streams_m, f'outcome=~"{CLIENT_ABORTS}"'), PM_LEGEND)],
+            unit="percentunit",
+            steps=[("yellow", 0.05), ("red", 0.10)],
+            show_thresholds=True,
+            minimum=0,
+        ),
+        Panel(
+            "Aborted streams by provider / model / outcome",
+            "Every outcome other than completed.",
+            [
+                Target(
+                    sum_rate(streams_m, 'outcome!="completed"', by=f"{BY}, outcome"),
+                    PM_LEGEND + " {{outcome}}",
+                )
+            ],
+            unit="reqps",
+            stack=True,
+        ),
+        row("Chunks, stalls and concurrency"),
+        Panel(
+            "Time per output chunk (p50 / p95 / p99)",
+            "Gap between consecutive streamed chunks after the first.",
+            [
+                Target(
+                    quantile(q, "gen_ai_client_operation_time_per_output_chunk_seconds"),
+                    f"p{int(q * 100)} {PM_LEGEND}",
+                )
+                for q in (0.5, 0.95, 0.99)
+            ],
+            unit="s",
+            steps=[("yellow", 0.5), ("red", 1.0)],
+            show_thresholds=True,
+        ),
+        Panel(
+            "Stream stalls per second",
+            "Inter-chunk gaps over the stall threshold.",
+            [Target(sum_rate("llmtap_stream_stalls_total"), PM_LEGEND)],
+            unit="short",
+        ),
+        Panel(
+            "Stalls per 100 streams",
+            "Stalls relative to stream volume: a rising value means slower token delivery, not more traffic.",
+            [
+                Target(
+                    f"100 * sum by ({BY}) ({rate('llmtap_stream_stalls_total')})"
+                    f"\n/\n(sum by ({BY}) ({rate(streams_m)}) > 0)",
+                    PM_LEGEND,
+                )
+            ],
+            unit="short",
+        ),
+        Panel(
+            "Streams in flight by server",
+            "Open streams per llmtap process (instance).",
+            [Target(f"sum by (instance, {BY}) (llmtap_streams_in_flight{sel()})", "{{instance}} " + PM_LEGEND)],
+            unit="short",
+            minimum=0,
+            stack=True,
+        ),
+    ]
+    return dashboard(
+        "llmtap-streams",
+        "llmtap / Streams",
+        "How streams end (all 8 outcomes), chunk pacing, stalls and concurrency.",
+        panels,
+    )
+
+
+def retries_ratelimits() -> Json:
+    attempts = "llmtap_attempts_total"
+    headroom = (
+        f"min by ({BY}, resource) (\n  llmtap_ratelimit_remaining{sel()}\n  /\n  (llmtap_ratelimit_limit{sel()} > 0)\n)"
+    )
+
+    def overloaded(by: str = BY) -> str:
+        return (
+            f"{agg(by)} (\n  {rate(attempts, eq('status_code', '529'))}\n  or\n"
+            f"  {rate(attempts, eq('error_type', 'overloaded_error'))}\n)"
+        )
+
+    panels = [
+        row("At a glance"),
+        Panel(
+            "Retries per second",
+            "Attempts that were retries of an earlier failed attempt.",
+            [Target(f"sum({rate('llmtap_retries_total')})")],
+            kind="stat",
+            unit="reqps",
+            width=6,
+            height=4,
+            base_color="blue",
+        ),
+        Panel(
+            "429 share of attempts",
+            "Rate-limited attempts as a share of all attempts.",
+            [Target(share(attempts, 'status_code="429"', by=""))],
+            kind="stat",
+            unit="percentunit",
+            width=6,
+            height=4,
+            steps=PCT_WARN,
+        ),
+        Panel(
+            "529 / overloaded per second",
+            "HTTP 529 responses and overloaded_error stream events.",
+            [Target(overloaded(""))],
+            kind="stat",
+            unit="reqps",
+            width=6,
+            height=4,
+            steps=[("yellow", 0.01), ("red", 0.1)],
+        ),
+        Panel(
+            "Lowest rate-limit headroom",
+            "Smallest remaining/limit over all resources, providers and models.",
+            [Target(f"min({headroom})")],
+            kind="stat",
+            unit="percentunit",
+            width=6,
+            height=4,
+            base_color="red",
+            steps=[("yellow", 0.10), ("green", 0.25)],
+        ),
+        row("Retries"),
+        Panel(
+            "Retries by reason",
+            "What the previous attempt failed with (429, 529, 500, connection_error, timeout, ...).",
+            [Target(sum_rate("llmtap_retries_total", by="reason"), "{{reason}}")],
+            unit="reqps",
+            stack=True,
+        ),
+        Panel(
+            "Retries per logical call",
+            "Average number of retries each SDK call needed.",
+            [
+                Target(
+                    f"sum by ({BY}) ({rate('llmtap_retries_total')})"
+                    f"\n/\n(sum by ({BY}) ({rate('llmtap_call_duration_seconds_count')}) > 0)",
+                    PM_LEGEND,
+                )
+            ],
+            unit="short",
+            steps=[("yellow", 0.1), ("red", 0.5)],
+            show_thresholds=True,
+        ),
+        Panel(
+            "Server-advised retry-after (p50 / p95)",
+            "retry-after values the server sent with 429/529 responses.",
+            [Target(quantile(q, "llmtap_retry_after_seconds"), f"p{int(q * 100)} {PM_LEGEND}") for q in (0.5, 0.95)],
+            unit="s",
+        ),
+        Panel(
+            "Responses carrying retry-after per second",
+            "How often the server asked the client to back off.",
+            [Target(sum_rate("llmtap_retry_after_seconds_count"), PM_LEGEND)],
+            unit="reqps",
+        ),
+        row("Throttling and overload"),
+        Panel(
+            "429 (rate limited) per second",
+            "Attempts answered with HTTP 429.",
+            [Target(sum_rate(attempts, 'status_code="429"'), PM_LEGEND)],
+            unit="reqps",
+        ),
+        Panel(
+            "429 share of attempts by provider / model",
+            "Alert LlmtapRateLimitedSustained fires above 5% for 15 minutes.",
+            [Target(share(attempts, 'status_code="429"'), PM_LEGEND)],
+            unit="percentunit",
+            steps=PCT_WARN,
+            show_thresholds=True,
+            minimum=0,
+        ),
+        Panel(
+            "529 / overloaded per second",
+            "HTTP 529 responses plus overloaded_error events inside 200 streams. "
+            "Alert LlmtapOverloadedBurst fires above 2% of attempts.",
+            [Target(overloaded(), PM_LEGEND)],
+            unit="reqps",
+        ),
+        Panel(
+            "Attempts by error type",
+            "Only failed attempts.",
+            [Target(sum_rate(attempts, 'error_type!=""', by="error_type"), "{{error_type}}")],
+            unit="reqps",
+            stack=True,
+        ),
+        row("Rate-limit headroom"),
+        Panel(
+            "Headroom (remaining / limit) by resource",
+            "From the provider's rate-limit response headers. Alert LlmtapRateLimitHeadroomLow fires below 10%.",
+            [Target(headroom, PM_LEGEND + " {{resource}}")],
+            unit="percentunit",
+            base_color="red",
+            steps=[("yellow", 0.10), ("green", 0.25)],
+            show_thresholds=True,
+            minimum=0,
+            maximum=1,
+        ),
+        Panel(
+            "Time to rate-limit reset",
+            "Seconds until the provider resets each budget (last value seen).",
+            [
+                Target(
+                    f"max by ({BY}, resource) (llmtap_ratelimit_reset_seconds{sel()})",
+                    PM_LEGEND + " {{resource}}",
+                )
+            ],
+            unit="s",
+        ),
+        Panel(
+            "Rate-limit remaining",
+            "Remaining budget per resource (requests, tokens, input_tokens, output_tokens).",
+            [
+                Target(
+                    f"min by ({BY}, resource) (llmtap_ratelimit_remaining{sel()})",
+                    PM_LEGEND + " {{resource}}",
+                )
+            ],
+            unit="short",
+        ),
+        Panel(
+            "Rate-limit limit",
+            "Budget per resource as advertised by the provider.",
+            [
+                Target(
+                    f"max by ({BY}, resource) (llmtap_ratelimit_limit{sel()})",
+                    PM_LEGEND + " {{resource}}",
+                )
+            ],
+            unit="short",
+        ),
+    ]
+    return dashboard(
+        "llmtap-retries-ratelimits",
+        "llmtap / Retries and rate limits",
+        "Retries by reason, server-advised waits, 429/529 rates and rate-limit headroom.",
+        panels,
+    )
+
+
+def tokens() -> Json:
+    tok = "llmtap_tokens_total"
+    stops = "llmtap_stop_reasons_total"
+
+    def token_share(num_type: str, den_type: str, by: str = BY) -> str:
+        den = f"{agg(by)} ({rate(tok, eq('gen_ai_token_type', den_type))})"
+        num = f"{agg(by)} ({rate(tok, eq('gen_ai_token_type', num_type))})"
+        return f"({num}\n  or\n {den} * 0)\n/\n({den} > 0)"
+
+    panels = [
+        row("At a glance"),
+        Panel(
+            "Input tokens per second",
+            "All input tokens, cached ones included.",
+            [Target(f"sum({rate(tok, eq('gen_ai_token_type', 'input'))})")],
+            kind="stat",
+            unit="suffix: tok/s",
+            width=6,
+            height=4,
+            base_color="blue",
+        ),
+        Panel(
+            "Output tokens per second",
+            "Generated tokens (reasoning included where the provider counts it as output).",
+            [Target(f"sum({rate(tok, eq('gen_ai_token_type', 'output'))})")],
+            kind="stat",
+            unit="suffix: tok/s",
+            width=6,
+            height=4,
+            base_color="blue",
+        ),
+        Panel(
+            "Cache hit ratio",
+            "cache_read / input (cache_read is a subset of input).",
+            [Target(token_share("cache_read", "input", by=""))],
+            kind="stat",
+            unit="percentunit",
+            width=6,
+            height=4,
+            base_color="blue",
+        ),
+        Panel(
+            "Truncation share (max_tokens / length)",
+            "Responses cut off by the output token limit, as a share of all responses with a stop reason.",
+            [Target(share(stops, f'reason=~"{TRUNCATION_REASONS}"', by=""))],
+            kind="stat",
+            unit="percentunit",
+            width=6,
+            height=4,
+            steps=[("yellow", 0.02), ("red", 0.05)],
+        ),
+        row("Token volume"),
+        Panel(
+            "Tokens per second by type (all 5)",
+            "input (incl. cached), output, cache_read and cache_write (subsets of input), reasoning.",
+            [
+                Target(
+                    f"sum({rate(tok, eq('gen_ai_token_type', t))})",
+                    t,
+                )
+                for t in TOKEN_TYPES
+            ],
+            unit="suffix: tok/s",
+        ),
+        Panel(
+            "Tokens in the selected time range by type",
+            "Totals over the dashboard's time range.",
+            [
+                Target(
+                    f"sum by (gen_ai_token_type) (increase({tok}{sel()}[$__range]))",
+                    "{{gen_ai_token_type}}",
+                    instant=True,
+                )
+            ],
+            kind="bargauge",
+            unit="short",
+            base_color="blue",
+        ),
+        Panel(
+            "Input tokens per second by provider / model",
+            "All input tokens, cached ones included.",
+            [Target(sum_rate(tok, 'gen_ai_token_type="input"'), PM_LEGEND)],
+            unit="suffix: tok/s",
+            stack=True,
+        ),
+        Panel(
+            "Output tokens per second by provider / model",
+            "Generated tokens.",
+            [Target(sum_rate(tok, 'gen_ai_token_type="output"'), PM_LEGEND)],
+            unit="suffix: tok/s",
+            stack=True,
+        ),
+        Panel(
+            "Tokens per request (p50 / p95) by type",
+            "Distribution of input and output tokens per request.",
+            [
+                Target(
+                    quantile(q, "gen_ai_client_token_usage", by=f"{BY}, gen_ai_token_type"),
+                    f"p{int(q * 100)} {{{{gen_ai_token_type}}}} {PM_LEGEND}",
+                )
+                for q in (0.5, 0.95)
+            ],
+            unit="short",
+        ),
+        Panel(
+            "Reasoning tokens per second by provider / model",
+            "Tokens spent on hidden reasoning (providers that report it).",
+            [Target(sum_rate(tok, 'gen_ai_token_type="reasoning"'), PM_LEGEND)],
+            unit="suffix: tok/s",
+        ),
+        row("Prompt caching"),
+        Panel(
+            "Cache hit ratio (cache_read / input) by provider / model",
+            "Share of input tokens served from the prompt cache.",
+            [Target(token_share("cache_read", "input"), PM_LEGEND)],
+            unit="percentunit",
+            minimum=0,
+            maximum=1,
+        ),
+        Panel(
+            "Cache write share (cache_write / input) by provider / model",
+            "Share of input tokens written to the prompt cache (billed at a premium by some providers).",
+            [Target(token_share("cache_write", "input"), PM_LEGEND)],
+            unit="percentunit",
+            minimum=0,
+            maximum=1,
+        ),
+        row("Stop reasons"),
+        Panel(
+            "Stop reasons",
+            "Why responses ended: end_turn/stop, tool_use/tool_calls, max_tokens/length, stop_sequence, "
+            "content_filter, ...",
+            [Target(sum_rate(stops, by="reason"), "{{reason}}")],
+            unit="reqps",
+            stack=True,
+        ),
+        Panel(
+            "Truncation share (max_tokens / length) by provider / model",
+            "Alert LlmtapMaxTokensTruncationHigh fires above 5% for 30 minutes.",
+            [Target(share(stops, f'reason=~"{TRUNCATION_REASONS}"'), PM_LEGEND)],
+            unit="percentunit",
+            steps=[("yellow", 0.02), ("red", 0.05)],
+            show_thresholds=True,
+            minimum=0,
+        ),
+    ]
+    return dashboard(
+        "llmtap-tokens",
+        "llmtap / Tokens",
+        "Token volume by type (input, output, cache_read, cache_write, reasoning), cache hit ratio, stop "
+        "reasons and max_tokens truncation.",
+        panels,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Entry points
+# --------------------------------------------------------------------------------------------------
+
+DASHBOARDS: dict[str, Any] = {
+    "llmtap-overview.json": overview,
+    "llmtap-streams.json": streams,
+    "llmtap-retries-ratelimits.json": retries_ratelimits,
+    "llmtap-tokens.json": tokens,
+}
+
+
+def build_all() -> dict[str, Json]:
+    """File name -> dashboard JSON object."""
+    return {name: fn() for name, fn in DASHBOARDS.items()}
+
+
+def render(obj: Json) -> str:
+    return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+
+
+def _iter_panels(panels: list[Json]) -> Iterator[Json]:
+    for p in panels:
+        yield p
+        yield from _iter_panels(p.get("panels", []))
+
+
+def all_expressions() -> list[PanelExpr]:
+    """Every PromQL expression used by a dashboard panel, with its dashboard uid and panel title."""
+    out: list[PanelExpr] = []
+    for dash in build_all().values():
+        for panel in _iter_panels(dash["panels"]):
+            for target in panel.get("targets", []):
+                out.append(PanelExpr(dash["uid"], panel["title"], target["refId"], target["expr"]))
+    return out
+
+
+def template_queries() -> list[TemplateQuery]:
+    """Every ``label_values`` template-variable query, per dashboard."""
+    out: list[TemplateQuery] = []
+    for dash in build_all().values():
+        for var in dash["templating"]["list"]:
+            if var["type"] == "query":
+                out.append(TemplateQuery(dash["uid"], var["name"], var["definition"]))
+    return out
+
+
+# Values substituted for Grafana's variables when an expression is checked outside Grafana (tests).
+CONCRETE_VARIABLES: dict[str, str] = {
+    "provider": ".*",
+    "model": ".*",
+    "server": ".*",
+    "__rate_interval": "1m",
+    "__interval": "1m",
+    "__range": "1h",
+}
+_VAR_RE = re.compile(r"\$(?:\{(\w+)(?::\w+)?\}|(\w+))")
+
+
+def concrete(expr: str, values: Mapping[str, str] | None = None) -> str:
+    """``expr`` with Grafana's ``$var`` / ``${var}`` references replaced by concrete values.
+
+    Raises ``KeyError`` for a variable that has no value (e.g. a typo in a panel query).
+    """
+    table = {**CONCRETE_VARIABLES, **(values or {})}
+    return _VAR_RE.sub(lambda m: table[m.group(1) or m.group(2)], expr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--check", action="store_true", help="exit 1 if the JSON files are not up to date")
+    parser.add_argument("--out", type=Path, default=HERE, help="output directory (default: dashboards/)")
+    args = parser.parse_args(argv)
+    out_dir: Path = args.out
+    wanted = {name: render(obj) for name, obj in build_all().items()}
+    if args.check:
+        stale = [n for n, text in wanted.items() if not (out_dir / n).is_file() or (out_dir / n).read_text() != text]
+        extra = sorted(p.name for p in out_dir.glob("llmtap-*.json") if p.name not in wanted)
+        for n in stale:
+            print(f"{out_dir / n}: out of date; run `python dashboards/build.py`", file=sys.stderr)
+        for n in extra:
+            print(f"{out_dir / n}: not generated by build.py; delete it or add it to build.py", file=sys.stderr)
+        return 1 if stale or extra else 0
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for n, text in wanted.items():
+        (out_dir / n).write_text(text)
+        print(f"wrote {out_dir / n}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

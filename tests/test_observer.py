@@ -1,0 +1,237 @@
+"""The pure attempt observer: framing, encodings, hostile input, exactly-once finalisation."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import random
+
+import pytest
+
+from llmtap import Outcome
+from llmtap._log import reset as reset_log
+from llmtap._observer import ObserverConfig
+from llmtap._record import AttemptRecord
+from llmtap._settings import CHUNK_GAP_BUCKETS
+from llmtap.providers.anthropic import PROVIDER
+
+from ._replay import make_observer, splits
+
+SSE = [(b"content-type", b"text/event-stream")]
+
+
+def event(name: str, data: str) -> bytes:
+    return f"event: {name}\ndata: {data}\n\n".encode()
+
+
+START = event(
+    "message_start",
+    '{"type":"message_start","message":{"id":"msg_1","model":"claude-x","usage":'
+    '{"input_tokens":10,"cache_read_input_tokens":5,"cache_creation_input_tokens":0,"output_tokens":1}}}',
+)
+DELTA = event(
+    "content_block_delta", '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"héllo ✓"}}'
+)
+PING = event("ping", '{"type": "ping"}')
+END = event(
+    "message_delta",
+    '{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":7}}',
+) + event("message_stop", '{"type":"message_stop"}')
+STREAM = START + PING + DELTA * 20 + END
+
+
+def run(chunks: list[bytes], headers: list[tuple[bytes, bytes]] = SSE, end: str = "eof", status: int = 200,
+        config: ObserverConfig | None = None) -> AttemptRecord:  # fmt: skip
+    records: list[AttemptRecord] = []
+    observer = make_observer(PROVIDER, records, *(() if config is None else (config,)))
+    observer.on_response(status, headers, 0.0)
+    now = 0.0
+    for chunk in chunks:
+        now += 0.01
+        observer.on_chunk(chunk, now)
+    if end == "eof":
+        observer.on_eof(now)
+    elif end == "close":
+        observer.on_close(now)
+    elif end == "gc":
+        observer.on_abandon()
+    # every ending after the first is a no-op: exactly once
+    observer.on_eof(now)
+    observer.on_close(now)
+    observer.on_exception(RuntimeError("late"), now)
+    observer.on_abandon()
+    assert len(records) == 1
+    return records[0]
+
+
+def check_complete(record: AttemptRecord) -> None:
+    assert record.outcome is Outcome.COMPLETED
+    assert record.parse_errors == 0
+    assert record.usage.input_tokens == 15 and record.usage.output_tokens == 7
+    assert record.usage.cache_read_tokens == 5
+    assert record.stop_reason == "end_turn" and record.response_id == "msg_1"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_splits(seed: int) -> None:
+    check_complete(run(splits(STREAM, random.Random(seed), 13)))
+
+
+def test_one_byte_reads_and_first_token_time() -> None:
+    record = run([STREAM[i : i + 1] for i in range(len(STREAM))])
+    check_complete(record)
+    # the first content token is timed at the read that completed its event
+    assert record.first_token_at == pytest.approx(0.01 * (len(START) + len(PING) + len(DELTA)))
+
+
+@pytest.mark.parametrize("newline", [b"\r\n", b"\r"])
+def test_crlf_and_cr_line_endings(newline: bytes) -> None:
+    body = STREAM.replace(b"\n", newline)
+    check_complete(run(splits(body, random.Random(1), 7)))
+    # a CRLF split between two reads is not a blank line
+    check_complete(run([body[i : i + 1] for i in range(len(body))]))
+
+
+def test_gzip_body_split_anywhere() -> None:
+    check_complete(run(splits(gzip.compress(STREAM), random.Random(3), 5), [*SSE, (b"content-encoding", b"gzip")]))
+
+
+def test_deflate_raw_and_zlib() -> None:
+    import zlib
+
+    check_complete(run([zlib.compress(STREAM)], [*SSE, (b"content-encoding", b"deflate")]))
+    raw = zlib.compressobj(wbits=-15)
+    body = raw.compress(STREAM) + raw.flush()
+    check_complete(run([body], [*SSE, (b"content-encoding", b"deflate")]))
+
+
+def test_corrupt_gzip_is_counted_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    reset_log()
+    with caplog.at_level(logging.WARNING, "llmtap"):
+        record = run([b"\x1f\x8bnot really gzip", b"more"], [*SSE, (b"content-encoding", b"gzip")])
+    assert record.outcome is Outcome.INCOMPLETE
+    assert record.parse_errors == 1
+    assert "invalid compressed body" in caplog.text
+
+
+def test_unsupported_encoding_is_counted() -> None:
+    record = run([b"\x00\x01"], [*SSE, (b"content-encoding", b"br")], end="close")
+    assert record.parse_errors == 1
+    assert record.outcome is Outcome.CLIENT_CLOSED
+
+
+def test_oversized_event_is_dropped_and_parsing_resumes() -> None:
+    config = ObserverConfig(stall_threshold=5, gap_bounds=CHUNK_GAP_BUCKETS, max_event_bytes=1024, max_json_bytes=4096)
+    huge = b"event: content_block_delta\ndata: " + b"x" * 50_000 + b"\n\n"
+    record = run([START, *splits(huge, random.Random(2), 700), DELTA, END], config=config)
+    assert record.parse_errors == 1
+    assert record.outcome is Outcome.COMPLETED
+    assert record.usage.output_tokens == 7
+
+
+def test_malformed_events_are_counted() -> None:
+    bad = event("content_block_delta", "{not json") + event("message_delta", '"just a string"')
+    bad += b"data: \xff\xfe invalid utf-8\n\n"
+    record = run([START, bad, DELTA, END])
+    assert record.outcome is Outcome.COMPLETED
+    assert record.parse_errors == 2  # the string payload is valid JSON, merely useless
+
+
+def test_sse_error_event_after_200() -> None:
+    error = event("error", '{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}')
+    record = run([START, DELTA, error])
+    assert record.outcome is Outcome.SERVER_ERROR
+    assert record.error_type == "overloaded_error"
+    assert record.is_error
+
+
+def test_missing_final_event_is_incomplete() -> None:
+    record = run([START, DELTA])
+    assert record.outcome is Outcome.INCOMPLETE
+    assert record.error_type == "incomplete_stream"
+
+
+def test_final_event_without_blank_line_is_not_dispatched() -> None:
+    record = run([START, DELTA, b'event: message_stop\ndata: {"type":"message_stop"}'])
+    assert record.outcome is Outcome.INCOMPLETE
+
+
+@pytest.mark.parametrize(("end", "outcome"), [("close", Outcome.CLIENT_CLOSED), ("gc", Outcome.ABANDONED)])
+def test_early_endings(end: str, outcome: Outcome) -> None:
+    assert run([START, DELTA], end=end).outcome is outcome
+
+
+def test_closed_after_final_event_is_completed() -> None:
+    # openai-style: the SDK closes right after the terminal event without reading to EOF
+    assert run([STREAM], end="close").outcome is Outcome.COMPLETED
+
+
+def test_exceptions_classified() -> None:
+    import asyncio
+
+    for exc, outcome in [
+        (asyncio.CancelledError(), Outcome.CANCELLED),
+        (TimeoutError(), Outcome.TIMEOUT),
+        (ConnectionResetError(), Outcome.CONNECTION_ERROR),
+    ]:
+        records: list[AttemptRecord] = []
+        observer = make_observer(PROVIDER, records)
+        observer.on_response(200, SSE, 0.0)
+        observer.on_chunk(START, 0.1)
+        observer.on_exception(GeneratorExit(), 0.2)  # a generator close is not an ending by itself
+        assert records == []
+        observer.on_exception(exc, 0.2)
+        assert [r.outcome for r in records] == [outcome]
+
+
+def test_non_streaming_json_and_errors() -> None:
+    body = (
+        b'{"type":"message","id":"msg_2","model":"m","stop_reason":"tool_use",'
+        b'"usage":{"input_tokens":3,"output_tokens":4}}'
+    )
+    record = run(splits(body, random.Random(0), 9), [(b"content-type", b"application/json")])
+    assert record.outcome is Outcome.COMPLETED and not record.streamed
+    assert (record.usage.input_tokens, record.usage.output_tokens, record.stop_reason) == (3, 4, "tool_use")
+    error = b'{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}'
+    headers = [(b"content-type", b"application/json"), (b"retry-after", b"7"), (b"retry-after-ms", b"6500")]
+    record = run([error], headers, status=429)
+    assert record.outcome is Outcome.SERVER_ERROR
+    assert record.error_type == "rate_limit_error"
+    assert record.retry_after == 6.5  # retry-after-ms wins over retry-after
+
+
+def test_html_error_page_is_not_a_parse_error() -> None:
+    record = run([b"<html>bad gateway</html>"], [(b"content-type", b"text/html")], status=502)
+    assert record.outcome is Outcome.SERVER_ERROR and record.error_type == "502" and record.parse_errors == 0
+
+
+def test_gaps_and_stalls() -> None:
+    records: list[AttemptRecord] = []
+    config = ObserverConfig(
+        stall_threshold=0.5, gap_bounds=CHUNK_GAP_BUCKETS, max_event_bytes=1 << 16, max_json_bytes=1 << 16
+    )
+    observer = make_observer(PROVIDER, records, config)
+    observer.on_response(200, SSE, 0.0)
+    for now, chunk in [(0.1, START), (0.2, DELTA), (1.0, DELTA), (1.05, END)]:
+        observer.on_chunk(chunk, now)
+    observer.on_eof(1.1)
+    (record,) = records
+    assert record.stalls == 1
+    assert record.max_gap == pytest.approx(0.8)
+    assert sum(record.gap_bucket_counts) == 3
+    assert record.gap_sum == pytest.approx(0.95)
+
+
+def test_memory_is_bounded_per_stream() -> None:
+    """Only a partial event is ever held, however long the stream."""
+    records: list[AttemptRecord] = []
+    observer = make_observer(PROVIDER, records)
+    observer.on_response(200, SSE, 0.0)
+    observer.on_chunk(START, 0.0)
+    for i in range(20_000):
+        observer.on_chunk(DELTA[:30], i * 1e-4)
+        observer.on_chunk(DELTA[30:], i * 1e-4)
+        assert len(observer._pending) < len(DELTA)
+    observer.on_chunk(END, 3.0)
+    observer.on_eof(3.0)
+    assert records[0].outcome is Outcome.COMPLETED
