@@ -141,9 +141,7 @@ def test_non_streaming_message(sim: Simulator, client: anthropic.Anthropic) -> N
 
 def test_beta_query_and_default_scenario(sim: Simulator, client: anthropic.Anthropic) -> None:
     sim.default = Scenario(tokens=2)
-    msg = client.beta.messages.create(
-        model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "hi"}]
-    )
+    msg = client.beta.messages.create(model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "hi"}])
     assert msg.content[0].type == "text" and msg.content[0].text == "tok0 tok1 "
     (served,) = sim.wait_served(1)
     assert served.path == "/v1/messages" and served.scenario == Scenario(tokens=2)
@@ -343,9 +341,7 @@ def test_keep_alive_reuse(sim: Simulator, client: anthropic.Anthropic) -> None:
 
 def test_bad_header_unknown_path_and_bad_json(sim: Simulator, client: anthropic.Anthropic) -> None:
     with pytest.raises(anthropic.BadRequestError, match="unknown x-llmtap-sim key 'bogus'"):
-        client.messages.create(
-            model=MODEL, max_tokens=16, messages=MSGS, extra_headers={SCENARIO_HEADER: "bogus=1"}
-        )
+        client.messages.create(model=MODEL, max_tokens=16, messages=MSGS, extra_headers={SCENARIO_HEADER: "bogus=1"})
     r = httpx.post(f"{sim.base_url}/v2/nothing", json={})
     assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
     r = httpx.get(f"{sim.base_url}/v1/messages")
@@ -380,9 +376,7 @@ def test_stop_is_quick_with_stalled_handler() -> None:
         try:
             with (
                 httpx.Client(timeout=10) as c,
-                c.stream(
-                    "POST", f"{sim.base_url}/v1/messages", json={"stream": True}, headers=sc.headers()
-                ) as r,
+                c.stream("POST", f"{sim.base_url}/v1/messages", json={"stream": True}, headers=sc.headers()) as r,
             ):
                 started.set()
                 r.read()
@@ -416,9 +410,7 @@ def test_stop_closes_idle_keepalive_connections() -> None:
 async def test_async_sdk_stream(sim: Simulator) -> None:
     async with anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="test", max_retries=2) as c:
         sc = Scenario(tokens=3, fail=1, retry_after=0.01)
-        async with c.messages.stream(
-            model=MODEL, max_tokens=16, messages=MSGS, extra_headers=sc.headers()
-        ) as s:
+        async with c.messages.stream(model=MODEL, max_tokens=16, messages=MSGS, extra_headers=sc.headers()) as s:
             text = "".join([t async for t in s.text_stream])
     assert text == "tok0 tok1 tok2 "
     assert [s.status for s in sim.wait_served(2)] == [529, 200]

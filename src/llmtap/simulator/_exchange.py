@@ -165,9 +165,7 @@ class Exchange:
         buf.clear()
         self.headers_sent_at = self._write(data)
 
-    def send_full(
-        self, status: int, headers: list[tuple[str, str]], body: bytes, *, gzip: bool = False
-    ) -> None:
+    def send_full(self, status: int, headers: list[tuple[str, str]], body: bytes, *, gzip: bool = False) -> None:
         """A complete response with a content-length."""
         if gzip:
             body = _gzip_all(body)

@@ -166,9 +166,7 @@ class OpenAIChat(_OpenAIBase):
         return self._chunk([self._choice({"content": text})])
 
     def error_event(self) -> bytes:
-        body = {
-            "error": {"message": self._error_message(), "type": "server_error", "param": None, "code": None}
-        }
+        body = {"error": {"message": self._error_message(), "type": "server_error", "param": None, "code": None}}
         return b"data: " + json_bytes(body) + b"\n\n"
 
     def close_events(self) -> list[bytes]:

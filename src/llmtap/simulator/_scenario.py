@@ -120,9 +120,7 @@ class Scenario:
         if self.error_type not in ERROR_TYPES:
             raise ScenarioError(f"error_type must be one of {'|'.join(ERROR_TYPES)}, got {self.error_type!r}")
         if self.stop_reason not in STOP_REASONS:
-            raise ScenarioError(
-                f"stop_reason must be one of {'|'.join(STOP_REASONS)}, got {self.stop_reason!r}"
-            )
+            raise ScenarioError(f"stop_reason must be one of {'|'.join(STOP_REASONS)}, got {self.stop_reason!r}")
         if self.model is not None and not self.model:
             raise ScenarioError("model must not be empty")
 
@@ -144,9 +142,7 @@ class Scenario:
             key = key.strip().lower().replace("-", "_")
             raw = raw.strip()
             if key not in types:
-                raise ScenarioError(
-                    f"unknown {SCENARIO_HEADER} key {key!r}; known keys: {', '.join(cls.known_keys())}"
-                )
+                raise ScenarioError(f"unknown {SCENARIO_HEADER} key {key!r}; known keys: {', '.join(cls.known_keys())}")
             if key in values:
                 raise ScenarioError(f"{SCENARIO_HEADER} key {key!r} given twice")
             values[key] = cls._convert(key, str(types[key]), raw if eq else None)

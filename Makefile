@@ -1,0 +1,50 @@
+# The two commands of the README: `make demo` and `make test`. Each installs what it needs.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit prometheus bench dashboards clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## demo: simulator + real anthropic SDK traffic with llmtap on, /metrics on :9464, live view (Ctrl-C stops)
+demo: $(STAMP)
+	$(BIN)/llmtap demo $(DEMO_ARGS)
+
+## prometheus: install Debian's prometheus/promtool when missing (the rule tests and live check need them)
+prometheus:
+	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || { \
+	  echo "installing prometheus (Debian package)"; \
+	  SUDO=; [ "$$(id -u)" = 0 ] || SUDO="sudo -n"; \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null 2>&1 || { \
+	    $$SUDO apt-get update -q >/dev/null && \
+	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null; }; }
+	@promtool --version 2>&1 | head -1
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+dashboards: $(STAMP)
+	$(BIN)/python dashboards/build.py --check
+
+## test: ruff, mypy --strict, the dashboards check and pytest (real SDKs, simulator, real Prometheus)
+test: $(STAMP) prometheus lint typecheck dashboards
+	LLMTAP_REQUIRE_PROMETHEUS=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## bench: the hot-path benchmarks (figures in benchmarks/README.md)
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,37 @@
+"""Observe the anthropic SDK with one call, against the built-in simulator (no API key needed).
+
+    python examples/anthropic_quickstart.py
+
+Point ``base_url`` at the real API (and drop the simulator) to observe real traffic: api.anthropic.com
+is observed without configuration.
+"""
+
+from __future__ import annotations
+
+import anthropic
+from prometheus_client import generate_latest
+
+import llmtap
+from llmtap.simulator import Scenario, Simulator
+
+
+def main() -> None:
+    with Simulator() as sim:
+        llmtap.instrument(llmtap.Settings(base_urls=(sim.base_url,)))
+        client = anthropic.Anthropic(base_url=sim.base_url, api_key="not-needed")
+        # the simulator fails the first attempt with 529: the SDK retries, llmtap counts both attempts
+        with client.messages.stream(
+            model="claude-sonnet-4-5",
+            max_tokens=100,
+            messages=[{"role": "user", "content": "Hello"}],
+            extra_headers=Scenario(fail=1, retry_after=0.1, ttft=0.3, tokens=10).headers(),
+        ) as stream:
+            print(stream.get_final_text())
+        client.close()
+        llmtap_lines = [line for line in generate_latest().decode().splitlines() if line.startswith("llmtap_")]
+        print("\n".join(line for line in llmtap_lines if not line.endswith(" 0.0")))
+        llmtap.uninstrument()
+
+
+if __name__ == "__main__":
+    main()

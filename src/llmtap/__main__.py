@@ -1,0 +1,5 @@
+import sys
+
+from llmtap.cli import main
+
+sys.exit(main())

@@ -1,0 +1,90 @@
+"""The ``llmtap`` command: ``llmtap demo`` and ``llmtap simulate``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llmtap", description="Client-side telemetry for LLM API traffic.")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command")
+
+    demo = sub.add_parser(
+        "demo",
+        help="simulator + realistic traffic through the real anthropic SDK, /metrics and a live view",
+        description="Run the built-in simulator, drive a realistic traffic mix (faults included) through the "
+        "real anthropic SDK with llmtap on, serve /metrics and show live figures. No API key needed.",
+    )
+    demo.add_argument("--headless", action="store_true", help="print a summary line every 5 s instead of the view")
+    demo.add_argument("--duration", type=float, default=None, help="stop after SECONDS (default: until Ctrl-C)")
+    demo.add_argument("--metrics-port", type=int, default=9464, help="port for /metrics on 127.0.0.1 (9464)")
+    demo.add_argument("--mix", choices=("default", "faults"), default="default", help="traffic mix")
+    demo.add_argument("--workers", type=int, default=3, help="sync client threads (async: half as many)")
+    demo.add_argument("--pace", type=float, default=0.3, help="mean pause between one worker's calls, seconds")
+    demo.add_argument(
+        "--prometheus",
+        type=int,
+        nargs="?",
+        const=9090,
+        default=None,
+        metavar="PORT",
+        help="also start a local `prometheus` (if installed) with llmtap's alert rules, on PORT (9090)",
+    )
+
+    simulate = sub.add_parser(
+        "simulate",
+        help="serve the Anthropic/OpenAI-compatible simulator on 127.0.0.1",
+        description="Serve the fault-injecting simulator. Per request behaviour: header x-llmtap-sim, "
+        "e.g. 'ttft=0.5;gap=0.02;tokens=50;fail=2;fail_status=529;retry_after=1'.",
+    )
+    simulate.add_argument("--host", default="127.0.0.1")
+    simulate.add_argument("--port", type=int, default=8787)
+    simulate.add_argument("--scenario", default="", help="default behaviour, same syntax as the header")
+    simulate.add_argument("--verbose", action="store_true")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.version:
+        from llmtap import __version__
+
+        print(__version__)
+        return 0
+    if args.command == "demo":
+        try:
+            import anthropic  # noqa: F401
+        except ImportError:
+            print("the demo drives the anthropic SDK: pip install 'llmtap[demo]'", file=sys.stderr)
+            return 2
+        from llmtap.demo import run_demo
+
+        return run_demo(
+            headless=args.headless,
+            duration=args.duration,
+            metrics_port=args.metrics_port,
+            mix=args.mix,
+            workers=args.workers,
+            pace=args.pace,
+            prometheus_port=args.prometheus,
+        )
+    if args.command == "simulate":
+        from llmtap.simulator import Scenario, serve_forever
+
+        default = Scenario.parse(args.scenario) if args.scenario else None
+        print(f"simulator on http://{args.host}:{args.port} (Ctrl-C stops)", flush=True)
+        serve_forever(args.host, args.port, default, verbose=args.verbose)
+        return 0
+    _parser().print_help()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

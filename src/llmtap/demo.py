@@ -1,0 +1,390 @@
+"""``llmtap demo``: the simulator, a realistic traffic mix through the real ``anthropic`` SDK (sync and
+async) with llmtap on, ``/metrics`` served, and a live terminal view. No API key needed.
+
+The traffic mix exercises every stream outcome, retries with server-advised waits, 429 and 529
+responses, in-band ``overloaded_error`` events, stalls, prompt-cache usage, ``max_tokens``
+truncation and a rate-limit budget running low, so every dashboard panel and alert has data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+import llmtap
+from llmtap.simulator import Scenario, Simulator
+
+__all__ = ["MIXES", "run_demo"]
+
+MODELS = ("claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-1")
+PARAMS: dict[str, Any] = {"max_tokens": 256, "messages": [{"role": "user", "content": "Tell me a story."}]}
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of traffic: what the server does and what the app does with the stream."""
+
+    name: str
+    weight: float
+    action: str  # stream | create | break | abandon | cancel | timeout
+    scenario: Callable[[random.Random], Scenario]
+
+
+def _normal(rng: random.Random) -> Scenario:
+    return Scenario(
+        ttft=rng.uniform(0.15, 0.9),
+        gap=rng.uniform(0.005, 0.03),
+        tokens=rng.randint(10, 60),
+        input=rng.randint(200, 3000),
+        cache_read=rng.choice((0, 0, 1024, 2048)),
+        cache_write=rng.choice((0, 0, 0, 512)),
+    )
+
+
+def _with(**changes: Any) -> Callable[[random.Random], Scenario]:
+    return lambda rng: _normal(rng).replace(**changes)
+
+
+KINDS: tuple[Kind, ...] = (
+    Kind("stream", 40, "stream", _normal),
+    Kind("non_stream", 12, "create", _normal),
+    Kind("max_tokens", 4, "stream", _with(stop_reason="max_tokens")),
+    Kind("tool_use", 4, "stream", _with(stop_reason="tool_use")),
+    Kind("retry_529", 4, "stream", _with(fail=1, fail_status=529, retry_after=0.3)),
+    Kind("retry_429", 4, "stream", _with(fail=2, fail_status=429, retry_after=0.2)),
+    Kind("overloaded_event", 2, "stream", _with(error_event_at=3)),
+    Kind("dropped", 2, "stream", _with(drop_at=4)),
+    Kind("incomplete", 2, "stream", _with(no_stop=True)),
+    Kind("stall", 2, "stream", _with(stall_at=3, stall=1.2)),
+    Kind("timeout", 1, "timeout", _with(stall_at=2, stall=3.0)),
+    Kind("client_closed", 4, "break", _with(tokens=80, gap=0.02)),
+    Kind("abandoned", 2, "abandon", _with(tokens=80, gap=0.02)),
+    Kind("cancelled", 2, "cancel", _with(tokens=80, gap=0.02)),
+    Kind("low_headroom", 2, "stream", _with(ratelimit_remaining=25)),
+)
+# "faults" weights failures up so a short run shows every outcome and fires the alerts.
+MIXES: dict[str, dict[str, float]] = {
+    "default": {},
+    "faults": {"stream": 12, "non_stream": 4, "retry_529": 8, "retry_429": 8, "overloaded_event": 5, "dropped": 5,
+               "incomplete": 4, "timeout": 3, "client_closed": 6, "abandoned": 4, "cancelled": 4, "max_tokens": 6,
+               "low_headroom": 4},
+}  # fmt: skip
+
+
+def _pick(rng: random.Random, mix: str, allow: set[str]) -> Kind:
+    weights = MIXES[mix]
+    kinds = [k for k in KINDS if k.action in allow]
+    return rng.choices(kinds, [weights.get(k.name, k.weight) for k in kinds])[0]
+
+
+def _sync_worker(base_url: str, mix: str, stop: threading.Event, seed: int, pace: float) -> None:
+    import anthropic
+
+    rng = random.Random(seed)
+    client = anthropic.Anthropic(base_url=base_url, api_key="demo-key", max_retries=2)
+    slow = anthropic.Anthropic(base_url=base_url, api_key="demo-key", max_retries=0, timeout=1.0)
+    allow = {"stream", "create", "break", "abandon", "timeout"}
+    while not stop.is_set():
+        kind = _pick(rng, mix, allow)
+        headers = kind.scenario(rng).headers()
+        model = rng.choice(MODELS)
+        try:
+            if kind.action == "create":
+                client.messages.create(model=model, extra_headers=headers, **PARAMS)
+            elif kind.action == "timeout":
+                for _ in slow.messages.create(model=model, stream=True, extra_headers=headers, **PARAMS):
+                    pass
+            elif kind.action == "abandon":
+                stream = client.messages.create(model=model, stream=True, extra_headers=headers, **PARAMS)
+                next(iter(stream))
+                del stream
+                gc.collect()
+            else:
+                with client.messages.stream(model=model, extra_headers=headers, **PARAMS) as stream:
+                    for i, _ in enumerate(stream.text_stream):
+                        if kind.action == "break" and i == 5:
+                            break
+        except Exception:
+            pass  # the demo's app ignores its errors; llmtap counts them
+        stop.wait(rng.expovariate(1 / pace))
+    client.close()
+    slow.close()
+
+
+async def _async_worker(base_url: str, mix: str, stop: threading.Event, seed: int, pace: float) -> None:
+    import anthropic
+
+    rng = random.Random(seed)
+    client = anthropic.AsyncAnthropic(base_url=base_url, api_key="demo-key", max_retries=2)
+    allow = {"stream", "create", "break", "cancel"}
+
+    async def consume(model: str, headers: dict[str, str], limit: int | None) -> None:
+        async with client.messages.stream(model=model, extra_headers=headers, **PARAMS) as stream:
+            i = 0
+            async for _ in stream.text_stream:
+                i += 1
+                if limit is not None and i >= limit:
+                    break
+
+    while not stop.is_set():
+        kind = _pick(rng, mix, allow)
+        headers = kind.scenario(rng).headers()
+        model = rng.choice(MODELS)
+        try:
+            if kind.action == "create":
+                await client.messages.create(model=model, extra_headers=headers, **PARAMS)
+            elif kind.action == "cancel":
+                task = asyncio.create_task(consume(model, headers, None))
+                await asyncio.sleep(rng.uniform(0.4, 1.2))
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            else:
+                await consume(model, headers, 5 if kind.action == "break" else None)
+        except Exception:
+            pass
+        await asyncio.sleep(rng.expovariate(1 / pace))
+    await client.close()
+
+
+# -- the live view ----------------------------------------------------------------------------------
+
+
+class _View:
+    """Windowed figures computed from the registry (what a dashboard would show)."""
+
+    def __init__(self, registry: CollectorRegistry, window: float = 30.0) -> None:
+        self.registry = registry
+        self.window = window
+        self.history: list[tuple[float, dict[tuple[str, tuple[tuple[str, str], ...]], float]]] = []
+
+    def snapshot(self) -> None:
+        values: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+        for metric in self.registry.collect():
+            for s in metric.samples:
+                key = (s.name, tuple(sorted(s.labels.items())))
+                values[key] = values.get(key, 0.0) + s.value
+        now = time.monotonic()
+        self.history.append((now, values))
+        while len(self.history) > 2 and now - self.history[1][0] > self.window:
+            self.history.pop(0)
+
+    def delta(self, name: str, **match: str) -> dict[tuple[tuple[str, str], ...], float]:
+        if not self.history:
+            return {}
+        first, last = self.history[0][1], self.history[-1][1]
+        out: dict[tuple[tuple[str, str], ...], float] = {}
+        for (metric, labels), value in last.items():
+            if metric != name:
+                continue
+            d = dict(labels)
+            if any(d.get(k) != v for k, v in match.items()):
+                continue
+            out[labels] = out.get(labels, 0.0) + value - first.get((metric, labels), 0.0)
+        return out
+
+    def current(self, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+        if not self.history:
+            return {}
+        return {labels: v for (metric, labels), v in self.history[-1][1].items() if metric == name}
+
+    def quantile(self, family: str, q: float) -> float | None:
+        buckets: dict[float, float] = {}
+        for labels, value in self.delta(family + "_bucket").items():
+            le = float(dict(labels)["le"])
+            buckets[le] = buckets.get(le, 0.0) + value
+        if not buckets:
+            return None
+        bounds = sorted(buckets)
+        total = buckets[bounds[-1]]
+        if total <= 0:
+            return None
+        rank = q * total
+        prev_bound, prev_count = 0.0, 0.0
+        for bound in bounds:
+            count = buckets[bound]
+            if count >= rank:
+                if bound == float("inf"):
+                    return prev_bound
+                span = count - prev_count
+                return prev_bound + (bound - prev_bound) * ((rank - prev_count) / span if span else 1.0)
+            prev_bound, prev_count = bound, count
+        return None
+
+    def render(self, url: str, elapsed: float) -> str:
+        def sec(v: float | None) -> str:
+            return "   -   " if v is None else f"{v * 1000:6.0f}ms"
+
+        def pair(label: str, family: str) -> str:
+            return f"  {label} p50 {sec(self.quantile(family, 0.5))}   p95 {sec(self.quantile(family, 0.95))}"
+
+        streams: dict[str, float] = {}
+        for labels, v in self.delta("llmtap_streams_total").items():
+            outcome = dict(labels)["outcome"]
+            streams[outcome] = streams.get(outcome, 0.0) + v
+        total = sum(streams.values())
+        retries: dict[str, float] = {}
+        for labels, v in self.delta("llmtap_retries_total").items():
+            reason = dict(labels)["reason"]
+            retries[reason] = retries.get(reason, 0.0) + v
+        attempts = sum(self.delta("llmtap_attempts_total").values())
+        lines = [
+            f"llmtap demo — {url}/metrics — {elapsed:5.0f}s — last {self.window:.0f}s window — Ctrl-C to stop",
+            "",
+            f"  attempts {attempts:6.0f}   streams {total:6.0f}   in flight "
+            f"{sum(self.current('llmtap_streams_in_flight').values()):3.0f}",
+            "",
+            pair("time to first token  ", "llmtap_time_to_first_token_seconds"),
+            pair("time to first chunk  ", "gen_ai_client_operation_time_to_first_chunk_seconds"),
+            pair("per call (w/ retries)", "llmtap_call_time_to_first_token_seconds"),
+            "",
+            "  stream outcomes                 share",
+        ]  # fmt: skip
+        for outcome in llmtap.Outcome:
+            n = streams.get(outcome.value, 0.0)
+            share = n / total if total else 0.0
+            bar = "#" * round(share * 40)
+            lines.append(f"    {outcome.value:<17} {n:6.0f}  {share:6.1%}  {bar}")
+        lines += ["", "  retries by reason  " + ("  ".join(f"{r}: {n:.0f}" for r, n in sorted(retries.items())) or "-")]
+        lines += ["", "  rate-limit headroom (remaining / limit)"]
+        limits = {dict(k).get("resource", "") + " " + dict(k).get("gen_ai_request_model", ""): v
+                  for k, v in self.current("llmtap_ratelimit_limit").items()}  # fmt: skip
+        for labels, remaining in sorted(self.current("llmtap_ratelimit_remaining").items()):
+            d = dict(labels)
+            limit = limits.get(d.get("resource", "") + " " + d.get("gen_ai_request_model", ""))
+            if limit:
+                lines.append(f"    {d['gen_ai_request_model']:<20} {d['resource']:<14} {remaining / limit:6.1%}")
+        return "\n".join(lines)
+
+
+# -- running it -------------------------------------------------------------------------------------
+
+
+def _find_rules() -> Path | None:
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "dashboards" / "alerts.yaml", here.parents[1] / "dashboards" / "alerts.yaml"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _start_prometheus(metrics_port: int, port: int) -> subprocess.Popen[bytes] | None:
+    binary = shutil.which("prometheus")
+    if binary is None:
+        print("prometheus not found on PATH (Debian: apt-get install prometheus); continuing without it")
+        return None
+    tmp = Path(tempfile.mkdtemp(prefix="llmtap-prom-"))
+    rules = _find_rules()
+    config = [
+        "global: {scrape_interval: 2s, evaluation_interval: 2s}",
+        "scrape_configs:",
+        "  - job_name: llmtap-demo",
+        f"    static_configs: [{{targets: ['127.0.0.1:{metrics_port}']}}]",
+    ]
+    if rules is not None:
+        config.insert(1, f"rule_files: ['{rules}']")
+    (tmp / "prometheus.yml").write_text("\n".join(config) + "\n")
+    proc = subprocess.Popen(
+        [binary, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=(tmp / "prometheus.log").open("wb"),
+    )  # fmt: skip
+    print(f"Prometheus on http://127.0.0.1:{port} (alerts: http://127.0.0.1:{port}/alerts), data in {tmp}")
+    return proc
+
+
+def run_demo(
+    *,
+    headless: bool = False,
+    duration: float | None = None,
+    metrics_port: int = 9464,
+    mix: str = "default",
+    workers: int = 3,
+    pace: float = 0.3,
+    prometheus_port: int | None = None,
+    seed: int = 1,
+) -> int:
+    """Run the demo until ``duration`` seconds pass or Ctrl-C; returns an exit code."""
+    if mix not in MIXES:
+        raise ValueError(f"unknown mix {mix!r}; choose from {sorted(MIXES)}")
+    stop = threading.Event()
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    registry = CollectorRegistry()
+    sim = Simulator().start()
+    llmtap.instrument(
+        llmtap.Settings(base_urls=(sim.base_url,), stall_threshold_seconds=1.0, otel_metrics=False), registry=registry
+    )
+    server, server_thread = start_http_server(metrics_port, addr="127.0.0.1", registry=registry)
+    url = f"http://127.0.0.1:{metrics_port}"
+    prom = _start_prometheus(metrics_port, prometheus_port) if prometheus_port else None
+    threads = [
+        threading.Thread(target=_sync_worker, args=(sim.base_url, mix, stop, seed + i, pace), daemon=True)
+        for i in range(workers)
+    ]
+    threads += [
+        threading.Thread(
+            target=lambda i=i: asyncio.run(_async_worker(sim.base_url, mix, stop, seed + 100 + i, pace)), daemon=True
+        )
+        for i in range(max(1, workers // 2))
+    ]
+    for thread in threads:
+        thread.start()
+    view = _View(registry)
+    started = time.monotonic()
+    print(f"llmtap demo: simulator {sim.base_url}, metrics {url}/metrics, mix {mix!r}", flush=True)
+    try:
+        last_line = 0.0
+        while not stop.is_set():
+            elapsed = time.monotonic() - started
+            if duration is not None and elapsed >= duration:
+                break
+            view.snapshot()
+            if headless:
+                if elapsed - last_line >= 5:
+                    last_line = elapsed
+                    ttft = view.quantile("llmtap_time_to_first_token_seconds", 0.95)
+                    streams = view.delta("llmtap_streams_total")
+                    total = sum(streams.values())
+                    done = sum(v for k, v in streams.items() if dict(k)["outcome"] == "completed")
+                    print(
+                        f"{elapsed:5.0f}s streams={total:.0f} completed={done / total if total else 0:.0%} "
+                        f"ttft_p95={'-' if ttft is None else f'{ttft * 1000:.0f}ms'}",
+                        flush=True,
+                    )
+            else:
+                sys.stdout.write("\x1b[H\x1b[2J" + view.render(url, elapsed) + "\n")
+                sys.stdout.flush()
+            stop.wait(1.0)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop.set()
+        print("\nstopping…", flush=True)
+        for thread in threads:
+            thread.join(timeout=5)
+        gc.collect()
+        llmtap.uninstrument()
+        sim.stop()
+        server.shutdown()
+        server_thread.join(timeout=2)
+        if prom is not None:
+            prom.terminate()
+            prom.wait(timeout=10)
+        signal.signal(signal.SIGTERM, previous)
+    return 0

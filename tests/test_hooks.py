@@ -1,0 +1,219 @@
+"""How llmtap hooks in: patching, explicit transports, composition with the OTel httpx instrumentor,
+the entry point, settings and the public surface."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+from opentelemetry.instrumentation.utils import suppress_instrumentation
+from pydantic import ValidationError
+
+import llmtap
+from llmtap import Outcome
+from llmtap.simulator import Scenario, Simulator
+from llmtap.testing import Capture, capture
+
+BODY = {"model": "claude-raw", "max_tokens": 16, "stream": True, "messages": [{"role": "user", "content": "x"}]}
+
+
+def post(client: Any, sim: Simulator, scenario: Scenario | None = None) -> str:
+    headers = {"x-api-key": "k", "anthropic-version": "2023-06-01", **(scenario or Scenario(tokens=3)).headers()}
+    with client.stream("POST", sim.base_url + "/v1/messages", json=BODY, headers=headers) as response:
+        return "".join(response.iter_text())
+
+
+@pytest.mark.parametrize("module", [httpx, httpx2], ids=["httpx", "httpx2"])
+def test_raw_clients_are_observed(sim: Simulator, cap: Capture, module: Any) -> None:
+    with module.Client() as client:
+        text = post(client, sim)
+    assert "message_stop" in text
+    cap.wait(1, calls=1)
+    (record,) = cap.records
+    assert record.outcome is Outcome.COMPLETED
+    assert record.request_model == "claude-raw" and record.request_stream is True  # from the body
+    assert record.call_id is None and cap.calls[0].attempts == 1  # raw httpx: one attempt per call
+
+
+@pytest.mark.parametrize("module", [httpx, httpx2], ids=["httpx", "httpx2"])
+def test_async_raw_clients_are_observed(sim: Simulator, cap: Capture, module: Any) -> None:
+    async def go() -> None:
+        async with module.AsyncClient() as client:
+            headers = {"x-api-key": "k", **Scenario(tokens=3).headers()}
+            async with client.stream("POST", sim.base_url + "/v1/messages", json=BODY, headers=headers) as r:
+                async for _ in r.aiter_bytes():
+                    pass
+
+    asyncio.run(go())
+    cap.wait(1)
+    assert [r.outcome for r in cap.records] == [Outcome.COMPLETED]
+
+
+def test_explicit_transport_without_patching(sim: Simulator) -> None:
+    settings = llmtap.Settings(base_urls=(sim.base_url,))
+    with capture(settings, patch=False) as cap:
+        with httpx2.Client() as plain:  # not patched: not observed
+            post(plain, sim)
+        with httpx2.Client(transport=llmtap.wrap_transport(httpx2.HTTPTransport())) as wrapped:
+            post(wrapped, sim)
+        cap.wait(1)
+        assert len(cap.records) == 1
+
+
+@pytest.mark.parametrize("module", [httpx, httpx2], ids=["httpx", "httpx2"])
+def test_custom_and_mounted_transports_observed_once(sim: Simulator, cap: Capture, module: Any) -> None:
+    wrapped = llmtap.wrap_transport(module.HTTPTransport())
+    with module.Client(mounts={"http://": wrapped}) as client:
+        post(client, sim)
+    with module.Client(transport=wrapped) as client:
+        post(client, sim)
+    cap.wait(2)
+    assert len(cap.records) == 2  # the patched client and the wrapped transport: still once each
+
+
+def test_wrap_transport_rejects_other_objects() -> None:
+    with pytest.raises(TypeError, match="not an httpx or httpx2 transport"):
+        llmtap.wrap_transport(object())
+
+
+def test_suppressed_instrumentation_is_respected(sim: Simulator, cap: Capture) -> None:
+    with suppress_instrumentation(), httpx2.Client() as client:
+        post(client, sim)
+    assert cap.records == []
+
+
+@pytest.mark.parametrize("order", [("otel", "llmtap"), ("llmtap", "otel")], ids=["otel_first", "llmtap_first"])
+@pytest.mark.parametrize("remove_first", ["otel", "llmtap"])
+def test_composes_with_otel_httpx_instrumentation(sim: Simulator, order: tuple[str, str], remove_first: str) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from prometheus_client import CollectorRegistry
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    otel = HTTPXClientInstrumentor()
+    settings = llmtap.Settings(base_urls=(sim.base_url,))
+    steps = {
+        "otel": lambda: otel.instrument(tracer_provider=provider),
+        "llmtap": lambda: llmtap.instrument(settings, registry=CollectorRegistry(), tracer_provider=provider),
+    }
+    removers = {"otel": otel.uninstrument, "llmtap": llmtap.uninstrument}
+    originals = (httpx.Client.__dict__["_send_single_request"], httpx.HTTPTransport.__dict__["handle_request"])
+
+    def by_scope() -> tuple[list[Any], list[Any]]:
+        spans = exporter.get_finished_spans()
+        ours = [s for s in spans if s.instrumentation_scope and s.instrumentation_scope.name == "llmtap"]
+        return ours, [s for s in spans if s not in ours]
+
+    for name in order:
+        steps[name]()
+    try:
+        with httpx.Client() as client:
+            post(client, sim)
+        ours, http = by_scope()
+        assert len(ours) == 1 and len(http) == 1
+        # one consistent order: the GenAI attempt span is the parent of the HTTP span...
+        assert http[0].parent is not None and http[0].parent.span_id == ours[0].context.span_id
+        # ...and ends when the body ends, not at the headers
+        assert (ours[0].end_time or 0) >= (http[0].end_time or 0)
+        removers[remove_first]()
+        exporter.clear()
+        with httpx.Client() as client:
+            post(client, sim)
+        ours, http = by_scope()
+        assert (len(ours), len(http)) == ((1, 0) if remove_first == "otel" else (0, 1))
+    finally:
+        otel.uninstrument()
+        llmtap.uninstrument()
+        provider.shutdown()
+    assert (httpx.Client.__dict__["_send_single_request"], httpx.HTTPTransport.__dict__["handle_request"]) == originals
+
+
+def test_instrument_is_idempotent_and_uninstrument_restores(sim: Simulator) -> None:
+    original = httpx2.Client.__dict__["_send_single_request"]
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry()
+    tap = llmtap.instrument(llmtap.Settings(base_urls=(sim.base_url,)), registry=registry)
+    try:
+        assert llmtap.instrument() is tap
+        assert httpx2.Client.__dict__["_send_single_request"] is not original
+    finally:
+        llmtap.uninstrument()
+        llmtap.uninstrument()
+    assert httpx2.Client.__dict__["_send_single_request"] is original
+    assert list(registry.collect()) == []  # metrics unregistered: instrument() can run again
+
+
+def test_entry_point_for_opentelemetry_instrument() -> None:
+    points = importlib.metadata.entry_points(group="opentelemetry_instrumentor")
+    (point,) = [p for p in points if p.name == "llmtap"]
+    assert point.load() is llmtap.LlmtapInstrumentor
+
+
+def test_model_label_cardinality_is_bounded(sim: Simulator) -> None:
+    settings = llmtap.Settings(base_urls=(sim.base_url,), max_models=2)
+    with capture(settings) as cap, httpx2.Client() as client:
+        for i in range(4):
+            body = {**BODY, "model": f"m{i}"}
+            client.post(sim.base_url + "/v1/messages", json=body, headers=Scenario(tokens=1).headers()).read()
+        cap.wait(4)
+        assert [r.request_model for r in cap.records] == ["m0", "m1", "_other", "_other"]
+
+
+def test_settings_are_validated() -> None:
+    with pytest.raises(ValidationError):
+        llmtap.Settings(base_urls=("ftp://x",))
+    with pytest.raises(ValidationError):
+        llmtap.Settings(stall_threshold_seconds=0)
+    with pytest.raises(ValidationError):
+        llmtap.Settings(unknown=1)  # type: ignore[call-arg]
+    env = {
+        "LLMTAP_BASE_URLS": "http://a:1/v1, http://b:2",
+        "LLMTAP_TRACES": "false",
+        "LLMTAP_MAX_MODELS": "7",
+        "LLMTAP_PROVIDER_NAMES": "http://b:2=vllm",
+    }
+    settings = llmtap.Settings.from_env(env)
+    assert settings.base_urls == ("http://a:1/v1", "http://b:2")
+    assert settings.traces is False and settings.max_models == 7
+    assert settings.provider_names == {"http://b:2": "vllm"}
+    with pytest.raises(ValidationError):
+        llmtap.Settings.from_env({"LLMTAP_MAX_MODELS": "lots"})
+
+
+def test_provider_name_override(sim: Simulator) -> None:
+    settings = llmtap.Settings(base_urls=(sim.base_url,), provider_names={sim.base_url: "my-gateway"})
+    with capture(settings) as cap, httpx2.Client() as client:
+        post(client, sim)
+        cap.wait(1)
+        assert cap.records[0].provider == "my-gateway"
+        assert cap.sample("llmtap_attempts_total", gen_ai_provider_name="my-gateway") == 1
+
+
+def test_public_api_is_small_and_documented() -> None:
+    public = {name for name in dir(llmtap) if not name.startswith("_")}
+    modules = {"providers", "exporters", "simulator", "testing", "cli", "demo"}
+    assert set(llmtap.__all__) - {"__version__"} == public - modules
+    for name in llmtap.__all__:
+        if name != "__version__":
+            assert getattr(llmtap, name).__doc__, name
+
+
+def test_metric_names_contract() -> None:
+    """Names the dashboards and alerts depend on; change only with a reason in the changelog."""
+    from prometheus_client import CollectorRegistry
+
+    from llmtap.exporters.prometheus import METRIC_NAMES, PrometheusExporter
+
+    registry = CollectorRegistry()
+    PrometheusExporter(registry)
+    families = {m.name for m in registry.collect()}
+    assert families == {n.removesuffix("_total") for n in METRIC_NAMES}
