@@ -99,16 +99,22 @@ class AttemptRecord:
     stalls: int
     body_bytes: int
     usage: Usage
-    stop_reason: str | None
+    stop_reasons: tuple[str, ...]
     response_id: str | None
     response_model: str | None
     request_id: str | None
     rate_limits: tuple[RateLimit, ...]
     retry_after: float | None
     parse_errors: int
+    server_time: float | None = None
     gap_bucket_counts: tuple[int, ...] = field(default=(), repr=False)
     gap_sum: float = 0.0
     start_unix_ns: int = 0
+
+    @property
+    def stop_reason(self) -> str | None:
+        """The (first choice's) stop reason, ``None`` when the provider did not say."""
+        return self.stop_reasons[0] if self.stop_reasons else None
 
     @property
     def duration(self) -> float:

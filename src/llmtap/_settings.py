@@ -51,7 +51,7 @@ class Settings(BaseModel):
     max_models: int = Field(default=50, ge=1, le=10_000)
     """Distinct ``gen_ai_request_model`` label values before new models map to ``model_overflow``."""
     model_overflow: str = "_other"
-    max_event_bytes: int = Field(default=1 << 20, ge=1024)
+    max_event_bytes: int = Field(default=4 << 20, ge=1024)
     """Largest single SSE event parsed; longer ones are dropped and counted as parse errors."""
     max_json_bytes: int = Field(default=8 << 20, ge=1024)
     """Largest non-streaming JSON body parsed (usage sits at its end)."""

@@ -132,6 +132,11 @@ class Tap:
             except Exception:  # a streaming request body that was not read: nothing to learn
                 body = b""
             info = request_info_from_body(body) if body else RequestInfo(None, None, None)
+        if info.model is None:
+            path_model = endpoint.provider.model_from_path(url.path)
+            if path_model is not None:
+                stream = info.stream if info.stream is not None else url.path.endswith(":streamGenerateContent")
+                info = RequestInfo(path_model, stream, info.max_tokens)
         header = request.headers.get(_RETRY_HEADER)
         resend = 0
         if header is not None:

@@ -328,8 +328,8 @@ class PrometheusExporter:
             children.tokens["cache_write"].inc(usage.cache_write_tokens)
         if usage.reasoning_tokens:
             children.tokens["reasoning"].inc(usage.reasoning_tokens)
-        if record.stop_reason is not None:
-            skey = (*key, record.stop_reason[:64])
+        for reason in record.stop_reasons:
+            skey = (*key, reason[:64])
             stop = self._stops.get(skey)
             if stop is None:
                 stop = self._stops[skey] = self.stop_reasons.labels(*skey)

@@ -84,8 +84,8 @@ class TracingExporter:
             attrs["gen_ai.response.id"] = record.response_id
         if record.response_model:
             attrs["gen_ai.response.model"] = record.response_model
-        if record.stop_reason:
-            attrs["gen_ai.response.finish_reasons"] = (record.stop_reason,)
+        if record.stop_reasons:
+            attrs["gen_ai.response.finish_reasons"] = record.stop_reasons
         usage = record.usage
         if usage.input_tokens is not None:
             attrs["gen_ai.usage.input_tokens"] = usage.input_tokens
@@ -107,6 +107,8 @@ class TracingExporter:
             attrs["llmtap.request_id"] = record.request_id
         if record.retry_after is not None:
             attrs["llmtap.retry_after"] = record.retry_after
+        if record.server_time is not None:
+            attrs["llmtap.server.processing_time"] = record.server_time
         if record.streamed:
             attrs["llmtap.stream.chunks"] = record.chunks
             attrs["llmtap.stream.max_gap"] = record.max_gap

@@ -30,7 +30,8 @@ class Facts:
         "response_id",
         "response_model",
         "server_error",
-        "stop_reason",
+        "server_time",
+        "stop_reasons",
     )
 
     def __init__(self) -> None:
@@ -39,7 +40,10 @@ class Facts:
         self.cache_read_tokens: int | None = None
         self.cache_write_tokens: int | None = None
         self.reasoning_tokens: int | None = None
-        self.stop_reason: str | None = None
+        self.stop_reasons: dict[int, str] = {}
+        """Why generation stopped, per choice index (one entry unless the request asked for n > 1)."""
+        self.server_time: float | None = None
+        """Server-reported processing time in seconds (e.g. ``openai-processing-ms``)."""
         self.response_id: str | None = None
         self.response_model: str | None = None
         self.request_id: str | None = None
@@ -52,6 +56,9 @@ class Facts:
         """An in-band error (SSE ``error`` event, failed terminal event) was parsed."""
         self.first_token = False
         """Set by the parser on the first event carrying generated content."""
+
+    def set_stop_reason(self, reason: str, index: int = 0) -> None:
+        self.stop_reasons[index] = reason
 
     def set_rate_limit(self, resource: str, index: int, value: float) -> None:
         slot = self.rate_limits.get(resource)
@@ -85,6 +92,12 @@ class Provider(abc.ABC):
     or not (Anthropic). The record always carries the total."""
     header_names: frozenset[bytes] = frozenset()
     """Lower-case response header names :meth:`on_header` wants to see."""
+    path_suffixes: tuple[str, ...] = ()
+    """URL path endings that identify this API (``/messages``, ``/chat/completions`` ...)."""
+
+    def model_from_path(self, path: str) -> str | None:
+        """The model when the API carries it in the URL path (Gemini, Azure deployments)."""
+        return None
 
     @abc.abstractmethod
     def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> None:

@@ -78,7 +78,7 @@ def _apply_message(facts: Facts, message: Any) -> None:
         facts.response_model = model
     stop = message.get("stop_reason")
     if isinstance(stop, str):
-        facts.stop_reason = stop
+        facts.set_stop_reason(stop)
     _apply_usage(facts, message.get("usage"))
 
 
@@ -89,6 +89,7 @@ class AnthropicMessages(Provider):
     operation = "chat"
     markers = (b"message_", b'"error"')
     input_includes_cache = False
+    path_suffixes = ("/messages",)
     header_names = frozenset(
         {b"request-id"}
         | {
@@ -122,7 +123,7 @@ class AnthropicMessages(Provider):
             if isinstance(delta, dict):
                 stop = delta.get("stop_reason")
                 if isinstance(stop, str):
-                    facts.stop_reason = stop
+                    facts.set_stop_reason(stop)
             _apply_usage(facts, payload.get("usage"))
         elif kind == "message_start":
             _apply_message(facts, payload.get("message"))

@@ -1,0 +1,113 @@
+"""Google Gemini ``generateContent`` / ``streamGenerateContent?alt=sse`` (Gemini API and Vertex AI).
+
+Wire facts: streamed chunks are ``data:`` lines (often CRLF-framed) each holding a
+``GenerateContentResponse``; there is no terminal event, the chunk carrying ``finishReason`` is the
+last one and it carries the final ``usageMetadata`` (``promptTokenCount`` incl.
+``cachedContentTokenCount``; ``candidatesTokenCount`` excludes ``thoughtsTokenCount``, so output is
+their sum and reasoning the latter). Errors are ``{"error":{"code","message","status"}}``. The model
+is in the URL path. The API key header (``x-goog-api-key``) is never read, like every request header.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from llmtap.providers._base import Facts, Provider
+
+__all__ = ["PROVIDER", "Gemini"]
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _has_content(candidate: dict[str, Any]) -> bool:
+    content = candidate.get("content")
+    parts = content.get("parts") if isinstance(content, dict) else None
+    if not isinstance(parts, list):
+        return False
+    for part in parts:
+        if isinstance(part, dict) and (
+            part.get("text") or part.get("functionCall") or part.get("inlineData") or part.get("executableCode")
+        ):
+            return True
+    return False
+
+
+def _apply(facts: Facts, payload: dict[str, Any]) -> None:
+    if payload.get("error"):
+        facts.server_error = True
+        error = payload["error"]
+        status = error.get("status") if isinstance(error, dict) else None
+        facts.error_type = status if isinstance(status, str) and status else "error"
+        return
+    ident = payload.get("responseId")
+    if isinstance(ident, str):
+        facts.response_id = ident
+    model = payload.get("modelVersion")
+    if isinstance(model, str):
+        facts.response_model = model
+    candidates = payload.get("candidates")
+    if isinstance(candidates, list):
+        for position, candidate in enumerate(candidates):
+            if not isinstance(candidate, dict):
+                continue
+            if not facts.first_token and _has_content(candidate):
+                facts.first_token = True
+            reason = candidate.get("finishReason")
+            if isinstance(reason, str):
+                index = candidate.get("index")
+                facts.set_stop_reason(reason, index if isinstance(index, int) else position)
+                facts.final = True
+    feedback = payload.get("promptFeedback")
+    if isinstance(feedback, dict) and isinstance(feedback.get("blockReason"), str):
+        facts.set_stop_reason(feedback["blockReason"])
+        facts.final = True
+    usage = payload.get("usageMetadata")
+    if isinstance(usage, dict):
+        prompt = _int(usage.get("promptTokenCount"))
+        if prompt is not None:
+            facts.input_tokens = prompt
+        candidates_tokens = _int(usage.get("candidatesTokenCount"))
+        thoughts = _int(usage.get("thoughtsTokenCount"))
+        if candidates_tokens is not None or thoughts is not None:
+            facts.output_tokens = (candidates_tokens or 0) + (thoughts or 0)
+        if thoughts is not None:
+            facts.reasoning_tokens = thoughts
+        cached = _int(usage.get("cachedContentTokenCount"))
+        if cached is not None:
+            facts.cache_read_tokens = cached
+
+
+class Gemini(Provider):
+    name = "gcp.gemini"
+    operation = "generate_content"
+    markers = (b'"finishReason"', b'"error"', b'"blockReason"')
+    input_includes_cache = True
+    header_names = frozenset()
+    path_suffixes = (":generateContent", ":streamGenerateContent")
+
+    def model_from_path(self, path: str) -> str | None:
+        head, _, _ = path.rpartition(":")
+        _, _, model = head.rpartition("/models/")
+        return model or None
+
+    def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> None:
+        if not data:
+            return
+        payload = json.loads(data)
+        if isinstance(payload, dict):
+            _apply(facts, payload)
+
+    def on_body(self, facts: Facts, body: object, status: int) -> None:
+        # non-streaming: one object; streaming without alt=sse: a JSON array of them
+        items = body if isinstance(body, list) else [body]
+        for item in items:
+            if isinstance(item, dict):
+                _apply(facts, item)
+        if 200 <= status < 300 and not facts.server_error:
+            facts.final = True
+
+
+PROVIDER = Gemini()

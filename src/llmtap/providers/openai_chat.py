@@ -1,0 +1,125 @@
+"""OpenAI Chat Completions (``POST /v1/chat/completions``) and compatible servers, streaming and not.
+
+Wire facts (checked against recorded real responses):
+
+- ``data:`` lines only, no ``event:`` names, terminated by ``data: [DONE]``.
+- The first chunk usually carries only ``delta.role`` (and ``content: ""``): the first *content* token
+  is the first non-empty ``content``, ``refusal`` or tool-call ``arguments``/``name``.
+- Usage arrives only in a final ``choices: []`` chunk when ``stream_options.include_usage`` is set;
+  otherwise none is reported and none is recorded (never invented). ``prompt_tokens`` includes
+  ``prompt_tokens_details.cached_tokens``; ``completion_tokens_details.reasoning_tokens``.
+- ``finish_reason`` per choice (``n > 1`` gives several); an error object can arrive mid-stream.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from llmtap.providers import _openai_common
+from llmtap.providers._base import Facts, Provider
+
+__all__ = ["PROVIDER", "OpenAIChat"]
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _apply_usage(facts: Facts, usage: Any) -> None:
+    if not isinstance(usage, dict):
+        return
+    facts.input_tokens = _int(usage.get("prompt_tokens"))
+    facts.output_tokens = _int(usage.get("completion_tokens"))
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict):
+        facts.cache_read_tokens = _int(details.get("cached_tokens"))
+    details = usage.get("completion_tokens_details")
+    if isinstance(details, dict):
+        facts.reasoning_tokens = _int(details.get("reasoning_tokens"))
+
+
+def _has_content(delta: Any) -> bool:
+    if not isinstance(delta, dict):
+        return False
+    if delta.get("content") or delta.get("refusal") or delta.get("reasoning_content") or delta.get("reasoning"):
+        return True
+    calls = delta.get("tool_calls")
+    if isinstance(calls, list):
+        for call in calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and (function.get("arguments") or function.get("name")):
+                return True
+    return False
+
+
+class OpenAIChat(Provider):
+    """Parser for the Chat Completions wire format (OpenAI and OpenAI-compatible servers)."""
+
+    name = "openai"
+    operation = "chat"
+    # once the first token is seen: a finish reason, a usage object, an error, or the terminator
+    markers = (b'"finish_reason":"', b'"finish_reason": "', b'"usage":{', b'"usage": {', b"[DONE]", b'"error"')
+    input_includes_cache = True
+    header_names = _openai_common.HEADER_NAMES
+    path_suffixes = ("/chat/completions",)
+
+    def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> None:
+        if data == b"[DONE]":
+            facts.final = True
+            return
+        if not data:
+            return
+        payload = json.loads(data)
+        if not isinstance(payload, dict):
+            return
+        if payload.get("error"):
+            _openai_common.apply_error(facts, payload["error"])
+            return
+        if facts.response_id is None:
+            ident = payload.get("id")
+            if isinstance(ident, str):
+                facts.response_id = ident
+            model = payload.get("model")
+            if isinstance(model, str):
+                facts.response_model = model
+        choices = payload.get("choices")
+        if isinstance(choices, list):
+            for choice in choices:
+                if not isinstance(choice, dict):
+                    continue
+                if not facts.first_token and _has_content(choice.get("delta")):
+                    facts.first_token = True
+                reason = choice.get("finish_reason")
+                if isinstance(reason, str):
+                    index = choice.get("index")
+                    facts.set_stop_reason(reason, index if isinstance(index, int) else 0)
+        if payload.get("usage"):
+            _apply_usage(facts, payload["usage"])
+
+    def on_body(self, facts: Facts, body: object, status: int) -> None:
+        if not isinstance(body, dict):
+            return
+        if body.get("error"):
+            _openai_common.apply_error(facts, body["error"])
+            return
+        if not 200 <= status < 300:
+            return
+        ident = body.get("id")
+        facts.response_id = ident if isinstance(ident, str) else None
+        model = body.get("model")
+        facts.response_model = model if isinstance(model, str) else None
+        choices = body.get("choices")
+        if isinstance(choices, list):
+            for position, choice in enumerate(choices):
+                if isinstance(choice, dict) and isinstance(choice.get("finish_reason"), str):
+                    index = choice.get("index")
+                    facts.set_stop_reason(choice["finish_reason"], index if isinstance(index, int) else position)
+        _apply_usage(facts, body.get("usage"))
+        facts.final = True
+
+    def on_header(self, facts: Facts, name: bytes, value: bytes, now_unix: float) -> None:
+        _openai_common.on_header(facts, name, value)
+
+
+PROVIDER = OpenAIChat()

@@ -1,0 +1,128 @@
+"""OpenAI Responses API (``POST /v1/responses``), streaming and not.
+
+Wire facts (checked against recorded real responses): named events (``response.created`` ...
+``response.output_text.delta`` ...), terminal ``response.completed`` / ``response.failed`` /
+``response.incomplete`` carrying the whole response with its usage (``input_tokens`` incl.
+``input_tokens_details.cached_tokens``, ``output_tokens_details.reasoning_tokens``); no ``[DONE]``.
+An ``error`` event comes flat (``{"type":"error","code":...}``) or nested (``{"error":{...}}``).
+``response.incomplete`` is a completed stream whose stop reason is the incomplete reason
+(``max_output_tokens``, ``content_filter``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from llmtap.providers import _openai_common
+from llmtap.providers._base import Facts, Provider
+
+__all__ = ["PROVIDER", "OpenAIResponses"]
+
+_CONTENT_EVENTS = frozenset(
+    {
+        "response.output_text.delta",
+        "response.refusal.delta",
+        "response.function_call_arguments.delta",
+        "response.reasoning_text.delta",
+        "response.reasoning_summary_text.delta",
+        "response.custom_tool_call_input.delta",
+        "response.audio.delta",
+    }
+)
+_TERMINAL = {"response.completed": "completed", "response.incomplete": "incomplete", "response.failed": "failed"}
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _apply_response(facts: Facts, response: Any) -> None:
+    if not isinstance(response, dict):
+        return
+    ident = response.get("id")
+    if isinstance(ident, str):
+        facts.response_id = ident
+    model = response.get("model")
+    if isinstance(model, str):
+        facts.response_model = model
+    status = response.get("status")
+    if status == "completed":
+        facts.set_stop_reason(_completed_reason(response))
+    elif status == "incomplete":
+        details = response.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+        facts.set_stop_reason(reason if isinstance(reason, str) else "incomplete")
+    elif status == "failed":
+        _openai_common.apply_error(facts, response.get("error"))
+    usage = response.get("usage")
+    if isinstance(usage, dict):
+        facts.input_tokens = _int(usage.get("input_tokens"))
+        facts.output_tokens = _int(usage.get("output_tokens"))
+        details = usage.get("input_tokens_details")
+        if isinstance(details, dict):
+            facts.cache_read_tokens = _int(details.get("cached_tokens"))
+        details = usage.get("output_tokens_details")
+        if isinstance(details, dict):
+            facts.reasoning_tokens = _int(details.get("reasoning_tokens"))
+
+
+def _completed_reason(response: dict[str, Any]) -> str:
+    output = response.get("output")
+    if isinstance(output, list) and any(
+        isinstance(item, dict) and item.get("type") == "function_call" for item in output
+    ):
+        return "tool_calls"
+    return "stop"
+
+
+class OpenAIResponses(Provider):
+    """Parser for the Responses API wire format."""
+
+    name = "openai"
+    operation = "chat"
+    markers = (b"response.completed", b"response.incomplete", b"response.failed", b'"error"')
+    input_includes_cache = True
+    header_names = _openai_common.HEADER_NAMES
+    path_suffixes = ("/responses",)
+
+    def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> None:
+        if not data or data == b"[DONE]":
+            return
+        payload = json.loads(data)
+        if not isinstance(payload, dict):
+            return
+        kind = payload.get("type")
+        if not isinstance(kind, str) and event is not None:
+            kind = event.decode("ascii", "replace")
+        if kind in _CONTENT_EVENTS:
+            if not facts.first_token and payload.get("delta"):
+                facts.first_token = True
+        elif kind in _TERMINAL:
+            _apply_response(facts, payload.get("response"))
+            if kind == "response.failed":
+                facts.server_error = True
+            else:
+                facts.final = True
+        elif kind == "response.created":
+            _apply_response(facts, payload.get("response"))
+            facts.stop_reasons.clear()
+        elif kind == "error" or ("error" in payload and kind is None):
+            _openai_common.apply_error(facts, payload.get("error") or payload)
+
+    def on_body(self, facts: Facts, body: object, status: int) -> None:
+        if not isinstance(body, dict):
+            return
+        if body.get("error") and body.get("object") != "response":
+            _openai_common.apply_error(facts, body["error"])
+            return
+        if 200 <= status < 300:
+            _apply_response(facts, body)
+            if body.get("status") != "failed":
+                facts.final = True
+
+    def on_header(self, facts: Facts, name: bytes, value: bytes, now_unix: float) -> None:
+        _openai_common.on_header(facts, name, value)
+
+
+PROVIDER = OpenAIResponses()
