@@ -122,3 +122,74 @@ def expected_anthropic(fixture: dict[str, Any]) -> dict[str, Any]:
         out["cache_write"] = cache_write
         out["reasoning"] = (usage.get("output_tokens_details") or {}).get("thinking_tokens")
     return out
+
+
+def _data_lines(text: str) -> list[Any]:
+    out = []
+    for line in text.splitlines():
+        if line.startswith("data:") and line[5:].strip() != "[DONE]":
+            out.append(json.loads(line[5:]))
+    return out
+
+
+def _error_kind(error: Any) -> str:
+    return str(error.get("code") or error.get("type"))
+
+
+def expected_openai_chat(fixture: dict[str, Any]) -> dict[str, Any]:
+    """Independent expectation for a Chat Completions fixture (full JSON parse)."""
+    text: str = fixture["response"]["body_text"]
+    out: dict[str, Any] = {"stop_reasons": {}, "usage": None, "id": None, "model": None, "error_type": None}
+    chunks = _data_lines(text) if fixture["streaming"] else [json.loads(text)]
+    for chunk in chunks:
+        if chunk.get("error"):
+            out["error_type"] = _error_kind(chunk["error"])
+            continue
+        out["id"] = out["id"] or chunk.get("id")
+        out["model"] = out["model"] or chunk.get("model")
+        for position, choice in enumerate(chunk.get("choices") or []):
+            if choice.get("finish_reason"):
+                out["stop_reasons"][choice.get("index", position)] = choice["finish_reason"]
+        if chunk.get("usage"):
+            out["usage"] = chunk["usage"]
+    usage = out.pop("usage")
+    out["stop_reasons"] = tuple(v for _, v in sorted(out["stop_reasons"].items()))
+    out["input"] = usage["prompt_tokens"] if usage else None
+    out["output"] = usage["completion_tokens"] if usage else None
+    out["cache_read"] = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") if usage else None
+    out["reasoning"] = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") if usage else None
+    out["cache_write"] = None
+    return out
+
+
+def expected_openai_responses(fixture: dict[str, Any]) -> dict[str, Any]:
+    """Independent expectation for a Responses fixture (full JSON parse)."""
+    text: str = fixture["response"]["body_text"]
+    out: dict[str, Any] = {"error_type": None, "id": None, "model": None, "stop_reasons": ()}
+    if fixture["streaming"]:
+        response = None
+        for event in _data_lines(text):
+            if event.get("type") in ("response.completed", "response.incomplete", "response.failed"):
+                response = event["response"]
+            elif event.get("type") == "error":
+                out["error_type"] = _error_kind(event.get("error") or event)
+    else:
+        response = json.loads(text)
+        if response.get("error") and response.get("object") != "response":
+            out["error_type"] = _error_kind(response["error"])
+            response = None
+    usage = None
+    if response is not None:
+        out["id"], out["model"] = response["id"], response["model"]
+        if response["status"] == "incomplete":
+            out["stop_reasons"] = (response["incomplete_details"]["reason"],)
+        elif response["status"] == "completed":
+            calls = [i for i in response.get("output", []) if i.get("type") == "function_call"]
+            out["stop_reasons"] = ("tool_calls",) if calls else ("stop",)
+        usage = response.get("usage")
+    out["input"] = usage["input_tokens"] if usage else None
+    out["output"] = usage["output_tokens"] if usage else None
+    out["cache_read"] = usage["input_tokens_details"]["cached_tokens"] if usage else None
+    out["reasoning"] = usage["output_tokens_details"]["reasoning_tokens"] if usage else None
+    out["cache_write"] = None
+    return out

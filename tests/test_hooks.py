@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -100,11 +101,11 @@ def test_composes_with_otel_httpx_instrumentation(sim: Simulator, order: tuple[s
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     otel = HTTPXClientInstrumentor()
     settings = llmtap.Settings(base_urls=(sim.base_url,))
-    steps = {
+    steps: dict[str, Callable[[], object]] = {
         "otel": lambda: otel.instrument(tracer_provider=provider),
         "llmtap": lambda: llmtap.instrument(settings, registry=CollectorRegistry(), tracer_provider=provider),
     }
-    removers = {"otel": otel.uninstrument, "llmtap": llmtap.uninstrument}
+    removers: dict[str, Callable[[], object]] = {"otel": otel.uninstrument, "llmtap": llmtap.uninstrument}
     originals = (httpx.Client.__dict__["_send_single_request"], httpx.HTTPTransport.__dict__["handle_request"])
 
     def by_scope() -> tuple[list[Any], list[Any]]:

@@ -1,5 +1,5 @@
-"""Every recorded real Anthropic response, replayed through the parser (random read splits, plain and
-gzip) and through the real SDK over HTTP: usage, stop reason and ids must come out exact."""
+"""Every recorded real provider response, replayed through the parser (random read splits, plain and
+gzip) and through the real SDK over HTTP: usage, stop reasons and ids must come out exact."""
 
 from __future__ import annotations
 
@@ -13,14 +13,31 @@ import anthropic
 import pytest
 
 from llmtap import Outcome
-from llmtap.providers.anthropic import PROVIDER
+from llmtap.providers import anthropic as anthropic_provider
+from llmtap.providers import openai_chat, openai_responses
 from llmtap.testing import Capture
 
-from ._replay import body_bytes, expected_anthropic, load, replay, splits, wire_headers
+from ._replay import (
+    body_bytes,
+    expected_anthropic,
+    expected_openai_chat,
+    expected_openai_responses,
+    load,
+    replay,
+    splits,
+    wire_headers,
+)
 from .conftest import recorded_fixtures, require_fixtures
 
 ANTHROPIC = recorded_fixtures("anthropic-*.json")
 IDS = [p.stem for p in ANTHROPIC]
+OPENAI = recorded_fixtures("openai-*.json")
+OPENAI_IDS = [p.stem for p in OPENAI]
+PARSERS = {
+    "messages": (anthropic_provider.PROVIDER, expected_anthropic),
+    "chat.completions": (openai_chat.PROVIDER, expected_openai_chat),
+    "responses": (openai_responses.PROVIDER, expected_openai_responses),
+}
 
 pytestmark = pytest.mark.fixtures
 
@@ -28,6 +45,48 @@ pytestmark = pytest.mark.fixtures
 def test_fixtures_present() -> None:
     require_fixtures()
     assert len(ANTHROPIC) >= 20
+    assert len(OPENAI) >= 15
+
+
+def _check_openai(record: Any, fixture: dict[str, Any]) -> None:
+    expected = PARSERS[fixture["api"]][1](fixture)
+    status = fixture["response"]["status"]
+    headers = {k.lower(): v for k, v in fixture["response"]["headers"].items()}
+    assert record.status_code == status
+    assert record.parse_errors == 0
+    if status >= 400:
+        assert record.outcome is Outcome.SERVER_ERROR
+        assert record.error_type == expected["error_type"]
+    else:
+        assert record.outcome is Outcome.COMPLETED, record
+        assert record.response_id == expected["id"]
+        assert record.response_model == expected["model"]
+        assert record.stop_reasons == expected["stop_reasons"]
+        for field in ("input", "output", "cache_read", "reasoning", "cache_write"):
+            attr = {"input": "input_tokens", "output": "output_tokens"}.get(field, f"{field}_tokens")
+            assert getattr(record.usage, attr) == expected[field], field
+        if fixture["streaming"]:
+            assert record.first_token_at is not None
+    assert record.request_id == headers.get("x-request-id")
+    if "openai-processing-ms" in headers:
+        assert record.server_time == float(headers["openai-processing-ms"]) / 1000
+    if "retry-after-ms" in headers:
+        assert record.retry_after == float(headers["retry-after-ms"]) / 1000
+    limits = {rl.resource: rl for rl in record.rate_limits}
+    for resource in ("requests", "tokens"):
+        if f"x-ratelimit-limit-{resource}" in headers:
+            assert limits[resource].limit == float(headers[f"x-ratelimit-limit-{resource}"])
+            assert limits[resource].remaining == float(headers[f"x-ratelimit-remaining-{resource}"])
+            assert limits[resource].reset_seconds is not None
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzip"])
+@pytest.mark.parametrize("path", OPENAI, ids=OPENAI_IDS)
+def test_openai_parser_replay(path: Path, compress: bool) -> None:
+    fixture = load(path)
+    provider = PARSERS[fixture["api"]][0]
+    for seed in range(5):
+        _check_openai(replay(fixture, provider, seed, compress), fixture)
 
 
 def _check(record: Any, fixture: dict[str, Any]) -> None:
@@ -71,7 +130,7 @@ def _check(record: Any, fixture: dict[str, Any]) -> None:
 def test_parser_replay(path: Path, compress: bool) -> None:
     fixture = load(path)
     for seed in range(5):
-        _check(replay(fixture, PROVIDER, seed, compress), fixture)
+        _check(replay(fixture, anthropic_provider.PROVIDER, seed, compress), fixture)
 
 
 class _ReplayHandler(http.server.BaseHTTPRequestHandler):
@@ -140,3 +199,38 @@ def test_sdk_replay(path: Path, replay_server: tuple[str, type[_ReplayHandler]])
         cap.wait(1)
         (record,) = cap.records
         _check(record, fixture)
+
+
+@pytest.mark.parametrize("path", OPENAI, ids=OPENAI_IDS)
+def test_openai_sdk_replay(path: Path, replay_server: tuple[str, type[_ReplayHandler]]) -> None:
+    """The real openai SDK reads the recorded bytes (gzip for streams) from a real server on 127.0.0.1."""
+    import openai
+
+    import llmtap
+    from llmtap.testing import capture
+
+    base_url, handler = replay_server
+    fixture = load(path)
+    handler.fixture = fixture
+    streaming = fixture["streaming"]
+    with capture(llmtap.Settings(base_urls=(base_url,))) as cap:
+        client = openai.OpenAI(base_url=base_url + "/v1", api_key="test", max_retries=0)
+        try:
+            if fixture["api"] == "chat.completions":
+                messages: Any = [{"role": "user", "content": "hi"}]
+                if streaming:
+                    for _ in client.chat.completions.create(model="gpt-test", messages=messages, stream=True):
+                        pass
+                else:
+                    client.chat.completions.create(model="gpt-test", messages=messages)
+            elif streaming:
+                for _ in client.responses.create(model="gpt-test", input="hi", stream=True):
+                    pass
+            else:
+                client.responses.create(model="gpt-test", input="hi")
+        except openai.APIStatusError:
+            assert fixture["response"]["status"] >= 400
+        client.close()
+        cap.wait(1)
+        (record,) = cap.records
+        _check_openai(record, fixture)

@@ -350,6 +350,7 @@ def test_bad_header_unknown_path_and_bad_json(sim: Simulator, client: anthropic.
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
     served = sim.wait_served(4)
     assert [s.status for s in served] == [400, 404, 405, 400]
+    assert httpx.get(f"{sim.base_url}/healthz").json() == {"status": "ok"}
     assert all(s.outcome_sent == "error_status" for s in served)
     assert not served[1].auth_present
 

@@ -55,7 +55,7 @@ class Served:
 
     path: str
     method: str
-    api: str  # "anthropic" | "openai-chat" | "openai-responses" | "unknown"
+    api: str  # "anthropic" | "openai-chat" | "openai-responses" | "health" (GET /healthz) | "unknown"
     retry_count: int
     status: int
     stream: bool
@@ -129,6 +129,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # Every event is its own small write: without TCP_NODELAY, Nagle + the client's delayed ACK
+        # would hold them back for ~40 ms and the timings would be fiction.
+        with contextlib.suppress(OSError):
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.sim._register(self)
 
     def finish(self) -> None:
@@ -343,6 +347,14 @@ class Simulator:
                     scenario = Scenario.parse(header)
                 except ScenarioError as exc:
                     problem = f"invalid {SCENARIO_HEADER} header: {exc}"
+            if path == "/healthz" and method == "GET":
+                ex.send_full(
+                    200,
+                    [("request-id", request_id), ("content-type", "application/json")],
+                    json_bytes({"status": "ok"}),
+                )
+                result = RunResult("completed", "health check")
+                return
             if api_cls is None or method != "POST":
                 status = 404 if api_cls is None else 405
                 what = "Not found" if api_cls is None else "Method not allowed"
@@ -420,7 +432,7 @@ class Simulator:
                 Served(
                     path=path,
                     method=method,
-                    api=api_cls.name if api_cls is not None else "unknown",
+                    api=api_cls.name if api_cls is not None else ("health" if path == "/healthz" else "unknown"),
                     retry_count=retry_count,
                     status=ex.status,
                     stream=stream,
