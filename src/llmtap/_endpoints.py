@@ -24,14 +24,15 @@ PROVIDERS: tuple[Provider, ...] = (
     openai_responses.PROVIDER,
     gemini.PROVIDER,
 )
-# exact host, or ".suffix" for every subdomain -> gen_ai.provider.name
+# exact host, or ".suffix" / "-suffix" for every matching host -> gen_ai.provider.name
 KNOWN_HOSTS: dict[str, str] = {
     "api.anthropic.com": "anthropic",
     "api.openai.com": "openai",
     ".openai.azure.com": "azure.ai.openai",
     ".services.ai.azure.com": "azure.ai.openai",
     "generativelanguage.googleapis.com": "gcp.gemini",
-    ".aiplatform.googleapis.com": "gcp.vertex_ai",
+    "aiplatform.googleapis.com": "gcp.vertex_ai",
+    "-aiplatform.googleapis.com": "gcp.vertex_ai",
     "openrouter.ai": "openai",
     "api.deepseek.com": "deepseek",
     "api.x.ai": "x_ai",
@@ -62,7 +63,7 @@ def known_host_name(host: str) -> str | None:
     if name is not None:
         return name
     for pattern, value in KNOWN_HOSTS.items():
-        if pattern.startswith(".") and host.endswith(pattern):
+        if pattern[0] in ".-" and host.endswith(pattern):
             return value
     return None
 

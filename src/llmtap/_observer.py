@@ -265,6 +265,13 @@ class AttemptObserver:
             self.parse_errors += 1
             log_once("feed", "llmtap: internal error parsing a %s body: %r", self.provider.name, exc)
 
+    def on_content(self, content: bytes, now: float) -> None:
+        """The whole body, already read and content-decoded by the client (no transport stream)."""
+        self._decoder = None
+        if content:
+            self.on_chunk(content, now)
+        self.on_eof(now)
+
     def _feed_ignore(self, data: bytes) -> None:
         pass
 

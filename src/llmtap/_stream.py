@@ -123,6 +123,10 @@ def _wrap_response(response: Any, observer: AttemptObserver, shell: type) -> Non
     now = _clock()
     try:
         observer.on_response(response.status_code, response.headers.raw, now)
+        if response.is_stream_consumed:
+            # built with its content already read (MockTransport, ASGI/WSGI apps, test cassettes)
+            observer.on_content(response.content, now)
+            return
         wrapped = shell(response.stream, observer)
         observer.finalizer = weakref.finalize(wrapped, observer.on_abandon)
         response.stream = wrapped
