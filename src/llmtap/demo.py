@@ -1,9 +1,10 @@
 """``llmtap demo``: the simulator, a realistic traffic mix through the real ``anthropic`` SDK (sync and
-async) with llmtap on, ``/metrics`` served, and a live terminal view. No API key needed.
+async) and ``openai`` SDK (Chat Completions and Responses) with llmtap on, ``/metrics`` served, and a
+live terminal view. No API key needed.
 
 The traffic mix exercises every stream outcome, retries with server-advised waits, 429 and 529
-responses, in-band ``overloaded_error`` events, stalls, prompt-cache usage, ``max_tokens``
-truncation and a rate-limit budget running low, so every dashboard panel and alert has data.
+responses, in-band error events, stalls, prompt-cache usage, ``max_tokens`` truncation and a
+rate-limit budget running low, so every dashboard panel and alert has data.
 """
 
 from __future__ import annotations
@@ -122,6 +123,55 @@ def _sync_worker(base_url: str, mix: str, stop: threading.Event, seed: int, pace
         except Exception:
             pass  # the demo's app ignores its errors; llmtap counts them
         stop.wait(rng.expovariate(1 / pace))
+    client.close()
+    slow.close()
+
+
+OPENAI_MODELS = ("gpt-4o-mini", "gpt-5")
+
+
+def _openai_worker(base_url: str, mix: str, stop: threading.Event, seed: int, pace: float) -> None:
+    """The openai SDK: Chat Completions (with usage) and the Responses API, same traffic kinds."""
+    import openai
+
+    rng = random.Random(seed)
+    client = openai.OpenAI(base_url=base_url + "/v1", api_key="demo-key", max_retries=2)
+    slow = openai.OpenAI(base_url=base_url + "/v1", api_key="demo-key", max_retries=0, timeout=1.0)
+    allow = {"stream", "create", "break", "abandon", "timeout"}
+    while not stop.is_set():
+        kind = _pick(rng, mix, allow)
+        headers = kind.scenario(rng).headers()
+        model = rng.choice(OPENAI_MODELS)
+        use = slow if kind.action == "timeout" else client
+        chat = rng.random() < 0.7
+        try:
+            if chat:
+                messages: Any = [{"role": "user", "content": "Tell me a story."}]
+                if kind.action == "create":
+                    use.chat.completions.create(model=model, messages=messages, extra_headers=headers)
+                    continue
+                stream: Any = use.chat.completions.create(
+                    model=model, messages=messages, stream=True, stream_options={"include_usage": True},
+                    extra_headers=headers,
+                )  # fmt: skip
+            else:
+                if kind.action == "create":
+                    use.responses.create(model=model, input="Tell me a story.", extra_headers=headers)
+                    continue
+                stream = use.responses.create(model=model, input="Tell me a story.", stream=True, extra_headers=headers)
+            if kind.action == "abandon":
+                next(iter(stream))
+                del stream
+                gc.collect()
+                continue
+            for i, _ in enumerate(stream):
+                if kind.action == "break" and i == 5:
+                    break
+            stream.close()
+        except Exception:
+            pass
+        finally:
+            stop.wait(rng.expovariate(1 / pace))
     client.close()
     slow.close()
 
@@ -341,6 +391,10 @@ def run_demo(
         threading.Thread(
             target=lambda i=i: asyncio.run(_async_worker(sim.base_url, mix, stop, seed + 100 + i, pace)), daemon=True
         )
+        for i in range(max(1, workers // 2))
+    ]
+    threads += [
+        threading.Thread(target=_openai_worker, args=(sim.base_url, mix, stop, seed + 200 + i, pace), daemon=True)
         for i in range(max(1, workers // 2))
     ]
     for thread in threads:

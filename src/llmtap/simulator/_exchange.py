@@ -69,6 +69,7 @@ class Context:
     received_at: float
     ratelimit: RateLimitSnapshot
     created: int = field(default_factory=lambda: int(time.time()))
+    query: str = ""  # the URL's query string (Gemini's ``alt=sse``)
 
 
 class Api:
@@ -79,6 +80,25 @@ class Api:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+
+    # routing: what the request asks for (Gemini carries model and stream in the URL)
+    @classmethod
+    def request_model(cls, path: str, body: dict[str, Any]) -> str | None:
+        model = body.get("model")
+        return model if isinstance(model, str) else None
+
+    @classmethod
+    def request_stream(cls, path: str, query: str, body: dict[str, Any]) -> bool:
+        return body.get("stream") is True
+
+    @classmethod
+    def request_problem(cls, path: str, query: str, body: dict[str, Any]) -> str | None:
+        """Why this request is answered with 400 (None: it is fine)."""
+        return None
+
+    def error_status(self) -> int:
+        """The HTTP status ``error_event_at`` answers a non-streaming request with."""
+        return error_status_for(self.ctx.scenario.error_type)
 
     # usage as reported on this API's wire (recorded in Served)
     def input_tokens(self) -> int:
@@ -306,7 +326,7 @@ def _run_unary(api: Api, ex: Exchange) -> RunResult:
     ex.sleep(total)
     base = api.common_headers()
     if sc.error_event_at is not None:
-        status = error_status_for(sc.error_type)
+        status = api.error_status()
         body = json_bytes(api.error_body(status, _fail_message(status)))
         ex.send_full(status, [*base, ("content-type", "application/json")], body, gzip=sc.gzip)
         return RunResult("error_status", "error_event_at on a non-streaming request")

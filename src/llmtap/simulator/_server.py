@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import json
+import re
 import socket
 import socketserver
 import sys
@@ -30,6 +31,7 @@ from ._exchange import (
     rand_id,
     run,
 )
+from ._gemini import GEMINI_PATH, GeminiGenerate
 from ._openai import OpenAIChat, OpenAIResponses
 from ._scenario import SCENARIO_HEADER, Scenario, ScenarioError
 
@@ -40,6 +42,21 @@ ROUTES: dict[str, type[Api]] = {
     "/v1/chat/completions": OpenAIChat,
     "/v1/responses": OpenAIResponses,
 }
+#: routes matched by pattern, after the exact ones
+PATTERN_ROUTES: tuple[tuple[re.Pattern[str], str, type[Api]], ...] = (
+    (GEMINI_PATH, "/v1beta/models/{model}:generateContent|streamGenerateContent", GeminiGenerate),
+)
+
+
+def route(path: str) -> type[Api] | None:
+    api_cls = ROUTES.get(path)
+    if api_cls is not None:
+        return api_cls
+    for pattern, _, cls in PATTERN_ROUTES:
+        if pattern.match(path):
+            return cls
+    return None
+
 
 _MAX_BODY = 64 * 1024 * 1024
 
@@ -50,12 +67,14 @@ class Served:
 
     Times are ``time.perf_counter()`` readings taken right after the corresponding socket write.
     Usage fields are the numbers the response reports on that API's wire (OpenAI's input count
-    includes ``cache_read``; its output count includes ``reasoning``), and 0 for error statuses.
+    includes ``cache_read``; its output count includes ``reasoning``; Gemini's are ``promptTokenCount``
+    and ``candidatesTokenCount + thoughtsTokenCount``, the same sums), and 0 for error statuses.
     """
 
     path: str
     method: str
-    api: str  # "anthropic" | "openai-chat" | "openai-responses" | "health" (GET /healthz) | "unknown"
+    #: "anthropic" | "openai-chat" | "openai-responses" | "gemini" | "health" (GET /healthz) | "unknown"
+    api: str
     retry_count: int
     status: int
     stream: bool
@@ -74,7 +93,7 @@ class Served:
     cache_read: int
     cache_write: int
     stop_reason: str | None
-    auth_present: bool  # whether x-api-key or authorization was sent (never the value)
+    auth_present: bool  # whether x-api-key, x-goog-api-key or authorization was sent (never the value)
     connection: int  # serial number of the TCP connection (equal numbers: keep-alive reuse)
     detail: str | None = None
 
@@ -87,6 +106,7 @@ class _RateLimiter:
         # requests, tokens, input tokens, output tokens
         "anthropic": (4000, 2_400_000, 2_000_000, 400_000),
         "openai": (10_000, 30_000_000, 30_000_000, 30_000_000),
+        "gemini": (2_000, 4_000_000, 4_000_000, 4_000_000),  # not sent: Gemini has no rate-limit headers
     }
 
     def __init__(self) -> None:
@@ -324,8 +344,9 @@ class Simulator:
 
     def _handle(self, h: _Handler, method: str) -> None:
         received_at = time.perf_counter()
-        path = urlsplit(h.path).path
-        api_cls = ROUTES.get(path)
+        url = urlsplit(h.path)
+        path = url.path
+        api_cls = route(path)
         ex = Exchange(h, self._stop)
         request_id = "req_" + rand_id(24)
         scenario = self.default
@@ -337,7 +358,7 @@ class Simulator:
             retry_count = int(h.headers.get("x-stainless-retry-count", "0"))
         except ValueError:
             retry_count = 0
-        auth_present = "x-api-key" in h.headers or "authorization" in h.headers
+        auth_present = any(k in h.headers for k in ("x-api-key", "x-goog-api-key", "authorization"))
         try:
             raw = self._read_body(h)
             problem: str | None = None
@@ -360,7 +381,8 @@ class Simulator:
                 what = "Not found" if api_cls is None else "Method not allowed"
                 body = anthropic_error_body(
                     "not_found_error" if status == 404 else "invalid_request_error",
-                    f"{what}: {method} {path} (simulator serves POST {', '.join(ROUTES)})",
+                    f"{what}: {method} {path} (simulator serves POST "
+                    f"{', '.join([*ROUTES, *(shape for _, shape, _ in PATTERN_ROUTES)])})",
                     request_id,
                 )
                 ex.send_full(
@@ -379,10 +401,10 @@ class Simulator:
                     problem = problem or "request body must be a JSON object"
             except ValueError as exc:
                 problem = problem or f"request body is not valid JSON: {exc}"
-            stream = body_obj.get("stream") is True
-            body_model = body_obj.get("model")
-            model = scenario.model or (body_model if isinstance(body_model, str) else api_cls.default_model)
-            family = "anthropic" if api_cls is AnthropicMessages else "openai"
+            stream = api_cls.request_stream(path, url.query, body_obj)
+            model = scenario.model or api_cls.request_model(path, body_obj) or api_cls.default_model
+            problem = problem or api_cls.request_problem(path, url.query, body_obj)
+            family = {AnthropicMessages: "anthropic", GeminiGenerate: "gemini"}.get(api_cls, "openai")
             ok = problem is None and retry_count >= scenario.fail
             rl = self._ratelimits.take(
                 family,
@@ -400,6 +422,7 @@ class Simulator:
                 stream=stream,
                 received_at=received_at,
                 ratelimit=rl,
+                query=url.query,
             )
             api = api_cls(ctx)
             if problem is not None:
