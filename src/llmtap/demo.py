@@ -311,14 +311,21 @@ class _View:
             bar = "#" * round(share * 40)
             lines.append(f"    {outcome.value:<17} {n:6.0f}  {share:6.1%}  {bar}")
         lines += ["", "  retries by reason  " + ("  ".join(f"{r}: {n:.0f}" for r, n in sorted(retries.items())) or "-")]
-        lines += ["", "  rate-limit headroom (remaining / limit)"]
-        limits = {dict(k).get("resource", "") + " " + dict(k).get("gen_ai_request_model", ""): v
+        lines += ["", "  rate-limit headroom, tightest resource per model (remaining / limit)"]
+        limits = {(dict(k).get("gen_ai_request_model", ""), dict(k).get("resource", "")): v
                   for k, v in self.current("llmtap_ratelimit_limit").items()}  # fmt: skip
-        for labels, remaining in sorted(self.current("llmtap_ratelimit_remaining").items()):
+        tightest: dict[str, tuple[float, str]] = {}
+        for labels, remaining in self.current("llmtap_ratelimit_remaining").items():
             d = dict(labels)
-            limit = limits.get(d.get("resource", "") + " " + d.get("gen_ai_request_model", ""))
+            model, resource = d.get("gen_ai_request_model", ""), d.get("resource", "")
+            limit = limits.get((model, resource))
             if limit:
-                lines.append(f"    {d['gen_ai_request_model']:<20} {d['resource']:<14} {remaining / limit:6.1%}")
+                share = remaining / limit
+                if model not in tightest or share < tightest[model][0]:
+                    tightest[model] = (share, resource)
+        for model, (share, resource) in sorted(tightest.items()):
+            bar = "#" * round(share * 20)
+            lines.append(f"    {model:<20} {share:6.1%}  {resource:<14} {bar}")
         return "\n".join(lines)
 
 
