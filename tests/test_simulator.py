@@ -512,3 +512,111 @@ def test_openai_responses_drop(sim: Simulator, oai: openai.OpenAI) -> None:
     with pytest.raises(openai.APIConnectionError):
         list(stream)
     assert sim.wait_served(1)[0].outcome_sent == "dropped"
+
+
+# ---------------------------------------------------------------------- Gemini
+
+
+def _gemini(
+    sim: Simulator, scenario: Scenario | None = None, *, stream: bool = True, version: str = "v1beta"
+) -> httpx.Response:
+    method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+    headers = {"x-goog-api-key": "test", **(scenario.headers() if scenario is not None else {})}
+    body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+    url = f"{sim.base_url}/{version}/models/gemini-x:{method}"
+    return httpx.post(url, json=body, headers=headers, timeout=5)
+
+
+def _gemini_chunks(raw: bytes) -> list[dict[str, Any]]:
+    assert raw.endswith(b"\r\n\r\n") and b"\n\n" not in raw.replace(b"\r\n", b"")  # CRLF framing only
+    blocks = [b for b in raw.split(b"\r\n\r\n") if b]
+    assert all(b.startswith(b"data: ") and b"\r\n" not in b for b in blocks)
+    return [json.loads(b[len(b"data: ") :]) for b in blocks]
+
+
+def test_gemini_stream_wire_format(sim: Simulator) -> None:
+    sc = Scenario(tokens=3, input=20, cache_read=6, reasoning=4, stop_reason="max_tokens")
+    r = _gemini(sim, sc)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    chunks = _gemini_chunks(r.content)
+    assert len(chunks) == 4  # one per delta, then the finishReason chunk; no [DONE]
+    texts = [c["candidates"][0]["content"]["parts"][0]["text"] for c in chunks]
+    assert texts == ["tok0 ", "tok1 ", "tok2 ", ""]
+    assert all(c["candidates"][0]["content"]["role"] == "model" for c in chunks)
+    assert all("finishReason" not in c["candidates"][0] for c in chunks[:-1])
+    assert chunks[-1]["candidates"][0]["finishReason"] == "MAX_TOKENS"
+    assert {c["responseId"] for c in chunks} == {chunks[0]["responseId"]}
+    assert {c["modelVersion"] for c in chunks} == {"gemini-x"}
+    for c in chunks[:-1]:  # the prompt side only until the end
+        assert c["usageMetadata"]["promptTokenCount"] == 26
+        assert c["usageMetadata"]["thoughtsTokenCount"] == 4
+        assert "candidatesTokenCount" not in c["usageMetadata"]
+    final = chunks[-1]["usageMetadata"]
+    assert final["promptTokenCount"] == 26 and final["cachedContentTokenCount"] == 6
+    assert final["candidatesTokenCount"] == 3 and final["thoughtsTokenCount"] == 4
+    assert final["totalTokenCount"] == 26 + 3 + 4
+    (served,) = sim.wait_served(1)
+    assert served.api == "gemini" and served.stream and served.model == "gemini-x" and served.auth_present
+    assert served.path == "/v1beta/models/gemini-x:streamGenerateContent"
+    assert (served.input_tokens, served.output_tokens, served.cache_read) == (26, 7, 6)
+    assert served.outcome_sent == "completed" and served.deltas_sent == 3
+
+
+def test_gemini_unary_and_v1(sim: Simulator) -> None:
+    r = _gemini(sim, Scenario(tokens=2, stop_reason="refusal"), stream=False, version="v1")
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+    body = r.json()
+    assert body["candidates"] == [
+        {"content": {"parts": [{"text": "tok0 tok1 "}], "role": "model"}, "finishReason": "SAFETY", "index": 0}
+    ]
+    usage = body["usageMetadata"]
+    assert (usage["promptTokenCount"], usage["candidatesTokenCount"], usage["totalTokenCount"]) == (25, 2, 27)
+    assert "cachedContentTokenCount" not in usage and "thoughtsTokenCount" not in usage
+    assert body["modelVersion"] == "gemini-x" and len(body["responseId"]) == 23
+    (served,) = sim.wait_served(1)
+    assert served.path == "/v1/models/gemini-x:generateContent" and not served.stream
+
+
+def test_gemini_errors(sim: Simulator) -> None:
+    r = _gemini(sim, Scenario(fail=1, fail_status=429, retry_after=2))
+    assert r.status_code == 429 and r.headers["retry-after"] == "2"
+    error = r.json()["error"]
+    assert (error["code"], error["status"]) == (429, "RESOURCE_EXHAUSTED")
+    assert error["details"] == [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "2s"}]
+    for status, name in ((503, "UNAVAILABLE"), (500, "INTERNAL")):
+        r = _gemini(sim, Scenario(fail=1, fail_status=status), stream=False)
+        assert r.status_code == status and r.json()["error"]["status"] == name
+    # fail counts x-stainless-retry-count, which google-genai never sends: every attempt fails
+    assert _gemini(sim, Scenario(fail=1, fail_status=503)).status_code == 503
+    # error_event_at: an in-stream error chunk, or the error status without streaming
+    chunks = _gemini_chunks(_gemini(sim, Scenario(tokens=4, error_event_at=1)).content)
+    assert len(chunks) == 2 and chunks[-1] == {
+        "error": {"code": 503, "message": chunks[-1]["error"]["message"], "status": "UNAVAILABLE"}
+    }
+    r = _gemini(sim, Scenario(error_event_at=0, error_type="api_error"), stream=False)
+    assert r.status_code == 500 and r.json()["error"]["status"] == "INTERNAL"
+    # no_stop: no finishReason chunk; drop: no chunked terminator
+    chunks = _gemini_chunks(_gemini(sim, Scenario(tokens=2, no_stop=True)).content)
+    assert len(chunks) == 2 and all("finishReason" not in c["candidates"][0] for c in chunks)
+    with pytest.raises(httpx.TransportError):
+        _gemini(sim, Scenario(tokens=3, drop_at=1))
+    # gzip, per chunk
+    r = _gemini(sim, Scenario(tokens=2, gzip=True))
+    assert r.headers["content-encoding"] == "gzip" and len(_gemini_chunks(r.content)) == 3
+    # streamGenerateContent without alt=sse (a streamed JSON array) is not simulated
+    r = httpx.post(f"{sim.base_url}/v1beta/models/gemini-x:streamGenerateContent", json={})
+    assert r.status_code == 400 and r.json()["error"]["status"] == "INVALID_ARGUMENT"
+    r = httpx.post(f"{sim.base_url}/v1beta/models/gemini-x:countTokens", json={})
+    assert r.status_code == 404
+    served = sim.wait_served(11)
+    assert [s.outcome_sent for s in served] == [
+        *["error_status"] * 4,
+        "error_event",
+        "error_status",
+        "no_stop",
+        "dropped",
+        "completed",
+        "error_status",
+        "error_status",
+    ]
+    assert [s.api for s in served] == ["gemini"] * 10 + ["unknown"]

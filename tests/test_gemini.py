@@ -1,0 +1,317 @@
+"""The real ``google-genai`` SDK against the simulator's Gemini API, sync and async.
+
+Which HTTP client google-genai uses (read in ``google/genai/_api_client.py``, 3.x):
+
+* sync: an ``httpx2.Client`` subclass (``httpx.Client`` when httpx2 is absent or
+  ``GOOGLE_GENAI_HTTP_CLIENT=httpx``) -> seen by llmtap;
+* async: an ``aiohttp.ClientSession`` whenever aiohttp is importable, unless ``HttpOptions`` carries
+  ``httpx_async_client`` or ``async_client_args={"transport": ...}`` -> **not seen** (llmtap only
+  hooks httpx / httpx2); otherwise an ``httpx2.AsyncClient`` subclass -> seen.
+
+The "async" mode below therefore passes an httpx2 transport; the default (aiohttp) path is pinned by
+:func:`test_async_default_aiohttp_is_not_seen`. google-genai retries nothing unless
+``HttpOptions.retry_options`` is set; it has no ``request()`` hook llmtap links retries through, and
+it sends no retry-count header, so each of its attempts is its own call with ``resend_count == 0``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import importlib.util
+import itertools
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from google import genai
+from google.genai import errors, types
+
+from llmtap import Outcome
+from llmtap.simulator import Scenario, Served, Simulator
+from llmtap.testing import Capture
+
+SECRET = "AIzaSy-llmtap-test-secret-key-0123456789"
+MODES = ["sync", "async"]
+SERVICE = (Outcome.SERVER_ERROR, Outcome.CONNECTION_ERROR, Outcome.TIMEOUT, Outcome.INCOMPLETE)
+_serial = itertools.count()
+
+
+def _model() -> str:
+    """A model name unique to one call: served records of earlier tests can never be mistaken for ours."""
+    return f"gemini-test-{next(_serial)}"
+
+
+def _options(
+    sim: Simulator, mode: str, scenario: Scenario, *, transport: str = "httpx2", **extra: Any
+) -> types.HttpOptions:
+    options: dict[str, Any] = {"base_url": sim.base_url, "headers": scenario.headers(), **extra}
+    if mode == "async" and transport == "httpx2":
+        options["async_client_args"] = {"transport": httpx2.AsyncHTTPTransport()}
+    elif transport == "httpx":  # the httpx (1.x) backend, sync and async
+        options["client_args"] = {"transport": httpx.HTTPTransport()}
+        options["async_client_args"] = {"transport": httpx.AsyncHTTPTransport()}
+    return types.HttpOptions(**options)
+
+
+def drive(
+    sim: Simulator, mode: str, action: str, scenario: Scenario, model: str, **options: Any
+) -> tuple[list[str], BaseException | None]:
+    """One SDK call; returns the text pieces the app received and the exception it saw, if any."""
+    client = genai.Client(api_key=SECRET, http_options=_options(sim, mode, scenario, **options))
+    got: list[str] = []
+
+    def sync_body() -> None:
+        if action == "create":
+            got.append(client.models.generate_content(model=model, contents="hi").text or "")
+        elif action == "stream":
+            got.extend(chunk.text or "" for chunk in client.models.generate_content_stream(model=model, contents="hi"))
+        elif action == "break":
+            for chunk in client.models.generate_content_stream(model=model, contents="hi"):
+                got.append(chunk.text or "")
+                if len(got) == 2:
+                    break
+        else:
+            raise AssertionError(action)
+
+    async def async_body() -> None:
+        aio = client.aio
+        try:
+            if action == "create":
+                got.append((await aio.models.generate_content(model=model, contents="hi")).text or "")
+            elif action == "stream":
+                async for chunk in await aio.models.generate_content_stream(model=model, contents="hi"):
+                    got.append(chunk.text or "")
+            elif action == "break":
+                stream = await aio.models.generate_content_stream(model=model, contents="hi")
+                async for chunk in stream:
+                    got.append(chunk.text or "")
+                    if len(got) == 2:
+                        break
+                # no stream.aclose(): it closes only the SDK's outer generator; the response is
+                # still finalised later, when the event loop shuts its async generators down
+            else:
+                raise AssertionError(action)
+        finally:
+            await aio.aclose()
+
+    try:
+        if mode == "sync":
+            sync_body()
+        else:
+            asyncio.run(async_body())
+    except Exception as exc:
+        return got, exc
+    finally:
+        client.close()
+        gc.collect()
+    return got, None
+
+
+def _served(sim: Simulator, model: str, count: int) -> list[Served]:
+    """This call's served records (a handler of an earlier test may still be logging its own)."""
+    total = count
+    while True:
+        snapshot = sim.wait_served(total)
+        mine = [s for s in snapshot if s.model == model]
+        if len(mine) >= count:
+            return mine
+        total = len(snapshot) + 1
+
+
+def _check_common(cap: Capture, sim: Simulator, model: str, expected: list[Outcome]) -> list[Served]:
+    cap.wait(len(expected), calls=len(expected))
+    served = _served(sim, model, len(expected))
+    assert [r.outcome for r in cap.records] == expected
+    assert len(served) == len(expected)
+    # no SDK hook for google-genai: every attempt is its own call
+    assert [c.attempts for c in cap.calls] == [1] * len(expected)
+    for record, seen in zip(cap.records, served, strict=True):
+        assert record.provider == "gcp.gemini"
+        assert record.operation == "generate_content"
+        assert record.request_model == model
+        assert record.request_stream is seen.stream
+        assert record.status_code == seen.status
+        assert record.resend_count == 0 and seen.retry_count == 0
+        assert record.url_path == seen.path
+        assert seen.api == "gemini" and seen.auth_present  # the key was sent ...
+        assert SECRET not in repr(record)  # ... and never recorded
+    spans = sorted(cap.spans(), key=lambda s: s.start_time or 0)
+    assert [s.attributes["llmtap.outcome"] if s.attributes else None for s in spans] == [o.value for o in expected]
+    assert [s.status.status_code.name == "ERROR" for s in spans] == [o in SERVICE for o in expected]
+    for span in spans:
+        for value in (span.attributes or {}).values():
+            assert SECRET not in str(value)
+        for event in span.events:
+            assert SECRET not in str(event.attributes)
+    assert cap.sample("llmtap_streams_in_flight") == 0
+    return served
+
+
+CASES: list[tuple[str, str, Scenario, list[Outcome], type[BaseException] | None]] = [
+    # name, action, scenario, outcomes, exception the app sees
+    ("completed", "stream", Scenario(tokens=5), [Outcome.COMPLETED], None),
+    ("non_stream", "create", Scenario(tokens=5), [Outcome.COMPLETED], None),
+    ("gzip", "stream", Scenario(tokens=5, gzip=True), [Outcome.COMPLETED], None),
+    ("incomplete", "stream", Scenario(tokens=5, no_stop=True), [Outcome.INCOMPLETE], None),
+    ("error_chunk", "stream", Scenario(tokens=5, error_event_at=2), [Outcome.SERVER_ERROR], errors.ServerError),
+    ("error_status", "create", Scenario(tokens=5, error_event_at=2), [Outcome.SERVER_ERROR], errors.ServerError),
+    ("429", "stream", Scenario(fail=1, fail_status=429), [Outcome.SERVER_ERROR], errors.ClientError),
+    ("503", "create", Scenario(fail=1, fail_status=503), [Outcome.SERVER_ERROR], errors.ServerError),
+    ("dropped", "stream", Scenario(tokens=5, drop_at=2), [Outcome.CONNECTION_ERROR], httpx2.TransportError),
+    # the SDK never closes the response when the app leaves the loop early: it is finalised with the
+    # dropped generator, which llmtap reports as abandoned (not client_closed)
+    ("break", "break", Scenario(tokens=40, gap=0.002), [Outcome.ABANDONED], None),
+    ("dropped_unary", "create", Scenario(tokens=5, drop_at=2), [Outcome.CONNECTION_ERROR], httpx2.TransportError),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("name", "action", "scenario", "expected", "raises"), CASES, ids=[c[0] for c in CASES])
+def test_outcome(
+    sim: Simulator,
+    cap: Capture,
+    mode: str,
+    name: str,
+    action: str,
+    scenario: Scenario,
+    expected: list[Outcome],
+    raises: type[BaseException] | None,
+) -> None:
+    model = _model()
+    got, error = drive(sim, mode, action, scenario, model)
+    if raises is None:
+        assert error is None, repr(error)
+    else:
+        assert isinstance(error, raises), repr(error)
+    _check_common(cap, sim, model, expected)
+    if action == "break":
+        assert got == ["tok0 ", "tok1 "]
+    elif raises is None:
+        assert "".join(got) == scenario.expected_text()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    ("action", "stop_reason", "finish"), [("stream", "max_tokens", "MAX_TOKENS"), ("create", "refusal", "SAFETY")]
+)
+def test_tokens_first_token_and_stop_reason(
+    sim: Simulator, cap: Capture, mode: str, action: str, stop_reason: str, finish: str
+) -> None:
+    model = _model()
+    scenario = Scenario(tokens=6, ttft=0.05, gap=0.005, input=300, cache_read=120, reasoning=9, stop_reason=stop_reason)
+    got, error = drive(sim, mode, action, scenario, model)
+    assert error is None, repr(error)
+    assert "".join(got) == scenario.expected_text()
+    (served,) = _check_common(cap, sim, model, [Outcome.COMPLETED])
+    (record,) = cap.records
+    assert record.usage.input_tokens == 300 + 120  # promptTokenCount includes cachedContentTokenCount
+    assert record.usage.cache_read_tokens == 120
+    assert record.usage.output_tokens == 6 + 9  # candidatesTokenCount + thoughtsTokenCount
+    assert record.usage.reasoning_tokens == 9
+    assert record.usage.cache_write_tokens is None
+    assert (served.input_tokens, served.output_tokens) == (420, 15)
+    assert record.stop_reason == finish
+    assert record.response_model == model
+    assert record.response_id is not None and len(record.response_id) == 23
+    assert record.request_id is None  # the Gemini API sends no request-id header
+    if action == "stream":
+        assert served.first_token_sent_at is not None and record.first_token_at is not None
+        # causal and close; the 1 ms accuracy is checked over many streams in test_ttft_accuracy.py
+        assert 0 <= record.first_token_at - served.first_token_sent_at < 0.02
+        assert record.events == 7  # six text chunks and the finishReason chunk, no [DONE]
+    else:
+        assert record.first_token_at is None and served.first_token_sent_at is None
+    assert cap.sample("llmtap_tokens_total") > 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_incomplete_stream_reports_only_what_was_sent(sim: Simulator, cap: Capture, mode: str) -> None:
+    """Without the finishReason chunk only the prompt side of the usage was on the wire."""
+    model = _model()
+    got, error = drive(sim, mode, "stream", Scenario(tokens=4, input=50, cache_read=5, no_stop=True), model)
+    assert error is None and "".join(got) == "tok0 tok1 tok2 tok3 "
+    _check_common(cap, sim, model, [Outcome.INCOMPLETE])
+    (record,) = cap.records
+    assert record.usage.input_tokens == 55 and record.usage.cache_read_tokens == 5
+    assert record.usage.output_tokens is None  # never invented
+    assert record.stop_reason is None
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_retry_options_attempts_are_separate_calls(sim: Simulator, cap: Capture, mode: str) -> None:
+    """google-genai retries only with ``retry_options``; its attempts are not linked into one call, and
+    since it sends no ``x-stainless-retry-count``, the simulator's ``fail`` fails every attempt."""
+    model = _model()
+    retry = types.HttpRetryOptions(attempts=3, initial_delay=0.001, max_delay=0.001, jitter=0)
+    scenario = Scenario(fail=1, fail_status=503, retry_after=0.01)
+    _, error = drive(sim, mode, "stream", scenario, model, retry_options=retry)
+    assert isinstance(error, errors.ServerError) and error.code == 503
+    _check_common(cap, sim, model, [Outcome.SERVER_ERROR] * 3)
+    assert all(r.error_type == "UNAVAILABLE" for r in cap.records)
+    assert all(r.retry_after == 0.01 for r in cap.records)
+    assert cap.sample("llmtap_retries_total") == 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_timeout(sim: Simulator, cap: Capture, mode: str) -> None:
+    model = _model()
+    _, error = drive(sim, mode, "stream", Scenario(tokens=4, stall_at=1, stall=0.4), model, timeout=150)
+    assert isinstance(error, httpx2.TimeoutException), repr(error)
+    _check_common(cap, sim, model, [Outcome.TIMEOUT])
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("version", ["v1beta", "v1"])
+def test_api_versions_and_httpx_backend(sim: Simulator, cap: Capture, mode: str, version: str) -> None:
+    """Both URL versions; the httpx (1.x) backend, chosen by passing httpx transports, is seen too."""
+    model = _model()
+    got, error = drive(sim, mode, "stream", Scenario(tokens=3), model, api_version=version, transport="httpx")
+    assert error is None and got == ["tok0 ", "tok1 ", "tok2 ", ""]
+    (served,) = _check_common(cap, sim, model, [Outcome.COMPLETED])
+    assert served.path == f"/{version}/models/{model}:streamGenerateContent"
+
+
+@pytest.mark.filterwarnings("ignore:Inheritance class AiohttpClientSession:DeprecationWarning")
+def test_async_default_aiohttp_is_not_seen(sim: Simulator, cap: Capture) -> None:
+    """google-genai's async client sends through aiohttp whenever aiohttp is importable and no httpx
+    transport / client was passed: llmtap hooks only httpx / httpx2, so such calls are not recorded
+    at all (no record, no span, no metric), although the simulator served them. Without aiohttp the
+    SDK falls back to its httpx2 client and the call is seen."""
+    model = _model()
+    scenario = Scenario(tokens=3)
+
+    async def call(own_client: bool) -> str:
+        http = httpx2.AsyncClient() if own_client else None
+        options = types.HttpOptions(base_url=sim.base_url, headers=scenario.headers(), httpx_async_client=http)
+        client = genai.Client(api_key=SECRET, http_options=options)
+        try:
+            stream = await client.aio.models.generate_content_stream(model=model, contents="hi")
+            parts = [c.text or "" async for c in stream]
+            parts.append((await client.aio.models.generate_content(model=model, contents="hi")).text or "")
+        finally:
+            await client.aio.aclose()
+            client.close()
+            if http is not None:
+                await http.aclose()  # the SDK leaves a client it was given open
+        return "".join(parts)
+
+    assert asyncio.run(call(own_client=False)) == "tok0 tok1 tok2 " * 2
+    assert [(s.stream, s.outcome_sent) for s in _served(sim, model, 2)] == [
+        (True, "completed"),
+        (False, "completed"),
+    ]
+    if importlib.util.find_spec("aiohttp") is not None:
+        assert cap.records == [] and cap.calls == [] and cap.spans() == ()
+        assert cap.sample("llmtap_attempts_total") == 0
+    else:
+        cap.wait(2, calls=2)
+        assert [r.outcome for r in cap.records] == [Outcome.COMPLETED] * 2
+
+    # the remedy: hand the SDK an httpx2 (or httpx) async client, or an async transport
+    seen_before = len(cap.records)
+    assert asyncio.run(call(own_client=True)) == "tok0 tok1 tok2 " * 2
+    cap.wait(seen_before + 2)
+    assert [r.outcome for r in cap.records[seen_before:]] == [Outcome.COMPLETED] * 2
+    assert {r.provider for r in cap.records} == {"gcp.gemini"}

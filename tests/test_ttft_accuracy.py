@@ -1,0 +1,76 @@
+"""Time to first token as llmtap records it vs the moment the server wrote that token.
+
+The simulator timestamps each write just before it (``time.perf_counter()``, the same clock the
+client reads), so ``lag = client first-token time - server write time`` is what the client side adds:
+loopback delivery, the SDK's and llmtap's work, and thread scheduling. The target is 1 ms; since the
+server shares this process (and its GIL) and CI machines are shared, it is checked on the median of
+repeated streams, with every lag causal (>= 0) and no outlier beyond 10 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from llmtap.simulator import Scenario, Simulator
+from llmtap.testing import Capture
+
+RUNS = 9
+SCENARIO = Scenario(tokens=4, ttft=0.03, gap=0.005)
+
+
+def _stream_once(sim: Simulator, sdk: str, mode: str) -> None:
+    headers = SCENARIO.headers()
+    if sdk == "anthropic":
+        params: Any = {"model": "m", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+        if mode == "sync":
+            with anthropic.Anthropic(base_url=sim.base_url, api_key="k") as client:
+                for _ in client.messages.create(stream=True, extra_headers=headers, **params):
+                    pass
+        else:
+
+            async def go() -> None:
+                async with anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k") as client:
+                    async for _ in await client.messages.create(stream=True, extra_headers=headers, **params):
+                        pass
+
+            asyncio.run(go())
+    else:
+        messages: Any = [{"role": "user", "content": "hi"}]
+        if mode == "sync":
+            with openai.OpenAI(base_url=sim.base_url + "/v1", api_key="k") as oai:
+                for _ in oai.chat.completions.create(model="m", messages=messages, stream=True, extra_headers=headers):
+                    pass
+        else:
+
+            async def go() -> None:
+                async with openai.AsyncOpenAI(base_url=sim.base_url + "/v1", api_key="k") as aoai:
+                    stream = await aoai.chat.completions.create(
+                        model="m", messages=messages, stream=True, extra_headers=headers
+                    )
+                    async for _ in stream:
+                        pass
+
+            asyncio.run(go())
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("sdk", ["anthropic", "openai"])
+def test_first_token_within_1ms_of_the_server_write(sim: Simulator, cap: Capture, sdk: str, mode: str) -> None:
+    for _ in range(RUNS):
+        _stream_once(sim, sdk, mode)
+    cap.wait(RUNS)
+    served = {s.request_id: s for s in sim.wait_served(RUNS)}
+    lags = []
+    for record in cap.records:
+        sent = served[record.request_id or ""].first_token_sent_at
+        assert sent is not None and record.first_token_at is not None
+        lags.append(record.first_token_at - sent)
+    assert min(lags) >= 0, lags
+    assert statistics.median(lags) < 0.001, [f"{lag * 1000:.3f} ms" for lag in lags]
+    assert max(lags) < 0.010, [f"{lag * 1000:.3f} ms" for lag in lags]
