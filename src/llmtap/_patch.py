@@ -45,28 +45,17 @@ def set_active(tap: Tap | None) -> None:
 # -- the httpx / httpx2 client patch --------------------------------------------------------------
 
 
-def _sync_send_wrapper(module: ModuleType) -> Any:
-    shell = shells_for(module)[0]
+def _send_wrapper(module: ModuleType, is_async: bool) -> Any:
+    """The wrapper of ``Client._send_single_request`` (or the async one) of ``module``."""
+    shell = shells_for(module)[1 if is_async else 0]
+    observe = observe_async if is_async else observe_sync
 
     def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         tap = _active
         if tap is None:
             return wrapped(*args, **kwargs)
         request = args[0] if args else kwargs["request"]
-        return observe_sync(tap, request, functools.partial(wrapped, *args, **kwargs), shell)
-
-    return wrapper
-
-
-def _async_send_wrapper(module: ModuleType) -> Any:
-    shell = shells_for(module)[1]
-
-    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        tap = _active
-        if tap is None:
-            return wrapped(*args, **kwargs)
-        request = args[0] if args else kwargs["request"]
-        return observe_async(tap, request, functools.partial(wrapped, *args, **kwargs), shell)
+        return observe(tap, request, functools.partial(wrapped, *args, **kwargs), shell)
 
     return wrapper
 
@@ -150,8 +139,8 @@ def patch(sdk_calls: bool = True) -> list[str]:
         if not _installed(name):
             continue
         module = importlib.import_module(name)
-        _wrap(module.Client, "_send_single_request", _sync_send_wrapper(module), f"{name}.Client")
-        _wrap(module.AsyncClient, "_send_single_request", _async_send_wrapper(module), f"{name}.AsyncClient")
+        _wrap(module.Client, "_send_single_request", _send_wrapper(module, False), f"{name}.Client")
+        _wrap(module.AsyncClient, "_send_single_request", _send_wrapper(module, True), f"{name}.AsyncClient")
         done.append(name)
     if sdk_calls:
         for name in SDK_MODULES:

@@ -138,61 +138,68 @@ def _wrap_response(response: Any, observer: AttemptObserver, shell: type) -> Non
             _internal_error("finish", own)
 
 
-def observe_sync(tap: Any, request: Any, send: Callable[[], Any], shell: type) -> Any:
-    """Send ``request`` through ``send()`` as one observed attempt."""
+class _Sending:
+    """The bookkeeping around one observed send, shared by the sync and async entry points."""
+
+    __slots__ = ("_observing", "_span_token", "observer")
+
+    def __init__(self, tap: Any, observer: AttemptObserver) -> None:
+        self.observer = observer
+        self._span_token = _attach(tap, observer)
+        self._observing = _OBSERVING.set(True)
+
+    def _leave(self) -> None:
+        _OBSERVING.reset(self._observing)
+        _detach(self._span_token)
+
+    def failed(self, exc: BaseException) -> None:
+        self._leave()
+        try:
+            self.observer.on_exception(exc, _clock())
+        except Exception as own:
+            _internal_error("on_exception", own)
+
+    def responded(self, response: Any, shell: type) -> None:
+        self._leave()
+        _wrap_response(response, self.observer, shell)
+
+
+def _begin(tap: Any, request: Any) -> _Sending | None:
     if _OBSERVING.get():
-        return send()
+        return None
     try:
         observer = tap.begin(request)
+        return None if observer is None else _Sending(tap, observer)
     except Exception as exc:
         _internal_error("begin", exc)
-        observer = None
-    if observer is None:
+        return None
+
+
+def observe_sync(tap: Any, request: Any, send: Callable[[], Any], shell: type) -> Any:
+    """Send ``request`` through ``send()`` as one observed attempt; the app's exceptions pass untouched."""
+    sending = _begin(tap, request)
+    if sending is None:
         return send()
-    token = _attach(tap, observer)
-    observing = _OBSERVING.set(True)
     try:
         response = send()
     except BaseException as exc:
-        _OBSERVING.reset(observing)
-        _detach(token)
-        try:
-            observer.on_exception(exc, _clock())
-        except Exception as own:
-            _internal_error("on_exception", own)
+        sending.failed(exc)
         raise
-    _OBSERVING.reset(observing)
-    _detach(token)
-    _wrap_response(response, observer, shell)
+    sending.responded(response, shell)
     return response
 
 
 async def observe_async(tap: Any, request: Any, send: Callable[[], Awaitable[Any]], shell: type) -> Any:
-    """Async twin of :func:`observe_sync`; the logic lives in the observer and the helpers above."""
-    if _OBSERVING.get():
+    """Async twin of :func:`observe_sync`."""
+    sending = _begin(tap, request)
+    if sending is None:
         return await send()
-    try:
-        observer = tap.begin(request)
-    except Exception as exc:
-        _internal_error("begin", exc)
-        observer = None
-    if observer is None:
-        return await send()
-    token = _attach(tap, observer)
-    observing = _OBSERVING.set(True)
     try:
         response = await send()
     except BaseException as exc:
-        _OBSERVING.reset(observing)
-        _detach(token)
-        try:
-            observer.on_exception(exc, _clock())
-        except Exception as own:
-            _internal_error("on_exception", own)
+        sending.failed(exc)
         raise
-    _OBSERVING.reset(observing)
-    _detach(token)
-    _wrap_response(response, observer, shell)
+    sending.responded(response, shell)
     return response
 
 

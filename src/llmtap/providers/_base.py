@@ -10,7 +10,12 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 
-__all__ = ["Facts", "Provider", "RequestInfo"]
+__all__ = ["Facts", "Provider", "RequestInfo", "as_int"]
+
+
+def as_int(value: object) -> int | None:
+    """``value`` if it is a JSON integer (not a bool), else ``None``: token counts are never guessed."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class Facts:

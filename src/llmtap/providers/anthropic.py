@@ -16,7 +16,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from llmtap.providers._base import Facts, Provider
+from llmtap.providers._base import Facts, Provider, as_int
 
 __all__ = ["PROVIDER", "AnthropicMessages"]
 
@@ -34,28 +34,24 @@ _RATELIMIT_PREFIX = b"anthropic-ratelimit-"
 _RATELIMIT_FIELDS = {b"limit": 0, b"remaining": 1, b"reset": 2}
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _apply_usage(facts: Facts, usage: Any) -> None:
     if not isinstance(usage, dict):
         return
-    value = _int(usage.get("input_tokens"))
+    value = as_int(usage.get("input_tokens"))
     if value is not None:
         facts.input_tokens = value
-    value = _int(usage.get("output_tokens"))
+    value = as_int(usage.get("output_tokens"))
     if value is not None:
         facts.output_tokens = value
-    value = _int(usage.get("cache_read_input_tokens"))
+    value = as_int(usage.get("cache_read_input_tokens"))
     if value is not None:
         facts.cache_read_tokens = value
-    value = _int(usage.get("cache_creation_input_tokens"))
+    value = as_int(usage.get("cache_creation_input_tokens"))
     if value is not None:
         facts.cache_write_tokens = value
     details = usage.get("output_tokens_details")
     if isinstance(details, dict):
-        value = _int(details.get("thinking_tokens"))
+        value = as_int(details.get("thinking_tokens"))
         if value is not None:
             facts.reasoning_tokens = value
 

@@ -13,13 +13,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmtap.providers._base import Facts, Provider
+from llmtap.providers._base import Facts, Provider, as_int
 
 __all__ = ["PROVIDER", "Gemini"]
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _has_content(candidate: dict[str, Any]) -> bool:
@@ -66,16 +62,16 @@ def _apply(facts: Facts, payload: dict[str, Any]) -> None:
         facts.final = True
     usage = payload.get("usageMetadata")
     if isinstance(usage, dict):
-        prompt = _int(usage.get("promptTokenCount"))
+        prompt = as_int(usage.get("promptTokenCount"))
         if prompt is not None:
             facts.input_tokens = prompt
-        candidates_tokens = _int(usage.get("candidatesTokenCount"))
-        thoughts = _int(usage.get("thoughtsTokenCount"))
+        candidates_tokens = as_int(usage.get("candidatesTokenCount"))
+        thoughts = as_int(usage.get("thoughtsTokenCount"))
         if candidates_tokens is not None or thoughts is not None:
             facts.output_tokens = (candidates_tokens or 0) + (thoughts or 0)
         if thoughts is not None:
             facts.reasoning_tokens = thoughts
-        cached = _int(usage.get("cachedContentTokenCount"))
+        cached = as_int(usage.get("cachedContentTokenCount"))
         if cached is not None:
             facts.cache_read_tokens = cached
 

@@ -17,26 +17,22 @@ import json
 from typing import Any
 
 from llmtap.providers import _openai_common
-from llmtap.providers._base import Facts, Provider
+from llmtap.providers._base import Facts, Provider, as_int
 
 __all__ = ["PROVIDER", "OpenAIChat"]
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _apply_usage(facts: Facts, usage: Any) -> None:
     if not isinstance(usage, dict):
         return
-    facts.input_tokens = _int(usage.get("prompt_tokens"))
-    facts.output_tokens = _int(usage.get("completion_tokens"))
+    facts.input_tokens = as_int(usage.get("prompt_tokens"))
+    facts.output_tokens = as_int(usage.get("completion_tokens"))
     details = usage.get("prompt_tokens_details")
     if isinstance(details, dict):
-        facts.cache_read_tokens = _int(details.get("cached_tokens"))
+        facts.cache_read_tokens = as_int(details.get("cached_tokens"))
     details = usage.get("completion_tokens_details")
     if isinstance(details, dict):
-        facts.reasoning_tokens = _int(details.get("reasoning_tokens"))
+        facts.reasoning_tokens = as_int(details.get("reasoning_tokens"))
 
 
 def _has_content(delta: Any) -> bool:

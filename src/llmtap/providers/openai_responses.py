@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from llmtap.providers import _openai_common
-from llmtap.providers._base import Facts, Provider
+from llmtap.providers._base import Facts, Provider, as_int
 
 __all__ = ["PROVIDER", "OpenAIResponses"]
 
@@ -31,10 +31,6 @@ _CONTENT_EVENTS = frozenset(
     }
 )
 _TERMINAL = {"response.completed": "completed", "response.incomplete": "incomplete", "response.failed": "failed"}
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _apply_response(facts: Facts, response: Any) -> None:
@@ -57,14 +53,14 @@ def _apply_response(facts: Facts, response: Any) -> None:
         _openai_common.apply_error(facts, response.get("error"))
     usage = response.get("usage")
     if isinstance(usage, dict):
-        facts.input_tokens = _int(usage.get("input_tokens"))
-        facts.output_tokens = _int(usage.get("output_tokens"))
+        facts.input_tokens = as_int(usage.get("input_tokens"))
+        facts.output_tokens = as_int(usage.get("output_tokens"))
         details = usage.get("input_tokens_details")
         if isinstance(details, dict):
-            facts.cache_read_tokens = _int(details.get("cached_tokens"))
+            facts.cache_read_tokens = as_int(details.get("cached_tokens"))
         details = usage.get("output_tokens_details")
         if isinstance(details, dict):
-            facts.reasoning_tokens = _int(details.get("reasoning_tokens"))
+            facts.reasoning_tokens = as_int(details.get("reasoning_tokens"))
 
 
 def _completed_reason(response: dict[str, Any]) -> str:
