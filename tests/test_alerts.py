@@ -6,19 +6,15 @@ in which case they fail.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-DASHBOARDS = ROOT / "dashboards"
-ALERTS = DASHBOARDS / "alerts.yaml"
+from ._prom import ALERTS, DASHBOARDS, ROOT, require, rules
+
 UNIT_TESTS = sorted((DASHBOARDS / "tests").glob("*.yaml"))
 
 EXPECTED_ALERTS = {
@@ -35,18 +31,7 @@ EXPECTED_ALERTS = {
 
 
 def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        msg = "promtool not found (apt-get install prometheus)"
-        if os.environ.get("LLMTAP_REQUIRE_PROMETHEUS") == "1":
-            pytest.fail(msg + " and LLMTAP_REQUIRE_PROMETHEUS=1")
-        pytest.skip(msg)
-    return path
-
-
-def rules() -> list[dict[str, Any]]:
-    groups = yaml.safe_load(ALERTS.read_text())["groups"]
-    return [r for g in groups for r in g["rules"]]
+    return require("promtool")
 
 
 def alerts() -> dict[str, dict[str, Any]]:

@@ -6,24 +6,18 @@ Checks that need ``promtool`` (every expression parses) skip when it is missing,
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-DASHBOARDS = ROOT / "dashboards"
-ALERTS = DASHBOARDS / "alerts.yaml"
+from ._prom import DASHBOARDS, load_build, require, rule_groups
 
 # The Prometheus metric-name contract (docs: the metrics llmtap exports), name -> kind.
 # TODO(lead): derive from llmtap.exporters.prometheus.METRIC_NAMES once it exists.
@@ -62,21 +56,11 @@ def series_names() -> dict[str, str]:
     return out
 
 
-def load_build() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("llmtap_dashboards_build", DASHBOARDS / "build.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 build = load_build()
 
 
-def rule_groups() -> list[dict[str, Any]]:
-    groups: list[dict[str, Any]] = yaml.safe_load(ALERTS.read_text())["groups"]
-    return groups
+def promtool() -> str:
+    return require("promtool")
 
 
 def recording_rules() -> dict[str, str]:
@@ -387,16 +371,6 @@ def test_grafana_variables_are_all_known() -> None:
 # ---------------------------------------------------------------------------------------------
 # Every expression parses (promtool)
 # ---------------------------------------------------------------------------------------------
-
-
-def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        msg = "promtool not found (apt-get install prometheus)"
-        if os.environ.get("LLMTAP_REQUIRE_PROMETHEUS") == "1":
-            pytest.fail(msg + " and LLMTAP_REQUIRE_PROMETHEUS=1")
-        pytest.skip(msg)
-    return path
 
 
 def check_rules(tool: str, exprs: list[str], path: Path) -> subprocess.CompletedProcess[str]:

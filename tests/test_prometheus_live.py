@@ -25,11 +25,9 @@ Skips when ``prometheus`` is not installed, unless ``LLMTAP_REQUIRE_PROMETHEUS=1
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -41,17 +39,15 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
 
+from ._prom import ALERTS, ROOT, load_build, require, rules
+
 pytestmark = pytest.mark.prometheus
 
-ROOT = Path(__file__).resolve().parent.parent
-DASHBOARDS = ROOT / "dashboards"
-ALERTS = DASHBOARDS / "alerts.yaml"
 
 DEMO_SECONDS = 180  # long enough to outlive the checks; the fixture stops it afterwards
 MIN_SCRAPE_SECONDS = 25  # scrape this long before judging
@@ -81,31 +77,7 @@ STREAM_OUTCOMES = {
 }
 
 
-def require(binary: str) -> str:
-    path = shutil.which(binary)
-    if path is None:
-        msg = f"{binary} not found (apt-get install prometheus)"
-        if os.environ.get("LLMTAP_REQUIRE_PROMETHEUS") == "1":
-            pytest.fail(msg + " and LLMTAP_REQUIRE_PROMETHEUS=1")
-        pytest.skip(msg)
-    return path
-
-
-def load_build() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("llmtap_dashboards_build_live", DASHBOARDS / "build.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 build = load_build()
-
-
-def rules() -> list[dict[str, Any]]:
-    groups = yaml.safe_load(ALERTS.read_text())["groups"]
-    return [r for g in groups for r in g["rules"]]
 
 
 _THRESHOLD = re.compile(r"(>=|<=|>|<)\s*-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])")
