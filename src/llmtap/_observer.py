@@ -15,8 +15,8 @@ Memory per stream is bounded by ``max_event_bytes`` (one partial SSE event) or
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
-import re
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
@@ -56,11 +56,19 @@ def classify_exception(exc: BaseException) -> tuple[Outcome, str]:
     return Outcome.CONNECTION_ERROR, type(exc).__name__
 
 
-def _marker_search(markers: Sequence[bytes]) -> Callable[[bytes], object]:
-    if len(markers) == 1:
-        marker = markers[0]
-        return lambda data: marker in data
-    return re.compile(b"|".join(re.escape(m) for m in markers)).search
+_PROVIDER_HEADER, _CONTENT_TYPE, _CONTENT_ENCODING, _RETRY_AFTER_MS, _RETRY_AFTER = range(5)
+_GENERIC_HEADERS = {
+    b"content-type": _CONTENT_TYPE,
+    b"content-encoding": _CONTENT_ENCODING,
+    b"retry-after-ms": _RETRY_AFTER_MS,
+    b"retry-after": _RETRY_AFTER,
+}
+
+
+@functools.cache
+def _header_codes(provider: Provider) -> dict[bytes, int]:
+    """Lower-case header name -> what to do with it, one dict lookup per response header."""
+    return {**dict.fromkeys(provider.header_names, _PROVIDER_HEADER), **_GENERIC_HEADERS}
 
 
 class AttemptObserver:
@@ -70,21 +78,26 @@ class AttemptObserver:
         "_body_parts",
         "_body_size",
         "_config",
+        "_crlf",
         "_decoder",
         "_discarding",
         "_done",
+        "_fast",
         "_feed",
+        "_gap_bounds",
         "_gap_counts",
         "_gap_sum",
-        "_has_marker",
+        "_markers",
+        "_max_event",
         "_now",
         "_on_finish",
         "_pending",
         "_scan_all",
+        "_stall",
         "body_bytes",
         "call",
         "chunks",
-        "events",
+        "events_parsed",
         "facts",
         "finalizer",
         "first_chunk_at",
@@ -156,7 +169,7 @@ class AttemptObserver:
         self.max_gap = 0.0
         self.stalls = 0
         self.chunks = 0
-        self.events = 0
+        self.events_parsed = 0
         self.body_bytes = 0
         self.parse_errors = 0
         self.retry_after: float | None = None
@@ -168,7 +181,12 @@ class AttemptObserver:
         self._pending = b""
         self._discarding = False
         self._scan_all = True
-        self._has_marker = _marker_search(provider.markers) if provider.markers else None
+        self._fast = False
+        self._crlf = False
+        self._markers = provider.markers
+        self._gap_bounds = config.gap_bounds
+        self._stall = config.stall_threshold
+        self._max_event = config.max_event_bytes
         self._body_parts: list[bytes] = []
         self._body_size = 0
         self._done = False
@@ -180,22 +198,16 @@ class AttemptObserver:
         self.headers_at = now
         self.status = status
         provider = self.provider
-        wanted = provider.header_names
         content_type = b""
         encoding = b""
         now_unix = time.time()
+        codes = _header_codes(provider)
         for raw_name, value in raw_headers:
             name = raw_name.lower()
-            if name == b"content-type":
-                content_type = value.lower()
-            elif name == b"content-encoding":
-                encoding = value
-            elif name == b"retry-after-ms":
-                self._set_retry_after(value, 1000.0)
-            elif name == b"retry-after":
-                if self.retry_after is None:
-                    self._set_retry_after(value, 1.0)
-            elif name in wanted:
+            code = codes.get(name)
+            if code is None:
+                continue
+            if code == _PROVIDER_HEADER:
                 try:
                     provider.on_header(self.facts, name, value, now_unix)
                 except Exception:
@@ -206,6 +218,14 @@ class AttemptObserver:
                         raw_name.decode("latin-1"),
                         provider.name,
                     )
+            elif code == _CONTENT_TYPE:
+                content_type = value.lower()
+            elif code == _CONTENT_ENCODING:
+                encoding = value
+            elif code == _RETRY_AFTER_MS:
+                self._set_retry_after(value, 1000.0)
+            elif self.retry_after is None:  # retry-after: retry-after-ms is more precise when both come
+                self._set_retry_after(value, 1.0)
         if encoding:
             try:
                 self._decoder = make_decoder(encoding)
@@ -237,20 +257,44 @@ class AttemptObserver:
     # -- body: the hot path -------------------------------------------------------------------
 
     def on_chunk(self, chunk: bytes, now: float) -> None:
-        """One raw body chunk as read from the transport, before content decoding."""
+        """One raw body chunk as read from the transport, before content decoding.
+
+        After the first content token of an uncompressed LF-framed SSE stream, the whole work per
+        chunk is timing arithmetic, one ``rfind`` for the event boundary and one ``find`` per
+        provider marker; events are parsed only when a marker is present.
+        """
         if self.first_chunk_at is None:
             self.first_chunk_at = now
         else:
             gap = now - self.last_chunk_at
             self._gap_sum += gap
-            self._gap_counts[bisect_left(self._config.gap_bounds, gap)] += 1
+            self._gap_counts[bisect_left(self._gap_bounds, gap)] += 1
             if gap > self.max_gap:
                 self.max_gap = gap
-            if gap > self._config.stall_threshold:
+            if gap > self._stall:
                 self.stalls += 1
         self.last_chunk_at = now
         self.chunks += 1
         self.body_bytes += len(chunk)
+        if self._fast:
+            data = self._pending + chunk if self._pending else chunk
+            end = data.rfind(b"\n\n")
+            if end >= 0:
+                self._pending = data[end + 2 :]
+                for marker in self._markers:
+                    if data.find(marker) != -1:
+                        self._now = now
+                        self._parse_events(data[:end])
+                        break
+                return
+            if len(data) <= self._max_event and data.find(b"\r") == -1:
+                self._pending = data
+                return
+            # an oversized event or CR framing: the general path takes over
+            self._fast = False
+            self._crlf = self._crlf or data.find(b"\r") != -1
+            self._pending = b""
+            chunk = data
         self._now = now
         try:
             if self._decoder is not None:
@@ -278,7 +322,8 @@ class AttemptObserver:
     def _feed_sse(self, data: bytes) -> None:
         if self._pending:
             data = self._pending + data
-        if b"\r" in data:
+        if data.find(b"\r") != -1:
+            self._crlf = True
             carry = data.endswith(b"\r")  # a CRLF may be split across reads
             data = data.replace(b"\r\n", b"\n")
             if carry:
@@ -290,13 +335,13 @@ class AttemptObserver:
         if end < 0:
             if self._discarding:
                 self._pending = data[-1:]  # the first half of a split boundary, at most
-            elif len(data) > self._config.max_event_bytes:
+            elif len(data) > self._max_event:
                 self._overflow()
             else:
                 self._pending = data
             return
         self._pending = data[end + 2 :]
-        if len(self._pending) > self._config.max_event_bytes:
+        if len(self._pending) > self._max_event:
             self._overflow()
         start = 0
         if self._discarding:
@@ -305,10 +350,10 @@ class AttemptObserver:
             self._discarding = False
             if start > end:
                 return
-        if self._scan_all or (self._has_marker is not None and self._has_marker(data)):
+        if self._scan_all or any(data.find(marker) != -1 for marker in self._markers):
             self._parse_events(data[start:end])
-        else:
-            self.events += data.count(b"\n\n", start, end) + 1
+        if not (self._scan_all or self._discarding or self._crlf) and self._decoder is None:
+            self._fast = True
 
     def _overflow(self) -> None:
         self._pending = b""
@@ -339,7 +384,7 @@ class AttemptObserver:
                     event = line[6:].strip()
             if event is None and not data_lines:
                 continue  # comments only
-            self.events += 1
+            self.events_parsed += 1
             data = data_lines[0] if len(data_lines) == 1 else b"\n".join(data_lines)
             try:
                 provider.on_event(facts, event, data)
@@ -515,7 +560,7 @@ class AttemptObserver:
             last_chunk_at=self.last_chunk_at if self.chunks else None,
             ended_at=now,
             chunks=self.chunks,
-            events=self.events,
+            events_parsed=self.events_parsed,
             max_gap=self.max_gap,
             stalls=self.stalls,
             body_bytes=self.body_bytes,

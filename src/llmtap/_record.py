@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 __all__ = ["AttemptRecord", "CallRecord", "Outcome", "RateLimit", "Usage"]
 
@@ -39,8 +39,7 @@ SERVICE_SIDE: frozenset[Outcome] = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(NamedTuple):
     """Token usage as reported by the provider. ``None`` means the provider did not report it.
 
     ``input_tokens`` is the total prompt size *including* cached tokens, whatever the provider's own
@@ -54,8 +53,7 @@ class Usage:
     reasoning_tokens: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class RateLimit:
+class RateLimit(NamedTuple):
     """One rate-limit resource (``requests``, ``tokens``, ``input_tokens``, ``output_tokens``)."""
 
     resource: str
@@ -64,11 +62,11 @@ class RateLimit:
     reset_seconds: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptRecord:
+class AttemptRecord(NamedTuple):
     """Everything llmtap learned about one HTTP attempt. Times are ``time.perf_counter()`` readings.
 
-    ``None`` marks what did not happen (no headers, no first token) or was not reported.
+    ``None`` marks what did not happen (no headers, no first token) or was not reported. Records are
+    immutable named tuples: cheap to build on the request path, safe to hand to any sink.
     """
 
     provider: str
@@ -94,7 +92,7 @@ class AttemptRecord:
     last_chunk_at: float | None
     ended_at: float
     chunks: int
-    events: int
+    events_parsed: int
     max_gap: float
     stalls: int
     body_bytes: int
@@ -107,7 +105,7 @@ class AttemptRecord:
     retry_after: float | None
     parse_errors: int
     server_time: float | None = None
-    gap_bucket_counts: tuple[int, ...] = field(default=(), repr=False)
+    gap_bucket_counts: tuple[int, ...] = ()
     gap_sum: float = 0.0
     start_unix_ns: int = 0
 
@@ -139,8 +137,7 @@ class AttemptRecord:
         return self.outcome in SERVICE_SIDE
 
 
-@dataclass(frozen=True, slots=True)
-class CallRecord:
+class CallRecord(NamedTuple):
     """One logical SDK call: its attempts (retries included), timed from the first attempt's start."""
 
     call_id: str

@@ -62,10 +62,13 @@ class _Children:
     """Bound children for one (provider, operation, model) label set."""
 
     __slots__ = (
+        "call_durations",
         "call_ttft",
         "gap",
         "in_flight",
         "parse_errors",
+        "rate_limits",
+        "retry_after",
         "stalls",
         "streams",
         "tokens",
@@ -87,6 +90,10 @@ class _Children:
         self.streams = {o.value: exporter.streams.labels(*key, o.value) for o in ALL_OUTCOMES}
         self.call_ttft = exporter.call_ttft.labels(*key)
         self.parse_errors = exporter.parse_errors.labels(*key)
+        self.retry_after = exporter.retry_after.labels(*key)
+        self.call_durations: dict[str, Histogram] = {}
+        # resource -> (limit, remaining, reset) gauges
+        self.rate_limits: dict[str, tuple[Gauge, Gauge, Gauge]] = {}
 
 
 class PrometheusExporter:
@@ -301,7 +308,7 @@ class PrometheusExporter:
             duration = self._durations[dkey] = self.duration.labels(*dkey)
         duration.observe(record.duration)
         if record.retry_after is not None:
-            self.retry_after.labels(*key).observe(record.retry_after)
+            children.retry_after.observe(record.retry_after)
         if record.parse_errors:
             children.parse_errors.inc(record.parse_errors)
         if record.streamed or record.request_stream:
@@ -335,20 +342,31 @@ class PrometheusExporter:
                 stop = self._stops[skey] = self.stop_reasons.labels(*skey)
             stop.inc()
         for rl in record.rate_limits:
-            labels = (*key, rl.resource)
+            gauges = children.rate_limits.get(rl.resource)
+            if gauges is None:
+                labels = (*key, rl.resource)
+                gauges = children.rate_limits[rl.resource] = (
+                    self.rl_limit.labels(*labels),
+                    self.rl_remaining.labels(*labels),
+                    self.rl_reset.labels(*labels),
+                )
             if rl.limit is not None:
-                self.rl_limit.labels(*labels).set(rl.limit)
+                gauges[0].set(rl.limit)
             if rl.remaining is not None:
-                self.rl_remaining.labels(*labels).set(rl.remaining)
+                gauges[1].set(rl.remaining)
             if rl.reset_seconds is not None:
-                self.rl_reset.labels(*labels).set(rl.reset_seconds)
+                gauges[2].set(rl.reset_seconds)
 
     def call_end(self, record: CallRecord) -> None:
-        key = (record.provider, record.operation, record.request_model)
-        self.call_duration.labels(*key, record.outcome.value).observe(record.duration)
-        ttft = record.time_to_first_token
-        if ttft is not None:
-            self._base(key).call_ttft.observe(ttft)
+        children = self._base((record.provider, record.operation, record.request_model))
+        outcome = record.outcome.value
+        duration = children.call_durations.get(outcome)
+        if duration is None:
+            key = (record.provider, record.operation, record.request_model, outcome)
+            duration = children.call_durations[outcome] = self.call_duration.labels(*key)
+        duration.observe(record.ended_at - record.started_at)
+        if record.first_token_at is not None:
+            children.call_ttft.observe(record.first_token_at - record.started_at)
 
     def unregister(self) -> None:
         """Remove every llmtap metric from the registry."""

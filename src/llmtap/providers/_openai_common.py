@@ -38,15 +38,26 @@ def parse_duration(text: str) -> float:
     return sum(float(n) * _UNIT[u] for n, u in parts)
 
 
+_durations: dict[bytes, float] = {}
+
+
+def _duration(value: bytes) -> float:
+    seconds = _durations.get(value)
+    if seconds is None:
+        if len(_durations) > 256:
+            _durations.clear()
+        seconds = _durations[value] = parse_duration(value.decode("ascii"))
+    return seconds
+
+
 def on_header(facts: Facts, name: bytes, value: bytes) -> None:
-    text = value.decode("ascii", "replace")
     if name == b"x-request-id":
-        facts.request_id = text
+        facts.request_id = value.decode("ascii", "replace")
     elif name == b"openai-processing-ms":
-        facts.server_time = float(text) / 1000.0
+        facts.server_time = float(value) / 1000.0
     else:
         resource, index = _RATELIMIT[name]
-        facts.set_rate_limit(resource, index, parse_duration(text) if index == 2 else float(text))
+        facts.set_rate_limit(resource, index, _duration(value) if index == 2 else float(value))
 
 
 def apply_error(facts: Facts, error: Any) -> None:

@@ -30,8 +30,24 @@ _CONTENT_DELTA_FIELDS = {
 # type (tool_use, server_tool_use, redacted_thinking, *_tool_result) is generated output at start.
 _EMPTY_BLOCK_STARTS = frozenset({"text", "thinking"})
 
-_RATELIMIT_PREFIX = b"anthropic-ratelimit-"
-_RATELIMIT_FIELDS = {b"limit": 0, b"remaining": 1, b"reset": 2}
+# header name -> (resource, 0 limit | 1 remaining | 2 reset)
+_RATELIMIT: dict[bytes, tuple[str, int]] = {
+    f"anthropic-ratelimit-{resource.replace('_', '-')}-{field}".encode(): (resource, index)
+    for resource in ("requests", "tokens", "input_tokens", "output_tokens")
+    for index, field in enumerate(("limit", "remaining", "reset"))
+}
+_resets: dict[bytes, float] = {}
+
+
+def _reset_time(value: bytes) -> float:
+    """Unix time of an RFC 3339 reset header; memoised (the same value recurs for a second or more)."""
+    when = _resets.get(value)
+    if when is None:
+        if len(_resets) > 256:
+            _resets.clear()
+        text = value.decode("ascii").strip()
+        when = _resets[value] = datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    return when
 
 
 def _apply_usage(facts: Facts, usage: Any) -> None:
@@ -86,14 +102,7 @@ class AnthropicMessages(Provider):
     markers = (b"message_", b'"error"')
     input_includes_cache = False
     path_suffixes = ("/messages",)
-    header_names = frozenset(
-        {b"request-id"}
-        | {
-            _RATELIMIT_PREFIX + resource + b"-" + field
-            for resource in (b"requests", b"tokens", b"input-tokens", b"output-tokens")
-            for field in _RATELIMIT_FIELDS
-        }
-    )
+    header_names = frozenset({b"request-id", *_RATELIMIT})
 
     def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> None:
         if event == b"ping" or not data:
@@ -142,16 +151,10 @@ class AnthropicMessages(Provider):
         if name == b"request-id":
             facts.request_id = value.decode("ascii", "replace")
             return
-        # anthropic-ratelimit-<resource>-<field>
-        rest = name[len(_RATELIMIT_PREFIX) :]
-        resource, _, field = rest.rpartition(b"-")
-        index = _RATELIMIT_FIELDS[field]
-        text = value.decode("ascii", "replace").strip()
+        resource, index = _RATELIMIT[name]
         if index == 2:
-            reset = datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() - now_unix
-            facts.set_rate_limit(resource.decode().replace("-", "_"), 2, max(reset, 0.0))
+            facts.set_rate_limit(resource, 2, max(_reset_time(value) - now_unix, 0.0))
         else:
-            facts.set_rate_limit(resource.decode().replace("-", "_"), index, float(text))
-
+            facts.set_rate_limit(resource, index, float(value))
 
 PROVIDER = AnthropicMessages()
