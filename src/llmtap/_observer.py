@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from llmtap._body import BodyDecodeError, Decoder, make_decoder
+from llmtap._headers import duration, reset_at
 from llmtap._log import log_once
 from llmtap._record import AttemptRecord, Outcome, RateLimit, Usage
-from llmtap.providers._base import Facts, Provider, RequestInfo
+from llmtap.providers._base import Facts, Header, Provider, RequestInfo
 
 if TYPE_CHECKING:
     import weakref
@@ -56,19 +57,28 @@ def classify_exception(exc: BaseException) -> tuple[Outcome, str]:
     return Outcome.CONNECTION_ERROR, type(exc).__name__
 
 
-_PROVIDER_HEADER, _CONTENT_TYPE, _CONTENT_ENCODING, _RETRY_AFTER_MS, _RETRY_AFTER = range(5)
-_GENERIC_HEADERS = {
-    b"content-type": _CONTENT_TYPE,
-    b"content-encoding": _CONTENT_ENCODING,
-    b"retry-after-ms": _RETRY_AFTER_MS,
-    b"retry-after": _RETRY_AFTER,
+# Header kinds as plain ints: enum member lookups cost more than the whole comparison on this path
+_RESET_AT, _RESET_IN, _REQUEST_ID, _SERVER_TIME_MS = (
+    int(Header.RESET_AT),
+    int(Header.RESET_IN),
+    int(Header.REQUEST_ID),
+    int(Header.SERVER_TIME_MS),
+)
+# generic headers, after the provider's Header kinds in the same table
+_CONTENT_TYPE, _CONTENT_ENCODING, _RETRY_AFTER_MS, _RETRY_AFTER = range(100, 104)
+_GENERIC_HEADERS: dict[bytes, tuple[int, str]] = {
+    b"content-type": (_CONTENT_TYPE, ""),
+    b"content-encoding": (_CONTENT_ENCODING, ""),
+    b"retry-after-ms": (_RETRY_AFTER_MS, ""),
+    b"retry-after": (_RETRY_AFTER, ""),
 }
 
 
 @functools.cache
-def _header_codes(provider: Provider) -> dict[bytes, int]:
-    """Lower-case header name -> what to do with it, one dict lookup per response header."""
-    return {**dict.fromkeys(provider.header_names, _PROVIDER_HEADER), **_GENERIC_HEADERS}
+def _header_table(provider: Provider) -> dict[bytes, tuple[int, str]]:
+    """Lower-case header name -> (what it is, resource): one dict lookup per response header."""
+    declared = {name: (int(kind), resource) for name, (kind, resource) in provider.headers.items()}
+    return {**declared, **_GENERIC_HEADERS}
 
 
 class AttemptObserver:
@@ -201,31 +211,45 @@ class AttemptObserver:
         content_type = b""
         encoding = b""
         now_unix = time.time()
-        codes = _header_codes(provider)
+        table = _header_table(provider)
+        facts = self.facts
+        limits = facts.rate_limits
         for raw_name, value in raw_headers:
-            name = raw_name.lower()
-            code = codes.get(name)
-            if code is None:
+            spec = table.get(raw_name.lower())
+            if spec is None:
                 continue
-            if code == _PROVIDER_HEADER:
-                try:
-                    provider.on_header(self.facts, name, value, now_unix)
-                except Exception:
-                    self.parse_errors += 1
-                    log_once(
-                        "header",
-                        "llmtap: could not parse response header %r from %s; ignored",
-                        raw_name.decode("latin-1"),
-                        provider.name,
-                    )
-            elif code == _CONTENT_TYPE:
-                content_type = value.lower()
-            elif code == _CONTENT_ENCODING:
-                encoding = value
-            elif code == _RETRY_AFTER_MS:
-                self._set_retry_after(value, 1000.0)
-            elif self.retry_after is None:  # retry-after: retry-after-ms is more precise when both come
-                self._set_retry_after(value, 1.0)
+            kind, resource = spec
+            try:
+                if kind <= _RESET_IN:
+                    slot = limits.get(resource)
+                    if slot is None:
+                        slot = limits[resource] = [None, None, None]
+                    if kind == _RESET_AT:
+                        slot[2] = max(reset_at(value) - now_unix, 0.0)
+                    elif kind == _RESET_IN:
+                        slot[2] = duration(value)
+                    else:
+                        slot[kind] = float(value)
+                elif kind == _CONTENT_TYPE:
+                    content_type = value.lower()
+                elif kind == _CONTENT_ENCODING:
+                    encoding = value
+                elif kind == _REQUEST_ID:
+                    facts.request_id = value.decode("ascii", "replace")
+                elif kind == _SERVER_TIME_MS:
+                    facts.server_time = float(value) / 1000.0
+                elif kind == _RETRY_AFTER_MS:
+                    self._set_retry_after(value, 1000.0)
+                elif self.retry_after is None:  # retry-after: retry-after-ms is more precise when both come
+                    self._set_retry_after(value, 1.0)
+            except (ValueError, UnicodeDecodeError):
+                self.parse_errors += 1
+                log_once(
+                    "header",
+                    "llmtap: could not parse response header %r from %s; ignored",
+                    raw_name.decode("latin-1"),
+                    provider.name,
+                )
         if encoding:
             try:
                 self._decoder = make_decoder(encoding)

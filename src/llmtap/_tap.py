@@ -3,6 +3,7 @@ point :meth:`Tap.begin` used by both the patched clients and the explicit transp
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -89,7 +90,9 @@ class Tap:
             max_event_bytes=settings.max_event_bytes,
             max_json_bytes=settings.max_json_bytes,
         )
-        self._excluded: ExcludeList | None = get_excluded_urls("HTTPX")
+        # the OTel httpx instrumentation's exclusion settings, honoured when set (only then: str(url) costs)
+        excluded_env = os.environ.get("OTEL_PYTHON_HTTPX_EXCLUDED_URLS") or os.environ.get("OTEL_PYTHON_EXCLUDED_URLS")
+        self._excluded: ExcludeList | None = get_excluded_urls("HTTPX") if excluded_env else None
         self._models: set[str] = set()
         self._models_lock = threading.Lock()
         self.prometheus: Any = None
@@ -119,7 +122,8 @@ class Tap:
         port = url.port
         if port is None:
             port = 443 if url.scheme == "https" else 80
-        endpoint = self._matcher.match(url.host, port, url.path)
+        path = url.path
+        endpoint = self._matcher.match(url.host, port, path)
         if endpoint is None or not is_instrumentation_enabled():
             return None
         if self._excluded is not None and self._excluded.url_disabled(str(url)):
@@ -133,25 +137,26 @@ class Tap:
                 body = b""
             info = request_info_from_body(body) if body else RequestInfo(None, None, None)
         if info.model is None:
-            path_model = endpoint.provider.model_from_path(url.path)
+            path_model = endpoint.provider.model_from_path(path)
             if path_model is not None:
-                stream = info.stream if info.stream is not None else url.path.endswith(":streamGenerateContent")
+                stream = info.stream if info.stream is not None else path.endswith(":streamGenerateContent")
                 info = RequestInfo(path_model, stream, info.max_tokens)
-        header = request.headers.get(_RETRY_HEADER)
-        resend = 0
-        if header is not None:
-            try:
-                resend = int(header)
-            except ValueError:
-                resend = 0
         started_at = time.perf_counter()
-        reason = None
         if call is not None:
+            # the SDK's own count of this call's attempts; its retry header says the same
             reason = call.attempt_started(started_at)
-            if header is None:
-                resend = call.attempts - 1
-        elif resend > 0:
-            reason = "unknown"
+            resend = call.attempts - 1
+        else:
+            reason = None
+            resend = 0
+            header = request.headers.get(_RETRY_HEADER)
+            if header is not None:
+                try:
+                    resend = int(header)
+                except ValueError:
+                    resend = 0
+                if resend > 0:
+                    reason = "unknown"
         observer = AttemptObserver(
             provider=endpoint.provider,
             provider_name=endpoint.provider_name,
@@ -161,7 +166,7 @@ class Tap:
             method=request.method,
             host=url.host,
             port=port,
-            path=url.path,
+            path=path,
             resend_count=resend,
             retry_reason=reason,
             call=call,

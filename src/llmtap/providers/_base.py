@@ -8,9 +8,27 @@ provider writes what it learns into the attempt's :class:`Facts`. Nothing here d
 from __future__ import annotations
 
 import abc
+import enum
 from dataclasses import dataclass
 
-__all__ = ["Facts", "Provider", "RequestInfo", "as_int"]
+__all__ = ["Facts", "Header", "Provider", "RequestInfo", "as_int"]
+
+
+class Header(enum.IntEnum):
+    """What a response header carries; the observer parses these, so providers only declare them."""
+
+    LIMIT = 0
+    """A rate limit (number)."""
+    REMAINING = 1
+    """What is left of it (number)."""
+    RESET_AT = 2
+    """When it resets: an RFC 3339 timestamp (Anthropic)."""
+    RESET_IN = 3
+    """When it resets: a duration like ``6m0s`` or ``20ms`` (OpenAI)."""
+    REQUEST_ID = 4
+    """The provider's request id."""
+    SERVER_TIME_MS = 5
+    """Server processing time in milliseconds (``openai-processing-ms``)."""
 
 
 def as_int(value: object) -> int | None:
@@ -65,12 +83,6 @@ class Facts:
     def set_stop_reason(self, reason: str, index: int = 0) -> None:
         self.stop_reasons[index] = reason
 
-    def set_rate_limit(self, resource: str, index: int, value: float) -> None:
-        slot = self.rate_limits.get(resource)
-        if slot is None:
-            slot = self.rate_limits[resource] = [None, None, None]
-        slot[index] = value
-
 
 @dataclass(frozen=True, slots=True)
 class RequestInfo:
@@ -95,8 +107,9 @@ class Provider(abc.ABC):
     input_includes_cache: bool = True
     """Whether the provider's reported input tokens already include cache reads and writes (OpenAI)
     or not (Anthropic). The record always carries the total."""
-    header_names: frozenset[bytes] = frozenset()
-    """Lower-case response header names :meth:`on_header` wants to see."""
+    headers: dict[bytes, tuple[Header, str]] = {}  # noqa: RUF012 (read-only class data)
+    """Lower-case response header name -> what it carries and, for rate limits, the resource
+    (``requests``, ``tokens``, ``input_tokens``, ``output_tokens``)."""
     path_suffixes: tuple[str, ...] = ()
     """URL path endings that identify this API (``/messages``, ``/chat/completions`` ...)."""
 
@@ -111,6 +124,3 @@ class Provider(abc.ABC):
     @abc.abstractmethod
     def on_body(self, facts: Facts, body: object, status: int) -> None:
         """A whole non-streaming JSON body (success or error), already decoded."""
-
-    def on_header(self, facts: Facts, name: bytes, value: bytes, now_unix: float) -> None:  # noqa: B027
-        """One response header whose lower-case name is in :attr:`header_names` (default: ignore)."""

@@ -13,10 +13,9 @@ Wire facts this parser relies on (checked against recorded real responses):
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 
-from llmtap.providers._base import Facts, Provider, as_int
+from llmtap.providers._base import Facts, Header, Provider, as_int
 
 __all__ = ["PROVIDER", "AnthropicMessages"]
 
@@ -30,24 +29,14 @@ _CONTENT_DELTA_FIELDS = {
 # type (tool_use, server_tool_use, redacted_thinking, *_tool_result) is generated output at start.
 _EMPTY_BLOCK_STARTS = frozenset({"text", "thinking"})
 
-# header name -> (resource, 0 limit | 1 remaining | 2 reset)
-_RATELIMIT: dict[bytes, tuple[str, int]] = {
-    f"anthropic-ratelimit-{resource.replace('_', '-')}-{field}".encode(): (resource, index)
-    for resource in ("requests", "tokens", "input_tokens", "output_tokens")
-    for index, field in enumerate(("limit", "remaining", "reset"))
+HEADERS: dict[bytes, tuple[Header, str]] = {
+    b"request-id": (Header.REQUEST_ID, ""),
+    **{
+        f"anthropic-ratelimit-{resource.replace('_', '-')}-{field}".encode(): (kind, resource)
+        for resource in ("requests", "tokens", "input_tokens", "output_tokens")
+        for field, kind in (("limit", Header.LIMIT), ("remaining", Header.REMAINING), ("reset", Header.RESET_AT))
+    },
 }
-_resets: dict[bytes, float] = {}
-
-
-def _reset_time(value: bytes) -> float:
-    """Unix time of an RFC 3339 reset header; memoised (the same value recurs for a second or more)."""
-    when = _resets.get(value)
-    if when is None:
-        if len(_resets) > 256:
-            _resets.clear()
-        text = value.decode("ascii").strip()
-        when = _resets[value] = datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    return when
 
 
 def _apply_usage(facts: Facts, usage: Any) -> None:
@@ -102,7 +91,7 @@ class AnthropicMessages(Provider):
     markers = (b"message_", b'"error"')
     input_includes_cache = False
     path_suffixes = ("/messages",)
-    header_names = frozenset({b"request-id", *_RATELIMIT})
+    headers = HEADERS
 
     def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> None:
         if event == b"ping" or not data:
@@ -147,14 +136,5 @@ class AnthropicMessages(Provider):
         elif kind == "error":
             _apply_error(facts, body)
 
-    def on_header(self, facts: Facts, name: bytes, value: bytes, now_unix: float) -> None:
-        if name == b"request-id":
-            facts.request_id = value.decode("ascii", "replace")
-            return
-        resource, index = _RATELIMIT[name]
-        if index == 2:
-            facts.set_rate_limit(resource, 2, max(_reset_time(value) - now_unix, 0.0))
-        else:
-            facts.set_rate_limit(resource, index, float(value))
 
 PROVIDER = AnthropicMessages()

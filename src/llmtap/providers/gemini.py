@@ -81,7 +81,6 @@ class Gemini(Provider):
     operation = "generate_content"
     markers = (b'"finishReason"', b'"error"', b'"blockReason"')
     input_includes_cache = True
-    header_names = frozenset()
     path_suffixes = (":generateContent", ":streamGenerateContent")
 
     def model_from_path(self, path: str) -> str | None:

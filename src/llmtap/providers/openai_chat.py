@@ -57,7 +57,7 @@ class OpenAIChat(Provider):
     # once the first token is seen: a finish reason, a usage object, an error, or the terminator
     markers = (b'"finish_reason":"', b'"finish_reason": "', b'"usage":{', b'"usage": {', b"[DONE]", b'"error"')
     input_includes_cache = True
-    header_names = _openai_common.HEADER_NAMES
+    headers = _openai_common.HEADERS
     path_suffixes = ("/chat/completions",)
 
     def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> None:
@@ -113,9 +113,6 @@ class OpenAIChat(Provider):
                     facts.set_stop_reason(choice["finish_reason"], index if isinstance(index, int) else position)
         _apply_usage(facts, body.get("usage"))
         facts.final = True
-
-    def on_header(self, facts: Facts, name: bytes, value: bytes, now_unix: float) -> None:
-        _openai_common.on_header(facts, name, value)
 
 
 PROVIDER = OpenAIChat()

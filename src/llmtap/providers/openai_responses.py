@@ -79,7 +79,7 @@ class OpenAIResponses(Provider):
     operation = "chat"
     markers = (b"response.completed", b"response.incomplete", b"response.failed", b'"error"')
     input_includes_cache = True
-    header_names = _openai_common.HEADER_NAMES
+    headers = _openai_common.HEADERS
     path_suffixes = ("/responses",)
 
     def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> None:
@@ -116,9 +116,6 @@ class OpenAIResponses(Provider):
             _apply_response(facts, body)
             if body.get("status") != "failed":
                 facts.final = True
-
-    def on_header(self, facts: Facts, name: bytes, value: bytes, now_unix: float) -> None:
-        _openai_common.on_header(facts, name, value)
 
 
 PROVIDER = OpenAIResponses()
