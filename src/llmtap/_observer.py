@@ -95,6 +95,7 @@ class AttemptObserver:
         "_fast",
         "_feed",
         "_gap_bounds",
+        "_gap_first",
         "_gap_counts",
         "_gap_sum",
         "_markers",
@@ -195,6 +196,7 @@ class AttemptObserver:
         self._crlf = False
         self._markers = provider.markers
         self._gap_bounds = config.gap_bounds
+        self._gap_first = config.gap_bounds[0] if config.gap_bounds else float("inf")
         self._stall = config.stall_threshold
         self._max_event = config.max_event_bytes
         self._body_parts: list[bytes] = []
@@ -292,7 +294,10 @@ class AttemptObserver:
         else:
             gap = now - self.last_chunk_at
             self._gap_sum += gap
-            self._gap_counts[bisect_left(self._gap_bounds, gap)] += 1
+            if gap <= self._gap_first:  # most gaps of a fast stream: no search needed
+                self._gap_counts[0] += 1
+            else:
+                self._gap_counts[bisect_left(self._gap_bounds, gap)] += 1
             if gap > self.max_gap:
                 self.max_gap = gap
             if gap > self._stall:
@@ -301,6 +306,13 @@ class AttemptObserver:
         self.chunks += 1
         self.body_bytes += len(chunk)
         if self._fast:
+            if self._decoder is not None:
+                try:
+                    chunk = self._decoder(chunk)
+                except BodyDecodeError as exc:
+                    self._fast = False
+                    self._undecodable(exc)
+                    return
             data = self._pending + chunk if self._pending else chunk
             end = data.rfind(b"\n\n")
             if end >= 0:
@@ -314,24 +326,29 @@ class AttemptObserver:
             if len(data) <= self._max_event and data.find(b"\r") == -1:
                 self._pending = data
                 return
-            # an oversized event or CR framing: the general path takes over
+            # an oversized event or CR framing: the general path takes over (already decoded)
             self._fast = False
             self._crlf = self._crlf or data.find(b"\r") != -1
             self._pending = b""
-            chunk = data
+            self._now = now
+            self._feed(data)
+            return
         self._now = now
         try:
             if self._decoder is not None:
                 chunk = self._decoder(chunk)
             self._feed(chunk)
         except BodyDecodeError as exc:
-            self.parse_errors += 1
-            self._decoder = None
-            self._feed = self._feed_ignore
-            log_once("decode", "llmtap: %s (%s); the rest of this body is not parsed", exc, self.provider.name)
+            self._undecodable(exc)
         except Exception as exc:
             self.parse_errors += 1
             log_once("feed", "llmtap: internal error parsing a %s body: %r", self.provider.name, exc)
+
+    def _undecodable(self, exc: BodyDecodeError) -> None:
+        self.parse_errors += 1
+        self._decoder = None
+        self._feed = self._feed_ignore
+        log_once("decode", "llmtap: %s (%s); the rest of this body is not parsed", exc, self.provider.name)
 
     def on_content(self, content: bytes, now: float) -> None:
         """The whole body, already read and content-decoded by the client (no transport stream)."""
@@ -376,7 +393,7 @@ class AttemptObserver:
                 return
         if self._scan_all or any(data.find(marker) != -1 for marker in self._markers):
             self._parse_events(data[start:end])
-        if not (self._scan_all or self._discarding or self._crlf) and self._decoder is None:
+        if not (self._scan_all or self._discarding or self._crlf):
             self._fast = True
 
     def _overflow(self) -> None:

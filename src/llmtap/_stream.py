@@ -51,10 +51,11 @@ class _SyncShell:
     def __iter__(self) -> Iterator[bytes]:
         observer = self._observer
         on_chunk = observer.on_chunk
+        clock = _clock
         try:
             for chunk in self._inner:
                 try:
-                    on_chunk(chunk, _clock())
+                    on_chunk(chunk, clock())
                 except Exception as exc:
                     _internal_error("on_chunk", exc)
                 yield chunk
@@ -85,10 +86,11 @@ class _AsyncShell:
     async def __aiter__(self) -> AsyncIterator[bytes]:
         observer = self._observer
         on_chunk = observer.on_chunk
+        clock = _clock
         try:
             async for chunk in self._inner:
                 try:
-                    on_chunk(chunk, _clock())
+                    on_chunk(chunk, clock())
                 except Exception as exc:
                     _internal_error("on_chunk", exc)
                 yield chunk
