@@ -158,11 +158,17 @@ class _ReplayHandler(http.server.BaseHTTPRequestHandler):
         pass
 
 
+class _QuietServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client closing early (as the SDKs do after the final event) is not an error here
+
+
 @pytest.fixture
 def replay_server() -> Iterator[tuple[str, type[_ReplayHandler]]]:
     handler = type("Handler", (_ReplayHandler,), {})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
+    server = _QuietServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}", handler
