@@ -380,14 +380,18 @@ def run_demo(
     if mix not in MIXES:
         raise ValueError(f"unknown mix {mix!r}; choose from {sorted(MIXES)}")
     stop = threading.Event()
+    registry = CollectorRegistry()
+    try:
+        server, server_thread = start_http_server(metrics_port, addr="127.0.0.1", registry=registry)
+    except OSError as exc:
+        print(f"cannot serve /metrics on 127.0.0.1:{metrics_port}: {exc} (choose another with --metrics-port)")
+        return 2
     previous = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    registry = CollectorRegistry()
     sim = Simulator().start()
     llmtap.instrument(
         llmtap.Settings(base_urls=(sim.base_url,), stall_threshold_seconds=1.0, otel_metrics=False), registry=registry
     )
-    server, server_thread = start_http_server(metrics_port, addr="127.0.0.1", registry=registry)
     url = f"http://127.0.0.1:{metrics_port}"
     prom = _start_prometheus(metrics_port, prometheus_port) if prometheus_port else None
     threads = [
