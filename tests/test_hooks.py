@@ -218,3 +218,37 @@ def test_metric_names_contract() -> None:
     PrometheusExporter(registry)
     families = {m.name for m in registry.collect()}
     assert families == {n.removesuffix("_total") for n in METRIC_NAMES}
+
+
+def test_otel_metrics_through_a_meter_provider(sim: Simulator) -> None:
+    """Platform teams ship through an OpenTelemetry Collector: the semconv histograms are recorded."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from prometheus_client import CollectorRegistry
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    llmtap.instrument(
+        llmtap.Settings(base_urls=(sim.base_url,), traces=False), registry=CollectorRegistry(), meter_provider=provider
+    )
+    try:
+        with httpx2.Client() as client:
+            post(client, sim, Scenario(tokens=4, input=30))
+    finally:
+        llmtap.uninstrument()
+    data = reader.get_metrics_data()
+    assert data is not None
+    metrics = {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+    assert {"gen_ai.client.operation.duration", "gen_ai.client.token.usage"} <= set(metrics)
+    assert "gen_ai.client.operation.time_to_first_chunk" in metrics
+    from opentelemetry.sdk.metrics.export import HistogramDataPoint
+
+    points = [p for p in metrics["gen_ai.client.token.usage"].data.data_points if isinstance(p, HistogramDataPoint)]
+    tokens = {dict(p.attributes or {})["gen_ai.token.type"]: p.sum for p in points}
+    assert tokens == {"input": 30, "output": 4}
+    (point,) = metrics["gen_ai.client.operation.duration"].data.data_points
+    attributes = dict(point.attributes or {})
+    assert attributes["gen_ai.provider.name"] == "anthropic"
+    assert attributes["gen_ai.request.model"] == "claude-raw"
+    assert "error.type" not in attributes
+    provider.shutdown()
