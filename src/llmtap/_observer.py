@@ -285,9 +285,9 @@ class AttemptObserver:
     def on_chunk(self, chunk: bytes, now: float) -> None:
         """One raw body chunk as read from the transport, before content decoding.
 
-        After the first content token of an uncompressed LF-framed SSE stream, the whole work per
-        chunk is timing arithmetic, one ``rfind`` for the event boundary and one ``find`` per
-        provider marker; events are parsed only when a marker is present.
+        After the first content token of an LF-framed SSE stream, the whole work per chunk is timing
+        arithmetic, inflating it if compressed, one ``rfind`` for the event boundary and one ``find``
+        per provider marker; events are parsed only when a marker is present.
         """
         if self.first_chunk_at is None:
             self.first_chunk_at = now
