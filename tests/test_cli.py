@@ -65,3 +65,26 @@ def test_headless_demo_runs_and_exits_cleanly() -> None:
     assert out.returncode == 0, out.stderr
     assert "streams=" in out.stdout
     assert "Traceback" not in out.stderr
+
+
+def test_opentelemetry_instrument_picks_llmtap_up() -> None:
+    """The one-command route: ``opentelemetry-instrument python app.py`` loads our entry point."""
+    import os
+    import shutil
+
+    command = shutil.which("opentelemetry-instrument", path=os.path.dirname(sys.executable))
+    assert command is not None
+    code = (
+        "import httpx2, llmtap._patch as p; "
+        "print(p.active_tap() is not None, hasattr(httpx2.Client._send_single_request, '__wrapped__'))"
+    )
+    env = {
+        **os.environ,
+        "OTEL_TRACES_EXPORTER": "none",
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_LOGS_EXPORTER": "none",
+    }
+    out = subprocess.run(
+        [command, sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True
+    )
+    assert out.stdout.split()[-2:] == ["True", "True"], out.stdout + out.stderr
