@@ -263,15 +263,13 @@ def test_overview_content() -> None:
 def test_streams_content() -> None:
     text = exprs_of("llmtap-streams")
     assert "sum by (outcome) (rate(llmtap_streams_total" in text
-    assert set(build.STREAM_OUTCOMES) == {
-        "completed",
-        "client_closed",
-        "cancelled",
-        "abandoned",
-        "server_error",
-        "connection_error",
-        "timeout",
-        "incomplete",
+    # the dashboards (stdlib-only, no llmtap import) list the outcomes the library defines
+    from llmtap._record import SERVICE_SIDE, Outcome
+
+    assert set(build.STREAM_OUTCOMES) == {o.value for o in Outcome}
+    assert set(build.SERVICE_ABORTS.split("|")) == {o.value for o in SERVICE_SIDE}
+    assert set(build.CLIENT_ABORTS.split("|")) == {o.value for o in Outcome} - {o.value for o in SERVICE_SIDE} - {
+        "completed"
     }
     for needle in (
         "gen_ai_client_operation_time_per_output_chunk_seconds_bucket",
