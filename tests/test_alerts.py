@@ -128,3 +128,14 @@ def test_recording_rules_follow_naming_convention() -> None:
     for rule in rules():
         if "record" in rule:
             assert re.fullmatch(r"llmtap:[a-z0-9_]+:[a-z0-9_]+", rule["record"]), rule["record"]
+
+
+def test_abort_groups_match_the_library() -> None:
+    """The service- and client-side abort alerts select exactly the library's outcome groups."""
+    from llmtap._record import SERVICE_SIDE, Outcome
+
+    text = ALERTS.read_text()
+    service = {o.value for o in SERVICE_SIDE}
+    client = {o.value for o in Outcome} - service - {"completed"}
+    selectors = set(re.findall(r'outcome=~"([^"]+)"', text))
+    assert {frozenset(s.split("|")) for s in selectors} == {frozenset(service), frozenset(client)}
