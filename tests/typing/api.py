@@ -1,0 +1,41 @@
+"""Real usage of the public API, checked by mypy --strict (never run by pytest: no ``test_`` prefix)."""
+
+from __future__ import annotations
+
+import httpx2
+from prometheus_client import CollectorRegistry
+
+import llmtap
+from llmtap.testing import capture
+
+
+def configure() -> llmtap.Tap:
+    settings = llmtap.Settings(
+        base_urls=("http://vllm.internal:8000/v1",),
+        provider_names={"http://vllm.internal:8000/v1": "vllm"},
+        stall_threshold_seconds=2.0,
+    )
+    return llmtap.instrument(settings, registry=CollectorRegistry())
+
+
+def explicit_transport() -> httpx2.Client:
+    transport = llmtap.wrap_transport(httpx2.HTTPTransport())
+    return httpx2.Client(transport=transport)
+
+
+def read_records() -> list[tuple[llmtap.Outcome, float | None, int | None]]:
+    with capture() as cap:
+        pass
+    out: list[tuple[llmtap.Outcome, float | None, int | None]] = []
+    for record in cap.records:
+        usage: llmtap.Usage = record.usage
+        limits: tuple[llmtap.RateLimit, ...] = record.rate_limits
+        assert all(isinstance(rl.resource, str) for rl in limits)
+        out.append((record.outcome, record.time_to_first_token, usage.output_tokens))
+    for call in cap.calls:
+        assert isinstance(call, llmtap.CallRecord) and call.attempts >= 1
+    return out
+
+
+def is_service_fault(record: llmtap.AttemptRecord) -> bool:
+    return record.is_error and record.outcome is not llmtap.Outcome.CLIENT_CLOSED
