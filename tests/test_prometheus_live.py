@@ -44,6 +44,8 @@ from typing import Any
 import pytest
 import yaml
 
+from llmtap import Outcome
+
 from ._prom import ALERTS, ROOT, load_build, require, rules
 
 pytestmark = pytest.mark.prometheus
@@ -65,16 +67,7 @@ EMPTY_UNDER_LIVE_TRAFFIC = {
     ),
 }
 
-STREAM_OUTCOMES = {
-    "completed",
-    "client_closed",
-    "cancelled",
-    "abandoned",
-    "server_error",
-    "connection_error",
-    "timeout",
-    "incomplete",
-}
+STREAM_OUTCOMES = {o.value for o in Outcome}
 
 
 build = load_build()

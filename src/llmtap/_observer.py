@@ -406,7 +406,7 @@ class AttemptObserver:
             "overflow",
             "llmtap: an SSE event from %s exceeded max_event_bytes=%d; it was dropped unparsed",
             self.provider.name,
-            self._config.max_event_bytes,
+            self._max_event,
         )
 
     def _parse_events(self, region: bytes) -> None:
@@ -549,10 +549,6 @@ class AttemptObserver:
         """llmtap itself failed mid-attempt: close the books so the attempt is still counted once."""
         if not self._done:
             self._finish(Outcome.CONNECTION_ERROR if self.status is None else Outcome.COMPLETED, now)
-
-    @property
-    def done(self) -> bool:
-        return self._done
 
     def _error_type(self, outcome: Outcome, fallback: str | None) -> str | None:
         if outcome is Outcome.COMPLETED:

@@ -43,14 +43,36 @@ def _closing_a_dropped_generator() -> bool:
     return isinstance(sys.exc_info()[1], GeneratorExit)
 
 
+def _ended_by(observer: AttemptObserver, exc: BaseException) -> None:
+    try:
+        observer.on_exception(exc, _clock())
+    except Exception as own:
+        _internal_error("on_exception", own)
+
+
+def _ended(observer: AttemptObserver) -> None:
+    try:
+        observer.on_eof(_clock())
+    except Exception as exc:
+        _internal_error("on_eof", exc)
+
+
+def _closed(observer: AttemptObserver) -> None:
+    try:
+        observer.on_close(_clock(), abandoned=_closing_a_dropped_generator())
+    except Exception as exc:
+        _internal_error("on_close", exc)
+
+
 class _SyncShell:
+    """Only the iteration is written twice (sync and async); every ending goes through the helpers above."""
+
     def __init__(self, inner: Any, observer: AttemptObserver) -> None:
         self._inner = inner
         self._observer = observer
 
     def __iter__(self) -> Iterator[bytes]:
-        observer = self._observer
-        on_chunk = observer.on_chunk
+        on_chunk = self._observer.on_chunk
         clock = _clock
         try:
             for chunk in self._inner:
@@ -60,21 +82,12 @@ class _SyncShell:
                     _internal_error("on_chunk", exc)
                 yield chunk
         except BaseException as exc:
-            try:
-                observer.on_exception(exc, _clock())
-            except Exception as own:
-                _internal_error("on_exception", own)
+            _ended_by(self._observer, exc)
             raise
-        try:
-            observer.on_eof(_clock())
-        except Exception as exc:
-            _internal_error("on_eof", exc)
+        _ended(self._observer)
 
     def close(self) -> None:
-        try:
-            self._observer.on_close(_clock(), abandoned=_closing_a_dropped_generator())
-        except Exception as exc:
-            _internal_error("on_close", exc)
+        _closed(self._observer)
         self._inner.close()
 
 
@@ -84,8 +97,7 @@ class _AsyncShell:
         self._observer = observer
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        observer = self._observer
-        on_chunk = observer.on_chunk
+        on_chunk = self._observer.on_chunk
         clock = _clock
         try:
             async for chunk in self._inner:
@@ -95,21 +107,12 @@ class _AsyncShell:
                     _internal_error("on_chunk", exc)
                 yield chunk
         except BaseException as exc:
-            try:
-                observer.on_exception(exc, _clock())
-            except Exception as own:
-                _internal_error("on_exception", own)
+            _ended_by(self._observer, exc)
             raise
-        try:
-            observer.on_eof(_clock())
-        except Exception as exc:
-            _internal_error("on_eof", exc)
+        _ended(self._observer)
 
     async def aclose(self) -> None:
-        try:
-            self._observer.on_close(_clock(), abandoned=_closing_a_dropped_generator())
-        except Exception as exc:
-            _internal_error("on_close", exc)
+        _closed(self._observer)
         await self._inner.aclose()
 
 
@@ -156,10 +159,7 @@ class _Sending:
 
     def failed(self, exc: BaseException) -> None:
         self._leave()
-        try:
-            self.observer.on_exception(exc, _clock())
-        except Exception as own:
-            _internal_error("on_exception", own)
+        _ended_by(self.observer, exc)
 
     def responded(self, response: Any, shell: type) -> None:
         self._leave()
