@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from llmtap._body import BodyDecodeError, Decoder, make_decoder
-from llmtap._headers import duration, reset_at
+from llmtap._headers import duration, finite, reset_at, retry_after_seconds
 from llmtap._log import log_once
 from llmtap._record import AttemptRecord, Outcome, RateLimit, Usage
 from llmtap.providers._base import Facts, Header, Provider, RequestInfo
@@ -212,6 +212,7 @@ class AttemptObserver:
         provider = self.provider
         content_type = b""
         encoding = b""
+        retry_after = retry_after_ms = None
         now_unix = time.time()
         table = _header_table(provider)
         facts = self.facts
@@ -231,19 +232,19 @@ class AttemptObserver:
                     elif kind == _RESET_IN:
                         slot[2] = duration(value)
                     else:
-                        slot[kind] = float(value)
+                        slot[kind] = finite(value)
                 elif kind == _CONTENT_TYPE:
                     content_type = value.lower()
                 elif kind == _CONTENT_ENCODING:
-                    encoding = value
+                    encoding = encoding + b"," + value if encoding else value  # as the client joins them
                 elif kind == _REQUEST_ID:
                     facts.request_id = value.decode("ascii", "replace")
                 elif kind == _SERVER_TIME_MS:
-                    facts.server_time = float(value) / 1000.0
+                    facts.server_time = finite(value) / 1000.0
                 elif kind == _RETRY_AFTER_MS:
-                    self._set_retry_after(value, 1000.0)
-                elif self.retry_after is None:  # retry-after: retry-after-ms is more precise when both come
-                    self._set_retry_after(value, 1.0)
+                    retry_after_ms = finite(value) / 1000.0
+                else:
+                    retry_after = retry_after_seconds(value, now_unix)
             except (ValueError, UnicodeDecodeError):
                 self.parse_errors += 1
                 log_once(
@@ -252,6 +253,10 @@ class AttemptObserver:
                     raw_name.decode("latin-1"),
                     provider.name,
                 )
+        # every value is parsed (a garbage one is a parse error); retry-after-ms is the more precise
+        wait = retry_after_ms if retry_after_ms is not None else retry_after
+        if wait is not None:
+            self.retry_after = max(wait, 0.0)
         if encoding:
             try:
                 self._decoder = make_decoder(encoding)
@@ -266,19 +271,6 @@ class AttemptObserver:
             self._feed = self._feed_sse
         else:
             self._feed = self._feed_json
-
-    def _set_retry_after(self, value: bytes, divisor: float) -> None:
-        try:
-            self.retry_after = max(float(value) / divisor, 0.0)
-        except ValueError:
-            # An HTTP-date retry-after: seconds from now.
-            try:
-                from email.utils import parsedate_to_datetime
-
-                when = parsedate_to_datetime(value.decode("latin-1")).timestamp()
-                self.retry_after = max(when - time.time(), 0.0)
-            except (TypeError, ValueError, IndexError):
-                self.parse_errors += 1
 
     # -- body: the hot path -------------------------------------------------------------------
 
@@ -570,9 +562,7 @@ class AttemptObserver:
         provider = self.provider
         self._pending = b""
         self._body_parts = []
-        input_tokens = facts.input_tokens
-        if input_tokens is not None and not provider.input_includes_cache:
-            input_tokens += (facts.cache_read_tokens or 0) + (facts.cache_write_tokens or 0)
+        input_tokens = facts.input_total(provider.input_includes_cache)
         record = AttemptRecord(
             provider=self.provider_name,
             operation=provider.operation,
@@ -616,7 +606,7 @@ class AttemptObserver:
                 RateLimit(resource, values[0], values[1], values[2]) for resource, values in facts.rate_limits.items()
             ),
             retry_after=self.retry_after,
-            parse_errors=self.parse_errors,
+            parse_errors=self.parse_errors + facts.rejected,
             server_time=facts.server_time,
             gap_bucket_counts=tuple(self._gap_counts),
             gap_sum=self._gap_sum,

@@ -11,7 +11,10 @@ import abc
 import enum
 from dataclasses import dataclass
 
-__all__ = ["Facts", "Header", "Provider", "RequestInfo", "as_int"]
+__all__ = ["MAX_COUNT", "Facts", "Header", "Provider", "RequestInfo"]
+
+MAX_COUNT = (1 << 63) - 1
+"""The largest token count accepted: an OTLP int attribute is a signed 64-bit integer."""
 
 
 class Header(enum.IntEnum):
@@ -31,11 +34,6 @@ class Header(enum.IntEnum):
     """Server processing time in milliseconds (``openai-processing-ms``)."""
 
 
-def as_int(value: object) -> int | None:
-    """``value`` if it is a JSON integer (not a bool), else ``None``: token counts are never guessed."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 class Facts:
     """What a provider parser has learned about one attempt so far (mutable, one per attempt)."""
 
@@ -49,6 +47,7 @@ class Facts:
         "output_tokens",
         "rate_limits",
         "reasoning_tokens",
+        "rejected",
         "request_id",
         "response_id",
         "response_model",
@@ -79,6 +78,32 @@ class Facts:
         """An in-band error (SSE ``error`` event, failed terminal event) was parsed."""
         self.first_token = False
         """Set by the parser on the first event carrying generated content."""
+        self.rejected = 0
+        """Values from the wire refused by :meth:`count` (each one is a parse error of the attempt)."""
+
+    def count(self, value: object) -> int | None:
+        """A token count from the wire: a JSON integer in ``0..MAX_COUNT``, else ``None``.
+
+        Counts are never guessed nor clamped: a negative, huge (beyond 64 bits), fractional, boolean
+        or string value is refused and counted in :attr:`rejected`, so no sink ever sees it. An
+        absent value (``None``) is not an error.
+        """
+        if type(value) is int and 0 <= value <= MAX_COUNT:
+            return value
+        if value is not None:
+            self.rejected += 1
+        return None
+
+    def input_total(self, includes_cache: bool) -> int | None:
+        """Input tokens including cache reads and writes (added when the provider reports them apart)."""
+        total = self.input_tokens
+        if total is None or includes_cache:
+            return total
+        total += (self.cache_read_tokens or 0) + (self.cache_write_tokens or 0)
+        if total > MAX_COUNT:
+            self.rejected += 1
+            return None
+        return total
 
     def set_stop_reason(self, reason: str, index: int = 0) -> None:
         self.stop_reasons[index] = reason

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmtap.providers._base import Facts, Header, Provider, as_int
+from llmtap.providers._base import Facts, Header, Provider
 
 __all__ = ["PROVIDER", "AnthropicMessages"]
 
@@ -42,21 +42,21 @@ HEADERS: dict[bytes, tuple[Header, str]] = {
 def _apply_usage(facts: Facts, usage: Any) -> None:
     if not isinstance(usage, dict):
         return
-    value = as_int(usage.get("input_tokens"))
+    value = facts.count(usage.get("input_tokens"))
     if value is not None:
         facts.input_tokens = value
-    value = as_int(usage.get("output_tokens"))
+    value = facts.count(usage.get("output_tokens"))
     if value is not None:
         facts.output_tokens = value
-    value = as_int(usage.get("cache_read_input_tokens"))
+    value = facts.count(usage.get("cache_read_input_tokens"))
     if value is not None:
         facts.cache_read_tokens = value
-    value = as_int(usage.get("cache_creation_input_tokens"))
+    value = facts.count(usage.get("cache_creation_input_tokens"))
     if value is not None:
         facts.cache_write_tokens = value
     details = usage.get("output_tokens_details")
     if isinstance(details, dict):
-        value = as_int(details.get("thinking_tokens"))
+        value = facts.count(details.get("thinking_tokens"))
         if value is not None:
             facts.reasoning_tokens = value
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmtap.providers._base import Facts, Provider, as_int
+from llmtap.providers._base import MAX_COUNT, Facts, Provider
 
 __all__ = ["PROVIDER", "Gemini"]
 
@@ -62,16 +62,17 @@ def _apply(facts: Facts, payload: dict[str, Any]) -> None:
         facts.final = True
     usage = payload.get("usageMetadata")
     if isinstance(usage, dict):
-        prompt = as_int(usage.get("promptTokenCount"))
+        prompt = facts.count(usage.get("promptTokenCount"))
         if prompt is not None:
             facts.input_tokens = prompt
-        candidates_tokens = as_int(usage.get("candidatesTokenCount"))
-        thoughts = as_int(usage.get("thoughtsTokenCount"))
+        candidates_tokens = facts.count(usage.get("candidatesTokenCount"))
+        thoughts = facts.count(usage.get("thoughtsTokenCount"))
         if candidates_tokens is not None or thoughts is not None:
-            facts.output_tokens = (candidates_tokens or 0) + (thoughts or 0)
+            output = (candidates_tokens or 0) + (thoughts or 0)
+            facts.output_tokens = output if output <= MAX_COUNT else facts.count(output)
         if thoughts is not None:
             facts.reasoning_tokens = thoughts
-        cached = as_int(usage.get("cachedContentTokenCount"))
+        cached = facts.count(usage.get("cachedContentTokenCount"))
         if cached is not None:
             facts.cache_read_tokens = cached
 

@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from llmtap.providers import _openai_common
-from llmtap.providers._base import Facts, Provider, as_int
+from llmtap.providers._base import Facts, Provider
 
 __all__ = ["PROVIDER", "OpenAIChat"]
 
@@ -25,14 +25,14 @@ __all__ = ["PROVIDER", "OpenAIChat"]
 def _apply_usage(facts: Facts, usage: Any) -> None:
     if not isinstance(usage, dict):
         return
-    facts.input_tokens = as_int(usage.get("prompt_tokens"))
-    facts.output_tokens = as_int(usage.get("completion_tokens"))
+    facts.input_tokens = facts.count(usage.get("prompt_tokens"))
+    facts.output_tokens = facts.count(usage.get("completion_tokens"))
     details = usage.get("prompt_tokens_details")
     if isinstance(details, dict):
-        facts.cache_read_tokens = as_int(details.get("cached_tokens"))
+        facts.cache_read_tokens = facts.count(details.get("cached_tokens"))
     details = usage.get("completion_tokens_details")
     if isinstance(details, dict):
-        facts.reasoning_tokens = as_int(details.get("reasoning_tokens"))
+        facts.reasoning_tokens = facts.count(details.get("reasoning_tokens"))
 
 
 def _has_content(delta: Any) -> bool:

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from llmtap.providers import _openai_common
-from llmtap.providers._base import Facts, Provider, as_int
+from llmtap.providers._base import Facts, Provider
 
 __all__ = ["PROVIDER", "OpenAIResponses"]
 
@@ -53,14 +53,14 @@ def _apply_response(facts: Facts, response: Any) -> None:
         _openai_common.apply_error(facts, response.get("error"))
     usage = response.get("usage")
     if isinstance(usage, dict):
-        facts.input_tokens = as_int(usage.get("input_tokens"))
-        facts.output_tokens = as_int(usage.get("output_tokens"))
+        facts.input_tokens = facts.count(usage.get("input_tokens"))
+        facts.output_tokens = facts.count(usage.get("output_tokens"))
         details = usage.get("input_tokens_details")
         if isinstance(details, dict):
-            facts.cache_read_tokens = as_int(details.get("cached_tokens"))
+            facts.cache_read_tokens = facts.count(details.get("cached_tokens"))
         details = usage.get("output_tokens_details")
         if isinstance(details, dict):
-            facts.reasoning_tokens = as_int(details.get("reasoning_tokens"))
+            facts.reasoning_tokens = facts.count(details.get("reasoning_tokens"))
 
 
 def _completed_reason(response: dict[str, Any]) -> str:
