@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmtap._body import BodyDecodeError, Decoder, make_decoder
 from llmtap._headers import duration, finite, reset_at, retry_after_seconds
-from llmtap._log import log_once
+from llmtap._log import internal_error, log_once
 from llmtap._record import AttemptRecord, Outcome, RateLimit, Usage
 from llmtap.providers._base import Facts, Header, Provider, RequestInfo
 
@@ -334,7 +334,7 @@ class AttemptObserver:
             self._undecodable(exc)
         except Exception as exc:
             self.parse_errors += 1
-            log_once("feed", "llmtap: internal error parsing a %s body: %r", self.provider.name, exc)
+            internal_error("parser", "feed", "llmtap: internal error parsing a %s body: %r", self.provider.name, exc)
 
     def _undecodable(self, exc: BodyDecodeError) -> None:
         self.parse_errors += 1
@@ -421,7 +421,7 @@ class AttemptObserver:
             data = data_lines[0] if len(data_lines) == 1 else b"\n".join(data_lines)
             try:
                 provider.on_event(facts, event, data)
-            except Exception as exc:
+            except (ValueError, RecursionError) as exc:  # not JSON (or nested beyond what json parses)
                 self.parse_errors += 1
                 log_once(
                     "event",
@@ -430,6 +430,9 @@ class AttemptObserver:
                     provider.name,
                     type(exc).__name__,
                 )
+            except Exception as exc:  # a parser bug: counted as llmtap's own failure too
+                self.parse_errors += 1
+                internal_error("parser", "event", "llmtap: internal error parsing a %s event: %r", provider.name, exc)
             if facts.first_token and self.first_token_at is None:
                 self.first_token_at = self._now
                 self._scan_all = False
@@ -458,7 +461,7 @@ class AttemptObserver:
         self._body_parts.clear()
         try:
             parsed = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             if 200 <= self.status < 300:
                 self.parse_errors += 1
                 log_once("json", "llmtap: a %s response body was not valid JSON", self.provider.name)
@@ -467,7 +470,7 @@ class AttemptObserver:
             self.provider.on_body(self.facts, parsed, self.status)
         except Exception as exc:
             self.parse_errors += 1
-            log_once("body", "llmtap: could not read a %s body: %r", self.provider.name, exc)
+            internal_error("parser", "body", "llmtap: internal error reading a %s body: %r", self.provider.name, exc)
 
     # -- endings: each finalises at most once ---------------------------------------------------
 

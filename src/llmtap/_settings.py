@@ -49,8 +49,16 @@ class Settings(BaseModel):
     stall_threshold_seconds: float = Field(default=5.0, gt=0)
     """An inter-chunk gap longer than this counts as a stall."""
     max_models: int = Field(default=50, ge=1, le=10_000)
-    """Distinct ``gen_ai_request_model`` label values before new models map to ``model_overflow``."""
-    model_overflow: str = "_other"
+    """Distinct request models, and separately response models, before new ones map to
+    ``model_overflow`` (``gen_ai.request.model`` / ``gen_ai.response.model`` on every sink)."""
+    max_stop_reasons: int = Field(default=30, ge=1, le=10_000)
+    """Distinct stop reasons beyond the providers' documented ones before new ones map to ``model_overflow``."""
+    max_error_types: int = Field(default=50, ge=1, le=10_000)
+    """Distinct error types beyond the documented ones (provider error types, HTTP statuses, transport
+    exceptions) before new ones map to ``model_overflow``."""
+    model_overflow: str = Field(default="_other", min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")
+    """The value every bounded label takes past its limit; each replacement is counted in
+    ``llmtap_label_overflows_total{label}``. (Named for its first use; it applies to all bounded labels.)"""
     max_event_bytes: int = Field(default=4 << 20, ge=1024)
     """Largest single SSE event parsed; longer ones are dropped and counted as parse errors."""
     max_json_bytes: int = Field(default=8 << 20, ge=1024)

@@ -21,7 +21,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
-from llmtap._log import log_once
+from llmtap._log import internal_error
 from llmtap._observer import AttemptObserver
 
 __all__ = ["observe_async", "observe_sync", "shells_for"]
@@ -33,7 +33,7 @@ _OBSERVING: contextvars.ContextVar[bool] = contextvars.ContextVar("llmtap_observ
 
 
 def _internal_error(where: str, exc: BaseException) -> None:
-    log_once(f"shell-{where}", "llmtap: internal error in %s (request unaffected): %r", where, exc)
+    internal_error("stream", f"shell-{where}", "llmtap: internal error in %s (request unaffected): %r", where, exc)
 
 
 def _closing_a_dropped_generator() -> bool:

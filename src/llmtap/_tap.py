@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 import time
 from typing import Any
 
@@ -17,9 +16,10 @@ from opentelemetry.trace import TracerProvider
 from opentelemetry.util.http import ExcludeList, get_excluded_urls
 from prometheus_client import CollectorRegistry
 
+from llmtap._bounds import RecordBounds
 from llmtap._calls import CURRENT_CALL, Call, request_info_from_options
-from llmtap._endpoints import EndpointMatcher
-from llmtap._log import log_once
+from llmtap._endpoints import PROVIDERS, EndpointMatcher
+from llmtap._log import internal_error
 from llmtap._observer import AttemptObserver, ObserverConfig
 from llmtap._record import AttemptRecord, CallRecord
 from llmtap._settings import CHUNK_GAP_BUCKETS, Settings
@@ -93,8 +93,7 @@ class Tap:
         # the OTel httpx instrumentation's exclusion settings, honoured when set (only then: str(url) costs)
         excluded_env = os.environ.get("OTEL_PYTHON_HTTPX_EXCLUDED_URLS") or os.environ.get("OTEL_PYTHON_EXCLUDED_URLS")
         self._excluded: ExcludeList | None = get_excluded_urls("HTTPX") if excluded_env else None
-        self._models: set[str] = set()
-        self._models_lock = threading.Lock()
+        self._bounds = RecordBounds(settings, PROVIDERS)
         self.prometheus: Any = None
         built: list[Sink] = []
         if settings.metrics:
@@ -162,7 +161,7 @@ class Tap:
             provider_name=endpoint.provider_name,
             config=self._config,
             request=info,
-            model_label=self._model_label(info.model),
+            model_label=self._bounds.model_label(info.model),
             method=request.method,
             host=url.host,
             port=port,
@@ -178,7 +177,7 @@ class Tap:
                 states.append(sink.start(observer))
             except Exception as exc:
                 states.append(_FAILED)
-                log_once(f"sink-start-{sink.name}", "llmtap: the %s exporter failed: %r", sink.name, exc)
+                internal_error("sink", f"sink-start-{sink.name}", "llmtap: the %s exporter failed: %r", sink.name, exc)
         observer.sink_states = tuple(states)
         return observer
 
@@ -191,40 +190,24 @@ class Tap:
             return None
         return otel_context.attach(trace.set_span_in_context(span))  # type: ignore[arg-type]
 
-    def _model_label(self, model: str | None) -> str:
-        if not model:
-            return ""
-        models = self._models
-        if model in models:
-            return model
-        with self._models_lock:
-            if model in models:
-                return model
-            if len(models) >= self.settings.max_models:
-                log_once(
-                    "models",
-                    "llmtap: more than %d distinct models; further ones are labelled %r (Settings.max_models)",
-                    self.settings.max_models,
-                    self.settings.model_overflow,
-                )
-                return self.settings.model_overflow
-            models.add(model)
-            return model
-
     def _finish(self, observer: AttemptObserver, record: AttemptRecord) -> None:
+        try:
+            record = self._bounds.apply(record)
+        except Exception as exc:
+            internal_error("other", "bounds", "llmtap: internal error bounding labels: %r", exc)
         for sink, state in zip(self.sinks, observer.sink_states, strict=False):
             if state is _FAILED:
                 continue
             try:
                 sink.end(record, state)
             except Exception as exc:
-                log_once(f"sink-end-{sink.name}", "llmtap: the %s exporter failed: %r", sink.name, exc)
+                internal_error("sink", f"sink-end-{sink.name}", "llmtap: the %s exporter failed: %r", sink.name, exc)
         call = observer.call
         if call is not None:
             try:
                 call.attempt_ended(record)
             except Exception as exc:
-                log_once("call", "llmtap: internal error ending a call: %r", exc)
+                internal_error("call", "call", "llmtap: internal error ending a call: %r", exc)
         else:
             self._call_end(
                 CallRecord(
@@ -255,7 +238,7 @@ class Tap:
             try:
                 sink.call_end(record)
             except Exception as exc:
-                log_once(f"sink-call-{sink.name}", "llmtap: the %s exporter failed: %r", sink.name, exc)
+                internal_error("sink", f"sink-call-{sink.name}", "llmtap: the %s exporter failed: %r", sink.name, exc)
 
     def close(self) -> None:
         """Unregister this tap's Prometheus metrics."""

@@ -15,6 +15,7 @@ from opentelemetry.metrics import MeterProvider
 from llmtap._record import AttemptRecord, CallRecord
 from llmtap._settings import DURATION_BUCKETS, TOKEN_BUCKETS
 from llmtap._version import __version__
+from llmtap.exporters._health import register_otel
 
 if TYPE_CHECKING:
     from llmtap._observer import AttemptObserver
@@ -45,6 +46,7 @@ class OtelMetricsExporter:
             description="Number of input and output tokens used.",
             explicit_bucket_boundaries_advisory=[float(b) for b in TOKEN_BUCKETS],
         )
+        register_otel(meter)  # llmtap.internal_errors, llmtap.label_overflows (observable counters)
 
     def start(self, attempt: AttemptObserver) -> object:
         return None

@@ -24,6 +24,7 @@ from llmtap._settings import (
     RETRY_AFTER_BUCKETS,
     TOKEN_BUCKETS,
 )
+from llmtap.exporters._health import HEALTH_METRIC_NAMES, HealthCollector
 
 if TYPE_CHECKING:
     from llmtap._observer import AttemptObserver
@@ -52,6 +53,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "llmtap_call_duration_seconds",
     "llmtap_call_time_to_first_token_seconds",
     "llmtap_parse_errors_total",
+    *HEALTH_METRIC_NAMES,
 )
 """Every metric family this exporter registers (histograms and counters by their family name)."""
 
@@ -254,6 +256,7 @@ class PrometheusExporter:
             namespace=ns,
             registry=reg,
         )
+        self.health = HealthCollector(ns).register(reg)  # llmtap_internal_errors_total, llmtap_label_overflows_total
 
     # -- label children, cached --------------------------------------------------------------
 
@@ -374,7 +377,7 @@ class PrometheusExporter:
             self.duration, self.ttfc, self.gap, self.usage, self.ttft, self.attempts, self.retries,
             self.retry_after, self.streams, self.in_flight, self.stalls, self.tokens, self.stop_reasons,
             self.rl_limit, self.rl_remaining, self.rl_reset, self.call_duration, self.call_ttft,
-            self.parse_errors,
+            self.parse_errors, self.health,
         ):  # fmt: skip
             with contextlib.suppress(KeyError):
                 self.registry.unregister(metric)

@@ -135,6 +135,10 @@ class Provider(abc.ABC):
     headers: dict[bytes, tuple[Header, str]] = {}  # noqa: RUF012 (read-only class data)
     """Lower-case response header name -> what it carries and, for rate limits, the resource
     (``requests``, ``tokens``, ``input_tokens``, ``output_tokens``)."""
+    stop_reasons: frozenset[str] = frozenset()
+    """The stop reasons the provider documents: always passed as label values (others are bounded)."""
+    error_types: frozenset[str] = frozenset()
+    """The error types (``error.type`` values) the provider documents: always passed as label values."""
     path_suffixes: tuple[str, ...] = ()
     """URL path endings that identify this API (``/messages``, ``/chat/completions`` ...)."""
 

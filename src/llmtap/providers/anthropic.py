@@ -92,6 +92,23 @@ class AnthropicMessages(Provider):
     input_includes_cache = False
     path_suffixes = ("/messages",)
     headers = HEADERS
+    stop_reasons = frozenset(
+        {
+            "end_turn",
+            "max_tokens",
+            "stop_sequence",
+            "tool_use",
+            "pause_turn",
+            "refusal",
+            "model_context_window_exceeded",
+        }
+    )
+    error_types = frozenset(
+        {
+            "invalid_request_error", "authentication_error", "billing_error", "permission_error", "not_found_error",
+            "request_too_large", "rate_limit_error", "api_error", "overloaded_error", "timeout_error", "error",
+        }
+    )  # fmt: skip
 
     def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> None:
         if event == b"ping" or not data:

@@ -83,6 +83,19 @@ class Gemini(Provider):
     markers = (b'"finishReason"', b'"error"', b'"blockReason"')
     input_includes_cache = True
     path_suffixes = (":generateContent", ":streamGenerateContent")
+    stop_reasons = frozenset(
+        {
+            "FINISH_REASON_UNSPECIFIED", "STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "LANGUAGE", "OTHER",
+            "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "MALFORMED_FUNCTION_CALL", "IMAGE_SAFETY",
+            "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS", "BLOCK_REASON_UNSPECIFIED",
+        }
+    )  # fmt: skip
+    error_types = frozenset(
+        {
+            "INVALID_ARGUMENT", "FAILED_PRECONDITION", "PERMISSION_DENIED", "NOT_FOUND", "RESOURCE_EXHAUSTED",
+            "INTERNAL", "UNAVAILABLE", "DEADLINE_EXCEEDED", "UNAUTHENTICATED", "CANCELLED", "error",
+        }
+    )  # fmt: skip
 
     def model_from_path(self, path: str) -> str | None:
         head, _, _ = path.rpartition(":")

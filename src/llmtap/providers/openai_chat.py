@@ -59,6 +59,8 @@ class OpenAIChat(Provider):
     input_includes_cache = True
     headers = _openai_common.HEADERS
     path_suffixes = ("/chat/completions",)
+    stop_reasons = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"})
+    error_types = _openai_common.ERROR_TYPES
 
     def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> None:
         if data == b"[DONE]":

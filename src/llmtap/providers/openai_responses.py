@@ -81,6 +81,8 @@ class OpenAIResponses(Provider):
     input_includes_cache = True
     headers = _openai_common.HEADERS
     path_suffixes = ("/responses",)
+    stop_reasons = frozenset({"stop", "tool_calls", "max_output_tokens", "content_filter", "incomplete"})
+    error_types = _openai_common.ERROR_TYPES
 
     def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> None:
         if not data or data == b"[DONE]":

@@ -1,0 +1,67 @@
+"""llmtap's own health as metrics: internal failures and label overflows, read at collection time.
+
+The counts live in ``llmtap._log`` (plain ints under a lock, process-wide); these adapters read them
+only when Prometheus scrapes or the OpenTelemetry reader collects, so the request path pays nothing.
+
+- ``llmtap_internal_errors_total{where}``: llmtap's own failures (a sink raised, a parser bug ...),
+  ``where`` one of :data:`llmtap._log.INTERNAL_WHERE`. Non-zero means llmtap is degraded.
+- ``llmtap_label_overflows_total{label}``: label values replaced by the overflow value
+  (``label`` in ``request_model``, ``response_model``, ``stop_reason``, ``error_type``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+
+from llmtap._log import INTERNAL_WHERE, internal_errors, label_overflows
+
+__all__ = ["HEALTH_METRIC_NAMES", "HealthCollector", "register_otel"]
+
+HEALTH_METRIC_NAMES: tuple[str, ...] = ("llmtap_internal_errors_total", "llmtap_label_overflows_total")
+LABELS: tuple[str, ...] = ("request_model", "response_model", "stop_reason", "error_type")
+_INTERNAL_HELP = "llmtap's own failures (the request is never affected), by where they happened."
+_OVERFLOW_HELP = "Label values from the wire replaced by the overflow value, by label."
+
+
+class HealthCollector(Collector):
+    """A prometheus-client collector for the counts in ``llmtap._log``; every ``where`` and ``label``
+    series exists from the start (at 0), so ``increase()`` sees the first failure."""
+
+    def __init__(self, namespace: str = "") -> None:
+        self._prefix = f"{namespace}_" if namespace else ""
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        errors = CounterMetricFamily(f"{self._prefix}llmtap_internal_errors", _INTERNAL_HELP, labels=("where",))
+        for where, count in internal_errors().items():
+            errors.add_metric((where,), count)
+        yield errors
+        overflows = CounterMetricFamily(f"{self._prefix}llmtap_label_overflows", _OVERFLOW_HELP, labels=("label",))
+        counts = label_overflows()
+        for label in LABELS:
+            overflows.add_metric((label,), counts.get(label, 0))
+        yield overflows
+
+    def register(self, registry: CollectorRegistry) -> HealthCollector:
+        registry.register(self)
+        return self
+
+
+def register_otel(meter: Any) -> None:
+    """Observable counters ``llmtap.internal_errors`` and ``llmtap.label_overflows`` on ``meter``."""
+    from opentelemetry.metrics import CallbackOptions, Observation
+
+    def errors(options: CallbackOptions) -> Iterable[Observation]:
+        counts = internal_errors()
+        return [Observation(counts[where], {"where": where}) for where in INTERNAL_WHERE]
+
+    def overflows(options: CallbackOptions) -> Iterable[Observation]:
+        counts = label_overflows()
+        return [Observation(counts.get(label, 0), {"label": label}) for label in LABELS]
+
+    meter.create_observable_counter("llmtap.internal_errors", [errors], unit="{error}", description=_INTERNAL_HELP)
+    meter.create_observable_counter("llmtap.label_overflows", [overflows], unit="{value}", description=_OVERFLOW_HELP)
