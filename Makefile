@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit prometheus bench dashboards clean
+.PHONY: demo test lint typecheck unit prometheus bench dashboards fuzz soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,14 @@ test: $(STAMP) prometheus lint typecheck dashboards
 ## bench: the hot-path benchmarks (figures in benchmarks/README.md)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
+
+## fuzz: long differential fuzz of the real SDKs with and without llmtap (LLMTAP_FUZZ_EXAMPLES, default 5000)
+fuzz: $(STAMP)
+	LLMTAP_FUZZ_EXAMPLES=$${LLMTAP_FUZZ_EXAMPLES:-5000} LLMTAP_REQUIRE_FIXTURES=1 $(BIN)/python -m pytest tests/test_fuzz.py -q -s
+
+## soak: >= 10,000 mixed streams against the simulator, exact accounting (LLMTAP_SOAK_STREAMS, default 10000)
+soak: $(STAMP)
+	LLMTAP_SOAK_STREAMS=$${LLMTAP_SOAK_STREAMS:-10000} $(BIN)/python -m pytest tests/test_soak.py -q -s
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
