@@ -5,7 +5,7 @@
   ``parse_errors``.
 - :func:`internal_error`: llmtap *itself* failed (a sink raised, a parser bug, the clock). Every
   occurrence is counted by where it happened (:data:`INTERNAL_WHERE`) and logged at most once per
-  :data:`LOG_INTERVAL` seconds per kind, with the number suppressed since the last line.
+  :data:`LOG_INTERVAL` seconds per ``where``, with the number not logged since the last line.
 - :func:`label_overflow`: a label value was replaced by the overflow value (see ``_bounds.py``).
 
 The counts are plain ints under a lock, read only when metrics are collected
@@ -44,7 +44,7 @@ _seen: set[str] = set()
 _lock = threading.Lock()
 _internal: dict[str, int] = dict.fromkeys(INTERNAL_WHERE, 0)
 _overflows: dict[str, int] = {}
-_last_logged: dict[str, tuple[float, int]] = {}  # key -> (monotonic time logged, occurrences since)
+_last_logged: dict[str, tuple[float, int]] = {}  # where -> (monotonic time logged, occurrences since)
 
 
 def log_once(key: str, msg: str, *args: object, level: int = logging.WARNING) -> None:
@@ -58,8 +58,9 @@ def log_once(key: str, msg: str, *args: object, level: int = logging.WARNING) ->
     logger.log(level, msg, *args)
 
 
-def internal_error(where: str, key: str, msg: str, *args: object) -> None:
-    """Count one internal failure at ``where`` and log it, rate-limited per ``key``.
+def internal_error(where: str, msg: str, *args: object) -> None:
+    """Count one internal failure at ``where`` and log it: at most one line per ``where`` every
+    :data:`LOG_INTERVAL` seconds, saying how many were not logged since.
 
     Never raises (it runs in ``except`` blocks on the request path).
     """
@@ -68,12 +69,12 @@ def internal_error(where: str, key: str, msg: str, *args: object) -> None:
         with _lock:
             bucket = where if where in _internal else "other"
             _internal[bucket] += 1
-            last = _last_logged.get(key)
+            last = _last_logged.get(bucket)
             if last is not None and now - last[0] < LOG_INTERVAL:
-                _last_logged[key] = (last[0], last[1] + 1)
+                _last_logged[bucket] = (last[0], last[1] + 1)
                 return
             suppressed = last[1] if last is not None else 0
-            _last_logged[key] = (now, 0)
+            _last_logged[bucket] = (now, 0)
         if suppressed:
             logger.warning(msg + " (%d more like it since the last report)", *args, suppressed)
         else:

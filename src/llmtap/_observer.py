@@ -334,7 +334,7 @@ class AttemptObserver:
             self._undecodable(exc)
         except Exception as exc:
             self.parse_errors += 1
-            internal_error("parser", "feed", "llmtap: internal error parsing a %s body: %r", self.provider.name, exc)
+            internal_error("parser", "llmtap: internal error parsing a %s body: %r", self.provider.name, exc)
 
     def _undecodable(self, exc: BodyDecodeError) -> None:
         self.parse_errors += 1
@@ -432,7 +432,7 @@ class AttemptObserver:
                 )
             except Exception as exc:  # a parser bug: counted as llmtap's own failure too
                 self.parse_errors += 1
-                internal_error("parser", "event", "llmtap: internal error parsing a %s event: %r", provider.name, exc)
+                internal_error("parser", "llmtap: internal error parsing a %s event: %r", provider.name, exc)
             if facts.first_token and self.first_token_at is None:
                 self.first_token_at = self._now
                 self._scan_all = False
@@ -470,7 +470,7 @@ class AttemptObserver:
             self.provider.on_body(self.facts, parsed, self.status)
         except Exception as exc:
             self.parse_errors += 1
-            internal_error("parser", "body", "llmtap: internal error reading a %s body: %r", self.provider.name, exc)
+            internal_error("parser", "llmtap: internal error reading a %s body: %r", self.provider.name, exc)
 
     # -- endings: each finalises at most once ---------------------------------------------------
 

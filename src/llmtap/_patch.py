@@ -70,7 +70,7 @@ def _sdk_sync_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> An
     try:
         call = tap.new_call(args[1] if len(args) > 1 else kwargs.get("options"))
     except Exception as exc:
-        internal_error("sdk_hook", "sdk-call", "llmtap: could not open a logical call: %r", exc)
+        internal_error("sdk_hook", "llmtap: could not open a logical call: %r", exc)
         return wrapped(*args, **kwargs)
     token = CURRENT_CALL.set(call)
     try:
@@ -80,7 +80,7 @@ def _sdk_sync_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> An
         try:
             call.request_returned()
         except Exception as exc:
-            internal_error("sdk_hook", "sdk-call-end", "llmtap: could not close a logical call: %r", exc)
+            internal_error("sdk_hook", "llmtap: could not close a logical call: %r", exc)
 
 
 async def _sdk_async_call(tap: Tap, wrapped: Any, args: Any, kwargs: Any) -> Any:
@@ -89,7 +89,7 @@ async def _sdk_async_call(tap: Tap, wrapped: Any, args: Any, kwargs: Any) -> Any
     try:
         call = tap.new_call(args[1] if len(args) > 1 else kwargs.get("options"))
     except Exception as exc:
-        internal_error("sdk_hook", "sdk-call", "llmtap: could not open a logical call: %r", exc)
+        internal_error("sdk_hook", "llmtap: could not open a logical call: %r", exc)
         return await wrapped(*args, **kwargs)
     token = CURRENT_CALL.set(call)
     try:
@@ -99,7 +99,7 @@ async def _sdk_async_call(tap: Tap, wrapped: Any, args: Any, kwargs: Any) -> Any
         try:
             call.request_returned()
         except Exception as exc:
-            internal_error("sdk_hook", "sdk-call-end", "llmtap: could not close a logical call: %r", exc)
+            internal_error("sdk_hook", "llmtap: could not close a logical call: %r", exc)
 
 
 def _sdk_async_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:

@@ -33,7 +33,7 @@ _OBSERVING: contextvars.ContextVar[bool] = contextvars.ContextVar("llmtap_observ
 
 
 def _internal_error(where: str, exc: BaseException) -> None:
-    internal_error("stream", f"shell-{where}", "llmtap: internal error in %s (request unaffected): %r", where, exc)
+    internal_error("stream", "llmtap: internal error in %s (request unaffected): %r", where, exc)
 
 
 def _closing_a_dropped_generator() -> bool:
@@ -43,25 +43,42 @@ def _closing_a_dropped_generator() -> bool:
     return isinstance(sys.exc_info()[1], GeneratorExit)
 
 
+def _now(observer: AttemptObserver) -> float:
+    """The clock, or (if reading it failed) the attempt's start: an ending is never lost to the clock."""
+    try:
+        return _clock()
+    except Exception as exc:
+        _internal_error("clock", exc)
+        return observer.started_at
+
+
 def _ended_by(observer: AttemptObserver, exc: BaseException) -> None:
     try:
-        observer.on_exception(exc, _clock())
+        observer.on_exception(exc, _now(observer))
     except Exception as own:
         _internal_error("on_exception", own)
 
 
 def _ended(observer: AttemptObserver) -> None:
     try:
-        observer.on_eof(_clock())
+        observer.on_eof(_now(observer))
     except Exception as exc:
         _internal_error("on_eof", exc)
 
 
 def _closed(observer: AttemptObserver) -> None:
     try:
-        observer.on_close(_clock(), abandoned=_closing_a_dropped_generator())
+        observer.on_close(_now(observer), abandoned=_closing_a_dropped_generator())
     except Exception as exc:
         _internal_error("on_close", exc)
+
+
+def _abandoned(observer: AttemptObserver) -> None:
+    """The finaliser of a response nobody closed (runs in the garbage collector: must never raise)."""
+    try:
+        observer.on_abandon()
+    except Exception as exc:
+        _internal_error("on_abandon", exc)
 
 
 class _SyncShell:
@@ -125,7 +142,7 @@ def shells_for(module: ModuleType) -> tuple[type, type]:
 
 
 def _wrap_response(response: Any, observer: AttemptObserver, shell: type) -> None:
-    now = _clock()
+    now = _now(observer)
     try:
         observer.on_response(response.status_code, response.headers.raw, now)
         if response.is_stream_consumed:
@@ -133,7 +150,7 @@ def _wrap_response(response: Any, observer: AttemptObserver, shell: type) -> Non
             observer.on_content(response.content, now)
             return
         wrapped = shell(response.stream, observer)
-        observer.finalizer = weakref.finalize(wrapped, observer.on_abandon)
+        observer.finalizer = weakref.finalize(wrapped, _abandoned, observer)
         response.stream = wrapped
     except Exception as exc:
         _internal_error("on_response", exc)

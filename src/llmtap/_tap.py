@@ -177,7 +177,7 @@ class Tap:
                 states.append(sink.start(observer))
             except Exception as exc:
                 states.append(_FAILED)
-                internal_error("sink", f"sink-start-{sink.name}", "llmtap: the %s exporter failed: %r", sink.name, exc)
+                internal_error("sink", "llmtap: the %s exporter failed: %r", sink.name, exc)
         observer.sink_states = tuple(states)
         return observer
 
@@ -194,20 +194,20 @@ class Tap:
         try:
             record = self._bounds.apply(record)
         except Exception as exc:
-            internal_error("other", "bounds", "llmtap: internal error bounding labels: %r", exc)
+            internal_error("other", "llmtap: internal error bounding labels: %r", exc)
         for sink, state in zip(self.sinks, observer.sink_states, strict=False):
             if state is _FAILED:
                 continue
             try:
                 sink.end(record, state)
             except Exception as exc:
-                internal_error("sink", f"sink-end-{sink.name}", "llmtap: the %s exporter failed: %r", sink.name, exc)
+                internal_error("sink", "llmtap: the %s exporter failed: %r", sink.name, exc)
         call = observer.call
         if call is not None:
             try:
                 call.attempt_ended(record)
             except Exception as exc:
-                internal_error("call", "call", "llmtap: internal error ending a call: %r", exc)
+                internal_error("call", "llmtap: internal error ending a call: %r", exc)
         else:
             self._call_end(
                 CallRecord(
@@ -238,7 +238,7 @@ class Tap:
             try:
                 sink.call_end(record)
             except Exception as exc:
-                internal_error("sink", f"sink-call-{sink.name}", "llmtap: the %s exporter failed: %r", sink.name, exc)
+                internal_error("sink", "llmtap: the %s exporter failed: %r", sink.name, exc)
 
     def close(self) -> None:
         """Unregister this tap's Prometheus metrics."""
