@@ -98,6 +98,10 @@ def _header_table(provider: Provider) -> dict[bytes, tuple[int, str]]:
     return {**declared, **_GENERIC_HEADERS}
 
 
+def _ignore(data: bytes) -> None:
+    """The feed of a body llmtap does not parse (and of an ended attempt)."""
+
+
 class AttemptObserver:
     """State of one HTTP attempt, from its start value to the single record :meth:`end` returns."""
 
@@ -163,7 +167,7 @@ class AttemptObserver:
         self._markers = provider.markers
         self._now = 0.0
         self._decoder: Decoder | None = None
-        self._feed: Callable[[bytes], None] = self._feed_ignore
+        self._feed: Callable[[bytes], None] = _ignore
         self._pending = b""
         self._discarding = False
         self._scan_all = True
@@ -227,7 +231,7 @@ class AttemptObserver:
             except BodyDecodeError as exc:
                 self.parse_errors += 1
                 log_once("encoding", "llmtap: %s; response bodies with it are not parsed", exc)
-                self._feed = self._feed_ignore
+                self._feed = _ignore
                 self.streamed = b"text/event-stream" in content_type
                 return
         if b"text/event-stream" in content_type:
@@ -286,7 +290,7 @@ class AttemptObserver:
     def _undecodable(self, exc: BodyDecodeError) -> None:
         self.parse_errors += 1
         self._decoder = None
-        self._feed = self._feed_ignore
+        self._feed = _ignore
         log_once("decode", "llmtap: %s (%s); the rest of this body is not parsed", exc, self.provider.name)
 
     def on_content(self, content: bytes, now: float) -> None:
@@ -295,9 +299,6 @@ class AttemptObserver:
         self._decoder = None
         if content:
             self.on_chunk(content, now)
-
-    def _feed_ignore(self, data: bytes) -> None:
-        pass
 
     def _feed_sse(self, data: bytes) -> None:
         """The one SSE framer: dispatches whole events, keeps at most one partial event."""
@@ -505,6 +506,7 @@ class AttemptObserver:
         facts = self.facts
         self._pending = b""
         self._body_parts = []
+        self._feed = _ignore  # a bound method of its own would keep the observer in a reference cycle
         input_tokens = facts.input_tokens
         if input_tokens is not None and not self.provider.input_includes_cache:
             input_tokens += (facts.cache_read_tokens or 0) + (facts.cache_write_tokens or 0)
