@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from llmtap._record import ALL_OUTCOMES, SERVICE_SIDE, Outcome
+
 HERE = Path(__file__).resolve().parent
 
 Json = dict[str, Any]
@@ -47,19 +49,10 @@ BY = "gen_ai_provider_name, gen_ai_request_model"
 RI = "$__rate_interval"
 PM_LEGEND = "{{gen_ai_provider_name}} {{gen_ai_request_model}}"
 
-# Outcome groups of llmtap_streams_total (all 8 are pre-created at 0).
-STREAM_OUTCOMES = (
-    "completed",
-    "client_closed",
-    "cancelled",
-    "abandoned",
-    "server_error",
-    "connection_error",
-    "timeout",
-    "incomplete",
-)
-SERVICE_ABORTS = "server_error|connection_error|timeout|incomplete"
-CLIENT_ABORTS = "client_closed|cancelled|abandoned"
+# Outcome groups of llmtap_streams_total (all 8 are pre-created at 0), from the library's own contract.
+STREAM_OUTCOMES = tuple(o.value for o in ALL_OUTCOMES)
+SERVICE_ABORTS = "|".join(o.value for o in ALL_OUTCOMES if o in SERVICE_SIDE)
+CLIENT_ABORTS = "|".join(o.value for o in ALL_OUTCOMES if o not in SERVICE_SIDE and o is not Outcome.COMPLETED)
 TOKEN_TYPES = ("input", "output", "cache_read", "cache_write", "reasoning")
 TRUNCATION_REASONS = "max_tokens|length"
 RATELIMIT_RESOURCES = ("requests", "tokens", "input_tokens", "output_tokens")
@@ -75,6 +68,10 @@ OUTCOME_COLORS = {
     "timeout": "yellow",
     "incomplete": "dark-red",
 }
+if set(OUTCOME_COLORS) != set(STREAM_OUTCOMES):  # a new outcome needs its colour
+    raise SystemExit(
+        f"OUTCOME_COLORS does not cover the outcomes: {sorted(set(STREAM_OUTCOMES) ^ set(OUTCOME_COLORS))}"
+    )
 
 
 class PanelExpr(NamedTuple):
@@ -753,6 +750,13 @@ def streams() -> Json:
                     PM_LEGEND,
                 )
             ],
+            unit="short",
+        ),
+        Panel(
+            "Parse errors per second",
+            "Response data llmtap could not parse (malformed SSE, bad encodings, oversized events, garbage headers). "
+            "Non-zero means a proxy or provider sends something unexpected; the attempt is still counted.",
+            [Target(sum_rate("llmtap_parse_errors_total"), PM_LEGEND)],
             unit="short",
         ),
         Panel(

@@ -35,7 +35,7 @@ from llmtap._instrumentor import LlmtapInstrumentor
 from llmtap._log import internal_errors
 from llmtap._log import reset as reset_log
 from llmtap._observer import AttemptObserver
-from llmtap._record import AttemptRecord, CallRecord
+from llmtap._record import AttemptRecord, AttemptStart, CallRecord
 from llmtap.exporters.otel_metrics import OtelMetricsExporter
 from llmtap.exporters.prometheus import PrometheusExporter
 from llmtap.exporters.tracing import TracingExporter
@@ -95,7 +95,7 @@ class SlowSink:
     name = "slow"
     delay = 0.2
 
-    def start(self, attempt: AttemptObserver) -> object:
+    def start(self, attempt: AttemptStart) -> object:
         time.sleep(self.delay)
         return None
 
@@ -203,7 +203,7 @@ def test_a_failing_finaliser_is_counted_not_printed(
     before = internal_errors()["stream"]
     tapped = Tapped(server.base_url, [])
     try:
-        monkeypatch.setattr(AttemptObserver, "on_abandon", _boom)
+        monkeypatch.setattr(AttemptObserver, "end", _boom)  # the ending the finaliser runs
         with httpx2.Client() as raw:
             response = raw.send(raw.build_request("POST", server.base_url + "/v1/messages", json=REQUEST), stream=True)
             del response

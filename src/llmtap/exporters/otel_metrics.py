@@ -7,18 +7,13 @@ Records ``gen_ai.client.operation.duration``, ``gen_ai.client.token.usage`` and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from opentelemetry import metrics
 from opentelemetry.metrics import MeterProvider
 
-from llmtap._record import AttemptRecord, CallRecord
+from llmtap._record import AttemptRecord, AttemptStart, CallRecord
 from llmtap._settings import DURATION_BUCKETS, TOKEN_BUCKETS
 from llmtap._version import __version__
 from llmtap.exporters._health import register_otel
-
-if TYPE_CHECKING:
-    from llmtap._observer import AttemptObserver
 
 __all__ = ["OtelMetricsExporter"]
 
@@ -48,7 +43,7 @@ class OtelMetricsExporter:
         )
         register_otel(meter)  # llmtap.internal_errors, llmtap.label_overflows (observable counters)
 
-    def start(self, attempt: AttemptObserver) -> object:
+    def start(self, attempt: AttemptStart) -> object:
         return None
 
     def end(self, record: AttemptRecord, state: object) -> None:

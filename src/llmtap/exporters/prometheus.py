@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import TYPE_CHECKING
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
-from llmtap._record import ALL_OUTCOMES, AttemptRecord, CallRecord
+from llmtap._record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord
 from llmtap._settings import (
     CHUNK_GAP_BUCKETS,
     DURATION_BUCKETS,
@@ -25,9 +24,6 @@ from llmtap._settings import (
     TOKEN_BUCKETS,
 )
 from llmtap.exporters._health import HEALTH_METRIC_NAMES, HealthCollector
-
-if TYPE_CHECKING:
-    from llmtap._observer import AttemptObserver
 
 __all__ = ["METRIC_NAMES", "PrometheusExporter"]
 
@@ -279,8 +275,8 @@ class PrometheusExporter:
 
     # -- Sink ----------------------------------------------------------------------------------
 
-    def start(self, attempt: AttemptObserver) -> object:
-        key = (attempt.provider_name, attempt.provider.operation, attempt.model_label)
+    def start(self, attempt: AttemptStart) -> object:
+        key = (attempt.provider, attempt.operation, attempt.request_model)
         children = self._base(key)
         if attempt.retry_reason is not None:
             rkey = (*key, attempt.retry_reason)
@@ -288,7 +284,7 @@ class PrometheusExporter:
             if counter is None:
                 counter = self._retries[rkey] = self.retries.labels(*rkey)
             counter.inc()
-        if attempt.request.stream:
+        if attempt.request_stream:
             children.in_flight.inc()
             return children
         return None

@@ -11,7 +11,7 @@ import abc
 import enum
 from dataclasses import dataclass
 
-__all__ = ["MAX_COUNT", "Facts", "Header", "Provider", "RequestInfo"]
+__all__ = ["MAX_COUNT", "Facts", "Header", "Provider", "RequestInfo", "as_int"]
 
 MAX_COUNT = (1 << 63) - 1
 """The largest token count accepted: an OTLP int attribute is a signed 64-bit integer."""
@@ -32,6 +32,11 @@ class Header(enum.IntEnum):
     """The provider's request id."""
     SERVER_TIME_MS = 5
     """Server processing time in milliseconds (``openai-processing-ms``)."""
+
+
+def as_int(value: object) -> int | None:
+    """``value`` if it is a JSON integer (not a bool) in ``0..MAX_COUNT``, else ``None`` (request values)."""
+    return value if type(value) is int and 0 <= value <= MAX_COUNT else None
 
 
 class Facts:
