@@ -119,8 +119,11 @@ def _hostile(n: int) -> str:
     return [f"reason-{n}", f"x{n}" + "y" * 500, f'a\n# HELP fake\n{n}\x00"}}', f"\ud800{n}\u2028"][n % 4]
 
 
-def _reply(seen: Seen, counter: Iterator[int] = count()) -> Reply:
-    n = next(counter)
+_REQUESTS = count()
+
+
+def _reply(seen: Seen) -> Reply:
+    n = next(_REQUESTS)
     value = _hostile(n)
     if n % 2:
         body = {"type": "error", "error": {"type": value, "message": "m"}}
