@@ -168,11 +168,12 @@ def _traffic(base_url: str) -> None:
             "tools": [tool],
             "extra_headers": headers,
         }
+        tool_use = {"type": "tool_use", "id": "t1", "name": "t", "input": {"a": c["TOOLARGS"]}}
         messages = [
             {"role": "user", "content": c["PROMPT"]},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "t", "input": {"a": c["TOOLARGS"]}}]},
+            {"role": "assistant", "content": [tool_use]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": c["PROMPT"]}]},
-        ]  # fmt: skip
+        ]
         with client.messages.stream(max_tokens=16, messages=messages, **common) as stream:
             assert c["STREAMCOMPLETION"] in stream.get_final_text()
         message = client.messages.create(max_tokens=16, messages=messages, **common)
