@@ -169,7 +169,7 @@ def _traffic(base_url: str) -> None:
             "extra_headers": headers,
         }
         tool_use = {"type": "tool_use", "id": "t1", "name": "t", "input": {"a": c["TOOLARGS"]}}
-        messages = [
+        messages: list[Any] = [
             {"role": "user", "content": c["PROMPT"]},
             {"role": "assistant", "content": [tool_use]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": c["PROMPT"]}]},
