@@ -177,7 +177,7 @@ def _traffic(base_url: str) -> None:
         with client.messages.stream(max_tokens=16, messages=messages, **common) as stream:
             assert c["STREAMCOMPLETION"] in stream.get_final_text()
         message = client.messages.create(max_tokens=16, messages=messages, **common)
-        assert c["COMPLETION"] in message.content[0].text  # type: ignore[union-attr]
+        assert c["COMPLETION"] in message.content[0].text
         with pytest.raises(anthropic.BadRequestError, match=c["ERRORMESSAGE"]):
             client.messages.create(max_tokens=1, messages=messages, **common)
     with openai.OpenAI(api_key=c["OPENAIKEY"], base_url=base_url + "/v1", max_retries=0) as oai:
