@@ -100,7 +100,12 @@ class Tap:
         if settings.metrics:
             from llmtap.exporters.prometheus import PrometheusExporter
 
-            self.prometheus = PrometheusExporter(registry, settings.metric_prefix_namespace)
+            self.prometheus = PrometheusExporter(
+                registry,
+                settings.metric_prefix_namespace,
+                exclude=settings.exclude_metrics,
+                created_series=settings.prometheus_created_series,
+            )
             built.append(self.prometheus)
         self._tracing_index = -1
         if settings.traces:
@@ -111,7 +116,11 @@ class Tap:
         if settings.otel_metrics:
             from llmtap.exporters.otel_metrics import OtelMetricsExporter
 
-            built.append(OtelMetricsExporter(meter_provider))
+            built.append(
+                OtelMetricsExporter(
+                    meter_provider, namespace=settings.metric_prefix_namespace, exclude=settings.exclude_metrics
+                )
+            )
         self.sinks: tuple[Sink, ...] = tuple(built + list(sinks or ()))
 
     # -- request path ----------------------------------------------------------------------------

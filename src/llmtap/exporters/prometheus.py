@@ -1,7 +1,8 @@
 """Prometheus exporter (prometheus-client).
 
-Metric names are a contract: the shipped dashboards and alert rules query them. OpenTelemetry GenAI
-semconv names (Prometheus-translated) where one exists, ``llmtap_`` otherwise. Every series carries
+Metric names are a contract: the shipped dashboards and alert rules query them. The families are
+built from ``llmtap._metrics.INSTRUMENTS`` (shared with the OpenTelemetry exporter, whose translated
+names are the same): OpenTelemetry GenAI semconv names where one exists, ``llmtap_`` otherwise. Every series carries
 ``gen_ai_provider_name``, ``gen_ai_operation_name`` and ``gen_ai_request_model`` (bounded by
 ``Settings.max_models``).
 
@@ -13,49 +14,64 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.samples import Sample
 
+from llmtap._metrics import COUNTER, GAUGE, HISTOGRAM, INSTRUMENTS, TOKEN_TYPES, Instrument, resolve_names
 from llmtap._record import ALL_OUTCOMES, AttemptRecord, CallRecord
-from llmtap._settings import (
-    CHUNK_GAP_BUCKETS,
-    DURATION_BUCKETS,
-    RETRY_AFTER_BUCKETS,
-    TOKEN_BUCKETS,
-)
 
 if TYPE_CHECKING:
     from llmtap._observer import AttemptObserver
 
 __all__ = ["METRIC_NAMES", "PrometheusExporter"]
 
-_BASE = ("gen_ai_provider_name", "gen_ai_operation_name", "gen_ai_request_model")
-
-METRIC_NAMES: tuple[str, ...] = (
-    "gen_ai_client_operation_duration_seconds",
-    "gen_ai_client_operation_time_to_first_chunk_seconds",
-    "gen_ai_client_operation_time_per_output_chunk_seconds",
-    "gen_ai_client_token_usage",
-    "llmtap_time_to_first_token_seconds",
-    "llmtap_attempts_total",
-    "llmtap_retries_total",
-    "llmtap_retry_after_seconds",
-    "llmtap_streams_total",
-    "llmtap_streams_in_flight",
-    "llmtap_stream_stalls_total",
-    "llmtap_tokens_total",
-    "llmtap_stop_reasons_total",
-    "llmtap_ratelimit_limit",
-    "llmtap_ratelimit_remaining",
-    "llmtap_ratelimit_reset_seconds",
-    "llmtap_call_duration_seconds",
-    "llmtap_call_time_to_first_token_seconds",
-    "llmtap_parse_errors_total",
-)
+METRIC_NAMES: tuple[str, ...] = tuple(i.prometheus() for i in INSTRUMENTS)
 """Every metric family this exporter registers (histograms and counters by their family name)."""
 
-_TOKEN_TYPES = ("input", "output", "cache_read", "cache_write", "reasoning")
+
+class _NoCreated:
+    """Mixin: no ``*_created`` sample per label set (see ``Settings.prometheus_created_series``).
+
+    prometheus-client's own switch, ``disable_created_metrics()``, is process-wide; a library must
+    not change how the application's own metrics are exposed.
+    """
+
+    def _child_samples(self) -> Iterable[Sample]:
+        samples: Iterable[Sample] = super()._child_samples()  # type: ignore[misc]
+        return tuple(s for s in samples if s.name != "_created")
+
+
+class _LeanCounter(_NoCreated, Counter):
+    pass
+
+
+class _LeanHistogram(_NoCreated, Histogram):
+    pass
+
+
+class _Off:
+    """Stands in for an excluded family (``Settings.exclude_metrics``): every write is a no-op."""
+
+    def labels(self, *values: str) -> _Off:
+        return self
+
+    def inc(self, amount: float = 1) -> None:
+        pass
+
+    def dec(self, amount: float = 1) -> None:
+        pass
+
+    def set(self, value: float) -> None:
+        pass
+
+    def observe(self, amount: float) -> None:
+        pass
+
+
+_OFF: Any = _Off()
 
 
 class _Children:
@@ -86,7 +102,7 @@ class _Children:
         self.stalls = exporter.stalls.labels(*key)
         self.usage_input = exporter.usage.labels(*key, "input")
         self.usage_output = exporter.usage.labels(*key, "output")
-        self.tokens = {t: exporter.tokens.labels(*key, t) for t in _TOKEN_TYPES}
+        self.tokens = {t: exporter.tokens.labels(*key, t) for t in TOKEN_TYPES}
         self.streams = {o.value: exporter.streams.labels(*key, o.value) for o in ALL_OUTCOMES}
         self.call_ttft = exporter.call_ttft.labels(*key)
         self.parse_errors = exporter.parse_errors.labels(*key)
@@ -97,13 +113,27 @@ class _Children:
 
 
 class PrometheusExporter:
-    """Registers the llmtap metrics in ``registry`` (default: the global one) and records into them."""
+    """Registers the llmtap metrics in ``registry`` (default: the global one) and records into them.
+
+    Args:
+        registry: where to register (default: prometheus-client's global ``REGISTRY``).
+        namespace: prepended to the ``llmtap_`` families (semconv names are kept).
+        exclude: families not to register, by OpenTelemetry or Prometheus name (see
+            ``Settings.exclude_metrics``).
+        created_series: expose ``*_created`` series (``Settings.prometheus_created_series``).
+    """
 
     name = "prometheus"
 
-    def __init__(self, registry: CollectorRegistry | None = None, namespace: str = "") -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        namespace: str = "",
+        *,
+        exclude: tuple[str, ...] = (),
+        created_series: bool = False,
+    ) -> None:
         reg = REGISTRY if registry is None else registry
-        ns = namespace
         self.registry = reg
         self._lock = threading.Lock()
         self._children: dict[tuple[str, str, str], _Children] = {}
@@ -111,149 +141,53 @@ class PrometheusExporter:
         self._durations: dict[tuple[str, str, str, str], Histogram] = {}
         self._retries: dict[tuple[str, str, str, str], Counter] = {}
         self._stops: dict[tuple[str, str, str, str], Counter] = {}
+        self._registered: list[Counter | Gauge | Histogram] = []
+        excluded = resolve_names(exclude)
+        self.excluded = excluded
+        counter, histogram = (Counter, Histogram) if created_series else (_LeanCounter, _LeanHistogram)
 
-        self.duration = Histogram(
-            "gen_ai_client_operation_duration_seconds",
-            "GenAI operation duration (one HTTP attempt, until its body ended).",
-            (*_BASE, "error_type"),
-            buckets=DURATION_BUCKETS,
-            registry=reg,
-        )
-        self.ttfc = Histogram(
-            "gen_ai_client_operation_time_to_first_chunk_seconds",
-            "Time from sending the request to the first response body chunk (streams).",
-            _BASE,
-            buckets=DURATION_BUCKETS,
-            registry=reg,
-        )
-        self.gap = Histogram(
-            "gen_ai_client_operation_time_per_output_chunk_seconds",
-            "Time between consecutive response body chunks after the first (streams).",
-            _BASE,
-            buckets=CHUNK_GAP_BUCKETS,
-            registry=reg,
-        )
-        self.usage = Histogram(
-            "gen_ai_client_token_usage",
-            "Input and output tokens per attempt, as reported by the provider.",
-            (*_BASE, "gen_ai_token_type"),
-            buckets=TOKEN_BUCKETS,
-            registry=reg,
-        )
-        self.ttft = Histogram(
-            "llmtap_time_to_first_token_seconds",
-            "Time from sending the request to the first chunk carrying generated content.",
-            _BASE,
-            buckets=DURATION_BUCKETS,
-            namespace=ns,
-            registry=reg,
-        )
-        self.attempts = Counter(
-            "llmtap_attempts",
-            "HTTP attempts to LLM APIs, by status code ('' when no response) and error type.",
-            (*_BASE, "status_code", "error_type"),
-            namespace=ns,
-            registry=reg,
-        )
-        self.retries = Counter(
-            "llmtap_retries",
-            "Attempts that were retries, by what the previous attempt failed with.",
-            (*_BASE, "reason"),
-            namespace=ns,
-            registry=reg,
-        )
-        self.retry_after = Histogram(
-            "llmtap_retry_after_seconds",
-            "Waits advised by the server (retry-after / retry-after-ms).",
-            _BASE,
-            buckets=RETRY_AFTER_BUCKETS,
-            namespace=ns,
-            registry=reg,
-        )
-        self.streams = Counter(
-            "llmtap_streams",
-            "Streamed responses by how they ended.",
-            (*_BASE, "outcome"),
-            namespace=ns,
-            registry=reg,
-        )
-        self.in_flight = Gauge(
-            "llmtap_streams_in_flight",
-            "Streaming attempts sent and not yet ended.",
-            _BASE,
-            namespace=ns,
-            registry=reg,
-            multiprocess_mode="livesum",
-        )
-        self.stalls = Counter(
-            "llmtap_stream_stalls",
-            "Gaps between stream chunks longer than the stall threshold.",
-            _BASE,
-            namespace=ns,
-            registry=reg,
-        )
-        self.tokens = Counter(
-            "llmtap_tokens",
-            "Tokens reported by the provider; input includes cache_read and cache_write.",
-            (*_BASE, "gen_ai_token_type"),
-            namespace=ns,
-            registry=reg,
-        )
-        self.stop_reasons = Counter(
-            "llmtap_stop_reasons",
-            "Why the model stopped generating (end_turn, max_tokens, tool_use, ...).",
-            (*_BASE, "reason"),
-            namespace=ns,
-            registry=reg,
-        )
-        rl_labels = (*_BASE, "resource")
-        self.rl_limit = Gauge(
-            "llmtap_ratelimit_limit",
-            "Rate limit per resource, from the last response's headers.",
-            rl_labels,
-            namespace=ns,
-            registry=reg,
-            multiprocess_mode="mostrecent",
-        )
-        self.rl_remaining = Gauge(
-            "llmtap_ratelimit_remaining",
-            "Remaining rate-limit headroom per resource, from the last response's headers.",
-            rl_labels,
-            namespace=ns,
-            registry=reg,
-            multiprocess_mode="mostrecent",
-        )
-        self.rl_reset = Gauge(
-            "llmtap_ratelimit_reset_seconds",
-            "Seconds until the rate limit resets, from the last response's headers.",
-            rl_labels,
-            namespace=ns,
-            registry=reg,
-            multiprocess_mode="mostrecent",
-        )
-        self.call_duration = Histogram(
-            "llmtap_call_duration_seconds",
-            "Logical SDK call duration: first attempt start to last attempt end, backoff included.",
-            (*_BASE, "outcome"),
-            buckets=DURATION_BUCKETS,
-            namespace=ns,
-            registry=reg,
-        )
-        self.call_ttft = Histogram(
-            "llmtap_call_time_to_first_token_seconds",
-            "Logical SDK call time to first content token, from the first attempt's start.",
-            _BASE,
-            buckets=DURATION_BUCKETS,
-            namespace=ns,
-            registry=reg,
-        )
-        self.parse_errors = Counter(
-            "llmtap_parse_errors",
-            "Response data llmtap could not parse (malformed SSE, bad encoding, oversized events).",
-            _BASE,
-            namespace=ns,
-            registry=reg,
-        )
+        def make(spec: Instrument) -> Any:
+            if spec.key in excluded:
+                return _OFF
+            ns = "" if spec.semconv else namespace
+            name = spec.prometheus().removesuffix("_total")
+            if spec.kind == COUNTER:
+                metric: Any = counter(name, spec.description, spec.labels, namespace=ns, registry=reg)
+            elif spec.kind == HISTOGRAM:
+                metric = histogram(
+                    name, spec.description, spec.labels, namespace=ns, registry=reg, buckets=spec.buckets
+                )
+            elif spec.kind == GAUGE:  # last value seen (rate-limit headers)
+                metric = Gauge(
+                    name, spec.description, spec.labels, namespace=ns, registry=reg, multiprocess_mode="mostrecent"
+                )
+            else:  # the in-flight up-down counter
+                metric = Gauge(
+                    name, spec.description, spec.labels, namespace=ns, registry=reg, multiprocess_mode="livesum"
+                )
+            self._registered.append(metric)
+            return metric
+
+        m = {spec.key: make(spec) for spec in INSTRUMENTS}
+        self.duration = m["duration"]
+        self.ttfc = m["ttfc"]
+        self.gap = m["gap"]
+        self.usage = m["usage"]
+        self.ttft = m["ttft"]
+        self.attempts = m["attempts"]
+        self.retries = m["retries"]
+        self.retry_after = m["retry_after"]
+        self.streams = m["streams"]
+        self.in_flight = m["in_flight"]
+        self.stalls = m["stalls"]
+        self.tokens = m["tokens"]
+        self.stop_reasons = m["stop_reasons"]
+        self.rl_limit = m["ratelimit_limit"]
+        self.rl_remaining = m["ratelimit_remaining"]
+        self.rl_reset = m["ratelimit_reset"]
+        self.call_duration = m["call_duration"]
+        self.call_ttft = m["call_ttft"]
+        self.parse_errors = m["parse_errors"]
 
     # -- label children, cached --------------------------------------------------------------
 
@@ -370,12 +304,7 @@ class PrometheusExporter:
 
     def unregister(self) -> None:
         """Remove every llmtap metric from the registry."""
-        for metric in (
-            self.duration, self.ttfc, self.gap, self.usage, self.ttft, self.attempts, self.retries,
-            self.retry_after, self.streams, self.in_flight, self.stalls, self.tokens, self.stop_reasons,
-            self.rl_limit, self.rl_remaining, self.rl_reset, self.call_duration, self.call_ttft,
-            self.parse_errors,
-        ):  # fmt: skip
+        for metric in self._registered:
             with contextlib.suppress(KeyError):
                 self.registry.unregister(metric)
 
