@@ -12,7 +12,8 @@ Differences from the native exporter, all invisible to the shipped queries:
   ``status_code`` when no response arrived); PromQL treats an empty label and a missing one alike;
 * the GenAI semconv histograms also carry ``server.address``, ``server.port`` and, when known,
   ``gen_ai.response.model``, as the conventions recommend;
-* series appear on first use (OpenTelemetry has no way to pre-create a zero series);
+* the series the native exporter pre-creates at zero are started with ``add(0)`` when a
+  (provider, operation, model) is first seen; histograms cannot be, they appear on first use;
 * ``gen_ai.client.operation.time_per_output_chunk``: the core aggregates the gaps of an attempt into
   bucket counts and their sum, so nothing runs per chunk. The OpenTelemetry API can only record
   single values, so at the attempt's end one value per gap is recorded (see :func:`spread`): bucket
@@ -30,8 +31,18 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
-from llmtap._metrics import BASE_ATTRIBUTES, COUNTER, GAUGE, HISTOGRAM, INSTRUMENTS, UP_DOWN, Instrument, resolve_names
-from llmtap._record import AttemptRecord, CallRecord
+from llmtap._metrics import (
+    BASE_ATTRIBUTES,
+    COUNTER,
+    GAUGE,
+    HISTOGRAM,
+    INSTRUMENTS,
+    TOKEN_TYPES,
+    UP_DOWN,
+    Instrument,
+    resolve_names,
+)
+from llmtap._record import ALL_OUTCOMES, AttemptRecord, CallRecord
 from llmtap._version import __version__
 
 if TYPE_CHECKING:
@@ -122,10 +133,26 @@ class OtelMetricsExporter:
         """The base attributes, one shared (never mutated) dict per label set."""
         key = (provider, operation, model)
         attrs = self._base_attrs.get(key)
-        if attrs is None:
+        if attrs is not None:
+            return attrs
+        with self._lock:
+            attrs = self._base_attrs.get(key)
+            if attrs is not None:
+                return attrs
             attrs = dict(zip(BASE_ATTRIBUTES, key, strict=True))
-            with self._lock:
-                attrs = self._base_attrs.setdefault(key, attrs)
+            self._base_attrs[key] = attrs
+        # Start at zero the series the native exporter pre-creates, so rate()-based rules and
+        # "all 8 outcomes" panels see them before the first event of each kind.
+        self._attempts.add(0, {**attrs, "status_code": "200"})
+        for reason in ("429", "529"):
+            self._retries.add(0, {**attrs, "reason": reason})
+        for outcome in ALL_OUTCOMES:
+            self._streams.add(0, {**attrs, "outcome": outcome.value})
+        for token_type in TOKEN_TYPES:
+            self._tokens.add(0, {**attrs, "gen_ai.token.type": token_type})
+        self._in_flight.add(0, attrs)
+        self._stalls.add(0, attrs)
+        self._parse_errors.add(0, attrs)
         return attrs
 
     def _observer(self, index: int) -> Callable[[CallbackOptions], Iterable[Observation]]:
