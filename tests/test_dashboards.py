@@ -17,29 +17,14 @@ from typing import Any
 import pytest
 import yaml
 
+from llmtap._metrics import COUNTER, HISTOGRAM, INSTRUMENTS
+
 from ._prom import DASHBOARDS, load_build, require, rule_groups
 
-# The Prometheus metric-name contract (docs: the metrics llmtap exports), name -> kind.
-# TODO(lead): derive from llmtap.exporters.prometheus.METRIC_NAMES once it exists.
+# The Prometheus metric-name contract, name -> kind, from the library's one table (up-down counters and
+# gauges are Prometheus gauges, on both the native and the OpenTelemetry path).
 METRIC_KINDS: dict[str, str] = {
-    "gen_ai_client_operation_duration_seconds": "histogram",
-    "gen_ai_client_operation_time_to_first_chunk_seconds": "histogram",
-    "gen_ai_client_operation_time_per_output_chunk_seconds": "histogram",
-    "gen_ai_client_token_usage": "histogram",
-    "llmtap_time_to_first_token_seconds": "histogram",
-    "llmtap_attempts_total": "counter",
-    "llmtap_retries_total": "counter",
-    "llmtap_retry_after_seconds": "histogram",
-    "llmtap_streams_total": "counter",
-    "llmtap_streams_in_flight": "gauge",
-    "llmtap_stream_stalls_total": "counter",
-    "llmtap_tokens_total": "counter",
-    "llmtap_stop_reasons_total": "counter",
-    "llmtap_ratelimit_limit": "gauge",
-    "llmtap_ratelimit_remaining": "gauge",
-    "llmtap_ratelimit_reset_seconds": "gauge",
-    "llmtap_call_duration_seconds": "histogram",
-    "llmtap_call_time_to_first_token_seconds": "histogram",
+    i.prometheus(): {COUNTER: "counter", HISTOGRAM: "histogram"}.get(i.kind, "gauge") for i in INSTRUMENTS
 }
 METRIC_NAMES = frozenset(METRIC_KINDS)
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
@@ -402,7 +387,7 @@ def test_parse_check_catches_a_broken_expression(tmp_path: Path) -> None:
 
 
 def test_contract_matches_the_exporter() -> None:
-    """Until METRIC_KINDS is derived from the exporter: every contract name must be one it registers."""
+    """Every contract name is one the exporter registers."""
     prometheus = pytest.importorskip("llmtap.exporters.prometheus")
     exported = set(prometheus.METRIC_NAMES)
     assert METRIC_NAMES - exported == set(), "dashboards rely on metrics the exporter does not register"
