@@ -75,13 +75,19 @@ _OFF: Any = _Off()
 
 
 class _Children:
-    """Bound children for one (provider, operation, model) label set."""
+    """Bound children for one (provider, operation, model) label set.
+
+    Counters and gauges are created with the label set, at zero, so rate()-based rules see them
+    from the start. Histograms (14 to 17 series each) are created on their first observation: an
+    empty one only costs series (a model that never streams has no time to first chunk).
+    """
 
     __slots__ = (
         "call_durations",
         "call_ttft",
         "gap",
         "in_flight",
+        "key",
         "parse_errors",
         "rate_limits",
         "retry_after",
@@ -95,18 +101,19 @@ class _Children:
     )
 
     def __init__(self, exporter: PrometheusExporter, key: tuple[str, str, str]) -> None:
-        self.ttfc = exporter.ttfc.labels(*key)
-        self.gap = exporter.gap.labels(*key)
-        self.ttft = exporter.ttft.labels(*key)
+        self.key = key
         self.in_flight = exporter.in_flight.labels(*key)
         self.stalls = exporter.stalls.labels(*key)
-        self.usage_input = exporter.usage.labels(*key, "input")
-        self.usage_output = exporter.usage.labels(*key, "output")
         self.tokens = {t: exporter.tokens.labels(*key, t) for t in TOKEN_TYPES}
         self.streams = {o.value: exporter.streams.labels(*key, o.value) for o in ALL_OUTCOMES}
-        self.call_ttft = exporter.call_ttft.labels(*key)
         self.parse_errors = exporter.parse_errors.labels(*key)
-        self.retry_after = exporter.retry_after.labels(*key)
+        self.ttfc: Histogram | None = None
+        self.gap: Histogram | None = None
+        self.ttft: Histogram | None = None
+        self.usage_input: Histogram | None = None
+        self.usage_output: Histogram | None = None
+        self.call_ttft: Histogram | None = None
+        self.retry_after: Histogram | None = None
         self.call_durations: dict[str, Histogram] = {}
         # resource -> (limit, remaining, reset) gauges
         self.rate_limits: dict[str, tuple[Gauge, Gauge, Gauge]] = {}
@@ -202,7 +209,6 @@ class PrometheusExporter:
             children = _Children(self, key)
             # pre-create the series alert rules divide by, so rates start at zero
             self.attempts.labels(*key, "200", "")
-            self.duration.labels(*key, "")
             self.retries.labels(*key, "429")
             self.retries.labels(*key, "529")
             self._children[key] = children
@@ -242,26 +248,44 @@ class PrometheusExporter:
             duration = self._durations[dkey] = self.duration.labels(*dkey)
         duration.observe(record.duration)
         if record.retry_after is not None:
-            children.retry_after.observe(record.retry_after)
+            retry_after = children.retry_after
+            if retry_after is None:
+                retry_after = children.retry_after = self.retry_after.labels(*key)
+            retry_after.observe(record.retry_after)
         if record.parse_errors:
             children.parse_errors.inc(record.parse_errors)
         if record.streamed or record.request_stream:
             children.streams[record.outcome.value].inc()
         if record.streamed:
             if record.first_chunk_at is not None:
-                children.ttfc.observe(record.first_chunk_at - record.started_at)
+                ttfc = children.ttfc
+                if ttfc is None:
+                    ttfc = children.ttfc = self.ttfc.labels(*key)
+                ttfc.observe(record.first_chunk_at - record.started_at)
             if record.first_token_at is not None:
-                children.ttft.observe(record.first_token_at - record.started_at)
+                ttft = children.ttft
+                if ttft is None:
+                    ttft = children.ttft = self.ttft.labels(*key)
+                ttft.observe(record.first_token_at - record.started_at)
             if record.chunks > 1:
-                _merge_histogram(children.gap, record.gap_bucket_counts, record.gap_sum)
+                gap = children.gap
+                if gap is None:
+                    gap = children.gap = self.gap.labels(*key)
+                _merge_histogram(gap, record.gap_bucket_counts, record.gap_sum)
             if record.stalls:
                 children.stalls.inc(record.stalls)
         usage = record.usage
         if usage.input_tokens is not None:
-            children.usage_input.observe(usage.input_tokens)
+            usage_input = children.usage_input
+            if usage_input is None:
+                usage_input = children.usage_input = self.usage.labels(*key, "input")
+            usage_input.observe(usage.input_tokens)
             children.tokens["input"].inc(usage.input_tokens)
         if usage.output_tokens is not None:
-            children.usage_output.observe(usage.output_tokens)
+            usage_output = children.usage_output
+            if usage_output is None:
+                usage_output = children.usage_output = self.usage.labels(*key, "output")
+            usage_output.observe(usage.output_tokens)
             children.tokens["output"].inc(usage.output_tokens)
         if usage.cache_read_tokens:
             children.tokens["cache_read"].inc(usage.cache_read_tokens)
@@ -300,7 +324,10 @@ class PrometheusExporter:
             duration = children.call_durations[outcome] = self.call_duration.labels(*key)
         duration.observe(record.ended_at - record.started_at)
         if record.first_token_at is not None:
-            children.call_ttft.observe(record.first_token_at - record.started_at)
+            call_ttft = children.call_ttft
+            if call_ttft is None:
+                call_ttft = children.call_ttft = self.call_ttft.labels(*children.key)
+            call_ttft.observe(record.first_token_at - record.started_at)
 
     def unregister(self) -> None:
         """Remove every llmtap metric from the registry."""
