@@ -118,6 +118,7 @@ def test_exclude_metrics_drops_families_in_both_exporters(sim: Simulator) -> Non
     finally:
         llmtap.uninstrument()
         provider.shutdown()
+    assert data is not None
     otel = {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
     assert not {"llmtap_retry_after_seconds", "gen_ai_client_token_usage", "llmtap_tokens_total"} & native
     assert not {"llmtap.retry_after", "gen_ai.client.token.usage", "llmtap.tokens"} & otel
