@@ -49,11 +49,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 
 import llmtap
-from llmtap._observer import AttemptObserver, ObserverConfig
-from llmtap._record import AttemptRecord, Outcome
+from llmtap._observer import AttemptObserver, Ending, ObserverConfig
+from llmtap._record import AttemptRecord, AttemptStart, Outcome
 from llmtap._settings import CHUNK_GAP_BUCKETS
 from llmtap._stream import observe_sync, shells_for
-from llmtap.providers._base import RequestInfo
+from llmtap._tap import Attempt
 from llmtap.providers.anthropic import PROVIDER
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import capture
@@ -366,24 +366,35 @@ OBSERVER_CONFIG = ObserverConfig(
 )
 
 
-def standalone_observer(records: list[AttemptRecord] | None = None, stream: bool = True) -> AttemptObserver:
+class RecordingTap:
+    """What the shells need of a tap (its ``end``), keeping the records: no sinks, no call bookkeeping."""
+
+    def __init__(self, records: list[AttemptRecord]) -> None:
+        self.records = records
+
+    def end(self, attempt: Attempt, ending: Ending, now: float, exc: BaseException | None = None) -> None:
+        record = attempt.observer.end(ending, now, exc)
+        if record is not None:
+            self.records.append(record)
+
+
+START = AttemptStart(
+    PROVIDER.name, PROVIDER.operation, MODEL, "api.anthropic.com", 443, "/v1/messages", "POST", True, 4096, 0, None,
+    None, 0.0, 0,
+)  # fmt: skip
+
+
+def standalone_observer(stream: bool = True) -> AttemptObserver:
     """An observer as ``Tap.begin`` builds it, without sinks (like ``tests/_replay.make_observer``)."""
-    sink = records if records is not None else []
-    return AttemptObserver(
-        provider=PROVIDER,
-        provider_name=PROVIDER.name,
-        config=OBSERVER_CONFIG,
-        request=RequestInfo(MODEL, stream, 4096),
-        model_label=MODEL,
-        method="POST",
-        host="api.anthropic.com",
-        port=443,
-        path="/v1/messages",
-        resend_count=0,
-        retry_reason=None,
-        call=None,
-        on_finish=lambda _obs, record: sink.append(record),
-    )
+    return AttemptObserver(START._replace(request_stream=stream), PROVIDER, OBSERVER_CONFIG)
+
+
+def shell_over(shell_cls: type, chunks: Sequence[bytes], headers: list[tuple[bytes, bytes]],
+               records: list[AttemptRecord]) -> Any:  # fmt: skip
+    """The real shell around a list-backed stream, ending into ``records``."""
+    observer = standalone_observer()
+    observer.on_response(200, headers, time.perf_counter())
+    return shell_cls(ListStream(chunks), RecordingTap(records), Attempt(observer, None, ()))
 
 
 def _consume(iterable: Any) -> None:
@@ -416,14 +427,16 @@ def bench_observer(quick: bool) -> list[Figure]:
     records: list[AttemptRecord] = []
 
     def core_run() -> Thunk:
-        observer = standalone_observer(records)
+        observer = standalone_observer()
         observer.on_response(200, sse_headers, clock())
         on_chunk = observer.on_chunk
 
         def run() -> None:
             for chunk in events:
                 on_chunk(chunk, clock())
-            observer.on_eof(clock())
+            record = observer.end(Ending.EOF, clock())
+            if record is not None:
+                records.append(record)
 
         return run
 
@@ -451,9 +464,7 @@ def bench_observer(quick: bool) -> list[Figure]:
         shell_records: list[AttemptRecord] = []
 
         def instrumented() -> Thunk:
-            observer = standalone_observer(shell_records)
-            observer.on_response(200, headers, clock())
-            shell = shell_cls(ListStream(chunks), observer)
+            shell = shell_over(shell_cls, chunks, headers, shell_records)
             return lambda: _consume(shell)
 
         def bare_run() -> Thunk:
@@ -497,12 +508,10 @@ def profile_observer() -> None:
     headers = response_headers(b"text/event-stream")
     profiler = cProfile.Profile()
     for _ in range(3):
-        _consume(shell_cls(ListStream(events), standalone_observer()))
+        _consume(shell_over(shell_cls, events, headers, []))
     profiler.enable()
     for _ in range(20):
-        observer = standalone_observer()
-        observer.on_response(200, headers, time.perf_counter())
-        _consume(shell_cls(ListStream(events), observer))
+        _consume(shell_over(shell_cls, events, headers, []))
     profiler.disable()
     print("\ncProfile of 20 streams x 2006 events through ObservedStream + AttemptObserver:")
     pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(12)
@@ -697,11 +706,11 @@ def bench_request_pure(quick: bool) -> list[Figure]:
 
         def run() -> None:
             for _ in range(per_run):
-                observer = begin(request)
-                assert observer is not None
-                observer.on_response(200, headers, clock())
-                observer.on_chunk(body, clock())
-                observer.on_eof(clock())
+                attempt = begin(request)
+                assert attempt is not None
+                attempt.observer.on_response(200, headers, clock())
+                attempt.observer.on_chunk(body, clock())
+                tap.end(attempt, Ending.EOF, clock())
 
         return run
 
@@ -880,7 +889,7 @@ def bench_memory() -> list[Figure]:
             for chunk in tail:
                 now += 0.01
                 observer.on_chunk(chunk, now)
-            observer.on_eof(now)
+            observer.end(Ending.EOF, now)
             peak = tracemalloc.get_traced_memory()[1] - baseline
         finally:
             tracemalloc.stop()

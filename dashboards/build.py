@@ -6,8 +6,8 @@ Usage::
     python dashboards/build.py           # (re)write dashboards/llmtap-*.json
     python dashboards/build.py --check   # exit 1 if the committed JSON differs from what this script builds
 
-Standard library only, so it runs anywhere without the project installed: metric names come from the
-library's table, ``src/llmtap/_metrics.py``, loaded by path.
+Run it with llmtap importable (``make dashboards`` uses the project's venv): metric names come from the
+library's instrument table (``llmtap._metrics``), stream outcomes from ``llmtap.Outcome``.
 
 Conventions used by every panel:
 
@@ -26,32 +26,18 @@ check each query parses, references only exported metric names, and returns data
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
+
+from llmtap import _metrics as contract
+from llmtap._record import ALL_OUTCOMES, SERVICE_SIDE, Outcome
 
 HERE = Path(__file__).resolve().parent
-
-if TYPE_CHECKING:
-    from llmtap import _metrics as contract
-else:  # llmtap's metric table, loaded by path: it is standard library only, no install needed
-
-    def _load_contract() -> ModuleType:
-        name = "llmtap_metric_contract"
-        if name not in sys.modules:
-            spec = importlib.util.spec_from_file_location(name, HERE.parent / "src" / "llmtap" / "_metrics.py")
-            assert spec is not None and spec.loader is not None
-            sys.modules[name] = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(sys.modules[name])
-        return sys.modules[name]
-
-    contract = _load_contract()
 
 NAME: dict[str, str] = {i.key: i.prometheus() for i in contract.INSTRUMENTS}
 """Prometheus family name of each llmtap instrument (``NAME["attempts"] == "llmtap_attempts_total"``),
@@ -69,19 +55,10 @@ BY = "gen_ai_provider_name, gen_ai_request_model"
 RI = "$__rate_interval"
 PM_LEGEND = "{{gen_ai_provider_name}} {{gen_ai_request_model}}"
 
-# Outcome groups of llmtap_streams_total (all 8 are pre-created at 0).
-STREAM_OUTCOMES = (
-    "completed",
-    "client_closed",
-    "cancelled",
-    "abandoned",
-    "server_error",
-    "connection_error",
-    "timeout",
-    "incomplete",
-)
-SERVICE_ABORTS = "server_error|connection_error|timeout|incomplete"
-CLIENT_ABORTS = "client_closed|cancelled|abandoned"
+# Outcome groups of llmtap_streams_total (all 8 are pre-created at 0), from the library's own contract.
+STREAM_OUTCOMES = tuple(o.value for o in ALL_OUTCOMES)
+SERVICE_ABORTS = "|".join(o.value for o in ALL_OUTCOMES if o in SERVICE_SIDE)
+CLIENT_ABORTS = "|".join(o.value for o in ALL_OUTCOMES if o not in SERVICE_SIDE and o is not Outcome.COMPLETED)
 TOKEN_TYPES: tuple[str, ...] = tuple(contract.TOKEN_TYPES)
 TRUNCATION_REASONS = "max_tokens|length"
 RATELIMIT_RESOURCES = ("requests", "tokens", "input_tokens", "output_tokens")
@@ -97,6 +74,10 @@ OUTCOME_COLORS = {
     "timeout": "yellow",
     "incomplete": "dark-red",
 }
+if set(OUTCOME_COLORS) != set(STREAM_OUTCOMES):  # a new outcome needs its colour
+    raise SystemExit(
+        f"OUTCOME_COLORS does not cover the outcomes: {sorted(set(STREAM_OUTCOMES) ^ set(OUTCOME_COLORS))}"
+    )
 
 
 class PanelExpr(NamedTuple):
@@ -778,21 +759,19 @@ def streams() -> Json:
             unit="short",
         ),
         Panel(
+            "Parse errors per second",
+            "Response data llmtap could not parse (malformed SSE, bad encodings, oversized events, garbage headers). "
+            "Non-zero means a proxy or provider sends something unexpected; the attempt is still counted.",
+            [Target(sum_rate(NAME["parse_errors"]), PM_LEGEND)],
+            unit="short",
+        ),
+        Panel(
             "Streams in flight by server",
             "Open streams per llmtap process (instance).",
             [Target(f"sum by (instance, {BY}) ({NAME['in_flight']}{sel()})", "{{instance}} " + PM_LEGEND)],
             unit="short",
             minimum=0,
             stack=True,
-        ),
-        Panel(
-            "Unparsable response data per second",
-            "Malformed SSE, bad encodings or oversized events llmtap skipped. Non-zero means a provider changed "
-            "its wire format or a proxy alters streams; the affected attempts' usage may be missing.",
-            [Target(sum_rate(NAME["parse_errors"]), PM_LEGEND)],
-            unit="short",
-            width=24,
-            height=6,
         ),
     ]
     return dashboard(

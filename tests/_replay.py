@@ -8,32 +8,51 @@ import random
 from pathlib import Path
 from typing import Any
 
-from llmtap._observer import AttemptObserver, ObserverConfig
-from llmtap._record import AttemptRecord
+from llmtap._observer import AttemptObserver, Ending, ObserverConfig
+from llmtap._record import AttemptRecord, AttemptStart
 from llmtap._settings import CHUNK_GAP_BUCKETS
-from llmtap.providers._base import Provider, RequestInfo
+from llmtap.providers._base import Provider
 
 CONFIG = ObserverConfig(
     stall_threshold=5.0, gap_bounds=CHUNK_GAP_BUCKETS, max_event_bytes=64 * 1024, max_json_bytes=1 << 20
 )
 
 
-def make_observer(provider: Provider, records: list[AttemptRecord], config: ObserverConfig = CONFIG) -> AttemptObserver:
-    return AttemptObserver(
-        provider=provider,
-        provider_name=provider.name,
-        config=config,
-        request=RequestInfo("m", True, 10),
-        model_label="m",
-        method="POST",
-        host="api.example",
-        port=443,
-        path="/v1/messages",
-        resend_count=0,
-        retry_reason=None,
-        call=None,
-        on_finish=lambda _obs, record: records.append(record),
-    )
+START = AttemptStart("", "chat", "m", "api.example", 443, "/v1/messages", "POST", True, 10, 0, None, None, 0.0, 0)
+
+
+class Fed:
+    """A pure observer driven as the shells drive it; every record it returns is kept in ``records``."""
+
+    def __init__(self, observer: AttemptObserver, records: list[AttemptRecord]) -> None:
+        self.observer = observer
+        self.records = records
+        self.on_response = observer.on_response
+        self.on_chunk = observer.on_chunk
+
+    @property
+    def _pending(self) -> bytes:
+        return self.observer._pending
+
+    def _keep(self, record: AttemptRecord | None) -> None:
+        if record is not None:
+            self.records.append(record)
+
+    def on_eof(self, now: float) -> None:
+        self._keep(self.observer.end(Ending.EOF, now))
+
+    def on_close(self, now: float) -> None:
+        self._keep(self.observer.end(Ending.CLOSED, now))
+
+    def on_abandon(self, now: float = 0.0) -> None:
+        self._keep(self.observer.end(Ending.DROPPED, now))
+
+    def on_exception(self, exc: BaseException, now: float) -> None:
+        self._keep(self.observer.end(Ending.RAISED, now, exc))
+
+
+def make_observer(provider: Provider, records: list[AttemptRecord], config: ObserverConfig = CONFIG) -> Fed:
+    return Fed(AttemptObserver(START._replace(provider=provider.name), provider, config), records)
 
 
 def splits(body: bytes, rng: random.Random, max_piece: int = 97) -> list[bytes]:

@@ -75,8 +75,8 @@ def test_opentelemetry_instrument_picks_llmtap_up() -> None:
     command = shutil.which("opentelemetry-instrument", path=os.path.dirname(sys.executable))
     assert command is not None
     code = (
-        "import httpx2, llmtap._patch as p; "
-        "print(p.active_tap() is not None, hasattr(httpx2.Client._send_single_request, '__wrapped__'))"
+        "import httpx2, llmtap._tap as t; "
+        "print(t.active() is not None, hasattr(httpx2.Client._send_single_request, '__wrapped__'))"
     )
     env = {
         **os.environ,

@@ -10,12 +10,13 @@ import pytest
 
 from llmtap import Outcome
 from llmtap._log import reset as reset_log
-from llmtap._observer import ObserverConfig
+from llmtap._observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._record import AttemptRecord
 from llmtap._settings import CHUNK_GAP_BUCKETS
 from llmtap.providers.anthropic import PROVIDER
 
-from ._replay import make_observer, splits
+from ._replay import CONFIG, make_observer, splits
+from ._replay import START as START_VALUE
 
 SSE = [(b"content-type", b"text/event-stream")]
 
@@ -235,3 +236,64 @@ def test_memory_is_bounded_per_stream() -> None:
     observer.on_chunk(END, 3.0)
     observer.on_eof(3.0)
     assert records[0].outcome is Outcome.COMPLETED
+
+
+_JSON = [(b"content-type", b"application/json")]
+_OVERLOADED = b'{"type":"error","error":{"type":"overloaded_error","message":"busy"}}'
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "body", "ending", "exc", "outcome", "error_type"),
+    [
+        pytest.param(200, SSE, STREAM, Ending.EOF, None, Outcome.COMPLETED, None, id="eof-final"),
+        pytest.param(
+            200, SSE, START + DELTA, Ending.EOF, None, Outcome.INCOMPLETE, "incomplete_stream", id="eof-no-final"
+        ),
+        pytest.param(200, SSE, START, Ending.CLOSED, None, Outcome.CLIENT_CLOSED, None, id="closed"),
+        pytest.param(200, SSE, STREAM, Ending.CLOSED, None, Outcome.COMPLETED, None, id="closed-after-final"),
+        pytest.param(200, SSE, START, Ending.DROPPED, None, Outcome.ABANDONED, None, id="dropped"),
+        pytest.param(200, SSE, START, Ending.RAISED, TimeoutError(), Outcome.TIMEOUT, "TimeoutError", id="timeout"),
+        pytest.param(
+            200, SSE, STREAM, Ending.RAISED, ConnectionError(), Outcome.COMPLETED, None, id="raised-after-final"
+        ),
+        pytest.param(
+            200, SSE, STREAM, Ending.RAISED, KeyboardInterrupt(), Outcome.CANCELLED, None, id="cancel-after-final"
+        ),
+        pytest.param(529, _JSON, _OVERLOADED, Ending.EOF, None, Outcome.SERVER_ERROR, "overloaded_error", id="529-eof"),
+        pytest.param(529, _JSON, b"", Ending.CLOSED, None, Outcome.SERVER_ERROR, "529", id="529-closed-unread"),
+        pytest.param(529, _JSON, b"", Ending.INTERNAL, None, Outcome.SERVER_ERROR, "529", id="529-internal"),
+        pytest.param(200, _JSON, b"", Ending.INTERNAL, None, Outcome.COMPLETED, None, id="200-internal"),
+        pytest.param(None, [], b"", Ending.INTERNAL, None, Outcome.CONNECTION_ERROR, None, id="no-response-internal"),
+        pytest.param(
+            None,
+            [],
+            b"",
+            Ending.RAISED,
+            ConnectionResetError(),
+            Outcome.CONNECTION_ERROR,
+            "ConnectionResetError",
+            id="no-response-raised",
+        ),
+    ],
+)
+def test_the_ending_decision(
+    status: int | None,
+    headers: list[tuple[bytes, bytes]],
+    body: bytes,
+    ending: Ending,
+    exc: BaseException | None,
+    outcome: Outcome,
+    error_type: str | None,
+) -> None:
+    """Every way an attempt ends goes through one decision; the record comes back once, from ``end``."""
+    observer = AttemptObserver(START_VALUE, PROVIDER, CONFIG)
+    if status is not None:
+        observer.on_response(status, headers, 0.0)
+    if body:
+        observer.on_chunk(body, 0.1)
+    record = observer.end(ending, 0.2, exc)
+    assert record is not None
+    assert (record.outcome, record.error_type) == (outcome, error_type)
+    assert record[: len(START_VALUE)] == tuple(START_VALUE)  # the record begins with its start value
+    assert observer.end(Ending.EOF, 0.3) is None  # and never comes twice
+    assert observer.end(Ending.RAISED, 0.3, RuntimeError()) is None

@@ -11,13 +11,14 @@ metrics and an OpenTelemetry span, whatever way its stream ends (see :class:`Out
 
 from llmtap._instrumentor import LlmtapInstrumentor, instrument, uninstrument
 from llmtap._patch import wrap_transport
-from llmtap._record import AttemptRecord, CallRecord, Outcome, RateLimit, Usage
+from llmtap._record import AttemptRecord, AttemptStart, CallRecord, Outcome, RateLimit, Usage
 from llmtap._settings import Settings
 from llmtap._tap import Tap
 from llmtap._version import __version__
 
 __all__ = [
     "AttemptRecord",
+    "AttemptStart",
     "CallRecord",
     "LlmtapInstrumentor",
     "Outcome",

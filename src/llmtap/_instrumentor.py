@@ -11,7 +11,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 from prometheus_client import CollectorRegistry
 
-from llmtap import _patch
+from llmtap import _patch, _tap
 from llmtap._log import logger
 from llmtap._settings import Settings
 from llmtap._tap import Tap
@@ -27,8 +27,6 @@ class LlmtapInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     and the global providers are used.
     """
 
-    tap: Tap | None = None
-
     def instrumentation_dependencies(self) -> Collection[str]:
         # httpx and httpx2 are each optional: whichever is installed is patched.
         return ()
@@ -42,22 +40,20 @@ class LlmtapInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             meter_provider=kwargs.get("meter_provider"),
             sinks=kwargs.get("extra_sinks"),
         )
-        _patch.set_active(tap)
-        LlmtapInstrumentor.tap = tap
+        _tap.activate(tap)
         if kwargs.get("patch", True):
             patched = _patch.patch(sdk_calls=settings.sdk_calls)
             logger.debug("llmtap: instrumented %s", ", ".join(patched) or "nothing")
         port = settings_port(settings)
-        if port is not None:
+        if port is not None and tap.prometheus is not None:
             from prometheus_client import start_http_server
 
             start_http_server(port, addr="127.0.0.1", registry=tap.prometheus.registry)
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        _patch.set_active(None)
+        tap = _tap.active()
+        _tap.activate(None)
         _patch.unpatch()
-        tap = LlmtapInstrumentor.tap
-        LlmtapInstrumentor.tap = None
         if tap is not None:
             tap.close()
 
@@ -93,8 +89,9 @@ def instrument(
         The active tap.
     """
     instrumentor = LlmtapInstrumentor()
-    if instrumentor.is_instrumented_by_opentelemetry and LlmtapInstrumentor.tap is not None:
-        return LlmtapInstrumentor.tap
+    active = _tap.active()
+    if instrumentor.is_instrumented_by_opentelemetry and active is not None:
+        return active
     instrumentor.instrument(
         settings=settings,
         registry=registry,
@@ -102,8 +99,10 @@ def instrument(
         meter_provider=meter_provider,
         patch=patch,
     )
-    assert LlmtapInstrumentor.tap is not None  # set by _instrument
-    return LlmtapInstrumentor.tap
+    active = _tap.active()
+    if active is None:  # pragma: no cover - _instrument sets it or raises
+        raise RuntimeError("llmtap: instrument() did not activate a tap")
+    return active
 
 
 def uninstrument() -> None:

@@ -1,9 +1,10 @@
 """The attempt observer: a pure state machine fed response bytes and clock readings.
 
-It does no I/O. The stream shells (``_stream.py``) call :meth:`AttemptObserver.on_chunk` with each
-raw body chunk and a ``perf_counter()`` reading, and one of ``on_eof`` / ``on_close`` /
-``on_exception`` / ``on_abandon`` when the body ends; whichever comes first finalises the attempt,
-exactly once, into an immutable :class:`~llmtap.AttemptRecord`.
+It does no I/O and calls nobody back. The stream shells (``_stream.py``) call
+:meth:`AttemptObserver.on_chunk` with each raw body chunk and a ``perf_counter()`` reading, and
+:meth:`AttemptObserver.end` with how the body ended (an :class:`Ending`); the first ``end`` returns
+the attempt's one immutable :class:`~llmtap.AttemptRecord`, later ones return ``None``. How an
+attempt ended is decided in one place, :meth:`AttemptObserver._decide`.
 
 The per-chunk path is the hot path. Once the first content token has been seen, SSE events are
 only *framed* (a C-level ``rfind`` for the event boundary and a marker search); they are parsed
@@ -15,24 +16,38 @@ Memory per stream is bounded by ``max_event_bytes`` (one partial SSE event) or
 from __future__ import annotations
 
 import asyncio
+import enum
 import functools
 import json
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from llmtap._body import BodyDecodeError, Decoder, make_decoder
 from llmtap._headers import duration, reset_at
 from llmtap._log import log_once
-from llmtap._record import AttemptRecord, Outcome, RateLimit, Usage
-from llmtap.providers._base import Facts, Header, Provider, RequestInfo
+from llmtap._record import AttemptRecord, AttemptStart, Outcome, RateLimit, Usage
+from llmtap.providers._base import Facts, Header, Provider
 
-if TYPE_CHECKING:
-    import weakref
+__all__ = ["AttemptObserver", "Ending", "ObserverConfig", "classify_exception"]
 
-__all__ = ["AttemptObserver", "ObserverConfig", "classify_exception"]
+
+class Ending(enum.Enum):
+    """What ended an attempt's body, as the shells see it. :meth:`AttemptObserver.end` turns it into an
+    :class:`~llmtap.Outcome` together with what the parsed events said."""
+
+    EOF = "eof"
+    """The body was read to its end."""
+    CLOSED = "closed"
+    """The app (or the SDK on its behalf) closed the response."""
+    DROPPED = "dropped"
+    """The response was closed only because the app dropped it (its generator was finalised), or the
+    garbage collector found it unclosed."""
+    RAISED = "raised"
+    """An exception came out of the transport (before the headers or while reading the body)."""
+    INTERNAL = "internal"
+    """llmtap itself failed mid-attempt: the books are closed with what is known so far."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +71,8 @@ def classify_exception(exc: BaseException) -> tuple[Outcome, str]:
         return Outcome.CANCELLED, type(exc).__name__
     return Outcome.CONNECTION_ERROR, type(exc).__name__
 
+
+_APP_SIDE = frozenset({Outcome.CLIENT_CLOSED, Outcome.ABANDONED, Outcome.CANCELLED})
 
 # Header kinds as plain ints: enum member lookups cost more than the whole comparison on this path
 _RESET_AT, _RESET_IN, _REQUEST_ID, _SERVER_TIME_MS = (
@@ -81,17 +98,19 @@ def _header_table(provider: Provider) -> dict[bytes, tuple[int, str]]:
     return {**declared, **_GENERIC_HEADERS}
 
 
+def _ignore(data: bytes) -> None:
+    """The feed of a body llmtap does not parse (and of an ended attempt)."""
+
+
 class AttemptObserver:
-    """State of one HTTP attempt from request start to its single finalisation."""
+    """State of one HTTP attempt, from its start value to the single record :meth:`end` returns."""
 
     __slots__ = (
         "_body_parts",
         "_body_size",
-        "_config",
         "_crlf",
         "_decoder",
         "_discarding",
-        "_done",
         "_fast",
         "_feed",
         "_gap_bounds",
@@ -100,77 +119,33 @@ class AttemptObserver:
         "_gap_sum",
         "_markers",
         "_max_event",
+        "_max_json",
         "_now",
-        "_on_finish",
         "_pending",
         "_scan_all",
         "_stall",
-        "body_bytes",
-        "call",
         "chunks",
-        "events_parsed",
+        "done",
         "facts",
-        "finalizer",
         "first_chunk_at",
         "first_token_at",
         "headers_at",
-        "host",
         "last_chunk_at",
         "max_gap",
-        "method",
-        "model_label",
         "parse_errors",
-        "path",
-        "port",
         "provider",
-        "provider_name",
-        "request",
-        "resend_count",
         "retry_after",
-        "retry_reason",
-        "sink_states",
         "stalls",
-        "start_unix_ns",
-        "started_at",
+        "start",
         "status",
         "streamed",
     )
 
-    def __init__(
-        self,
-        *,
-        provider: Provider,
-        provider_name: str,
-        config: ObserverConfig,
-        request: RequestInfo,
-        model_label: str,
-        method: str,
-        host: str,
-        port: int,
-        path: str,
-        resend_count: int,
-        retry_reason: str | None,
-        call: Any,
-        on_finish: Callable[[AttemptObserver, AttemptRecord], None],
-    ) -> None:
+    def __init__(self, start: AttemptStart, provider: Provider, config: ObserverConfig) -> None:
+        self.start = start
         self.provider = provider
-        self.provider_name = provider_name
-        self._config = config
-        self.request = request
-        self.model_label = model_label
-        self.method = method
-        self.host = host
-        self.port = port
-        self.path = path
-        self.resend_count = resend_count
-        self.retry_reason = retry_reason
-        self.call = call
-        self._on_finish = on_finish
         self.facts = Facts()
-        self.sink_states: tuple[object, ...] = ()
-        self.finalizer: weakref.finalize[Any, Any] | None = None
-        self.start_unix_ns = time.time_ns()
-        self.started_at = time.perf_counter()
+        self.done = False
         self.status: int | None = None
         self.streamed = False
         self.headers_at: float | None = None
@@ -180,28 +155,26 @@ class AttemptObserver:
         self.max_gap = 0.0
         self.stalls = 0
         self.chunks = 0
-        self.events_parsed = 0
-        self.body_bytes = 0
         self.parse_errors = 0
         self.retry_after: float | None = None
-        self._gap_counts = [0] * (len(config.gap_bounds) + 1)
+        self._gap_bounds = bounds = config.gap_bounds
+        self._gap_counts = [0] * (len(bounds) + 1)
+        self._gap_first = bounds[0] if bounds else float("inf")
         self._gap_sum = 0.0
+        self._stall = config.stall_threshold
+        self._max_event = config.max_event_bytes
+        self._max_json = config.max_json_bytes
+        self._markers = provider.markers
         self._now = 0.0
         self._decoder: Decoder | None = None
-        self._feed: Callable[[bytes], None] = self._feed_ignore
+        self._feed: Callable[[bytes], None] = _ignore
         self._pending = b""
         self._discarding = False
         self._scan_all = True
         self._fast = False
         self._crlf = False
-        self._markers = provider.markers
-        self._gap_bounds = config.gap_bounds
-        self._gap_first = config.gap_bounds[0] if config.gap_bounds else float("inf")
-        self._stall = config.stall_threshold
-        self._max_event = config.max_event_bytes
         self._body_parts: list[bytes] = []
         self._body_size = 0
-        self._done = False
 
     # -- response headers ---------------------------------------------------------------------
 
@@ -258,7 +231,7 @@ class AttemptObserver:
             except BodyDecodeError as exc:
                 self.parse_errors += 1
                 log_once("encoding", "llmtap: %s; response bodies with it are not parsed", exc)
-                self._feed = self._feed_ignore
+                self._feed = _ignore
                 self.streamed = b"text/event-stream" in content_type
                 return
         if b"text/event-stream" in content_type:
@@ -302,38 +275,8 @@ class AttemptObserver:
                 self.max_gap = gap
             if gap > self._stall:
                 self.stalls += 1
-        self.last_chunk_at = now
+        self.last_chunk_at = self._now = now
         self.chunks += 1
-        self.body_bytes += len(chunk)
-        if self._fast:
-            if self._decoder is not None:
-                try:
-                    chunk = self._decoder(chunk)
-                except BodyDecodeError as exc:
-                    self._fast = False
-                    self._undecodable(exc)
-                    return
-            data = self._pending + chunk if self._pending else chunk
-            end = data.rfind(b"\n\n")
-            if end >= 0:
-                self._pending = data[end + 2 :]
-                for marker in self._markers:
-                    if data.find(marker) != -1:
-                        self._now = now
-                        self._parse_events(data[:end])
-                        break
-                return
-            if len(data) <= self._max_event and data.find(b"\r") == -1:
-                self._pending = data
-                return
-            # an oversized event or CR framing: the general path takes over (already decoded)
-            self._fast = False
-            self._crlf = self._crlf or data.find(b"\r") != -1
-            self._pending = b""
-            self._now = now
-            self._feed(data)
-            return
-        self._now = now
         try:
             if self._decoder is not None:
                 chunk = self._decoder(chunk)
@@ -347,22 +290,36 @@ class AttemptObserver:
     def _undecodable(self, exc: BodyDecodeError) -> None:
         self.parse_errors += 1
         self._decoder = None
-        self._feed = self._feed_ignore
+        self._feed = _ignore
         log_once("decode", "llmtap: %s (%s); the rest of this body is not parsed", exc, self.provider.name)
 
     def on_content(self, content: bytes, now: float) -> None:
-        """The whole body, already read and content-decoded by the client (no transport stream)."""
+        """The whole body, already read and content-decoded by the client (no transport stream); an
+        :attr:`Ending.EOF` follows."""
         self._decoder = None
         if content:
             self.on_chunk(content, now)
-        self.on_eof(now)
-
-    def _feed_ignore(self, data: bytes) -> None:
-        pass
 
     def _feed_sse(self, data: bytes) -> None:
+        """The one SSE framer: dispatches whole events, keeps at most one partial event."""
         if self._pending:
             data = self._pending + data
+        if self._fast:
+            # LF framing, past the first token: frame, and parse only regions holding a marker
+            end = data.rfind(b"\n\n")
+            if end >= 0:
+                self._pending = data[end + 2 :]
+                for marker in self._markers:
+                    if data.find(marker) != -1:
+                        self._parse_events(data[:end])
+                        break
+                return
+            if len(data) <= self._max_event and data.find(b"\r") == -1:
+                self._pending = data
+                return
+            # an oversized event or CR framing: the general framing below takes over for good
+            self._fast = False
+            self._pending = b""
         if data.find(b"\r") != -1:
             self._crlf = True
             carry = data.endswith(b"\r")  # a CRLF may be split across reads
@@ -425,7 +382,6 @@ class AttemptObserver:
                     event = line[6:].strip()
             if event is None and not data_lines:
                 continue  # comments only
-            self.events_parsed += 1
             data = data_lines[0] if len(data_lines) == 1 else b"\n".join(data_lines)
             try:
                 provider.on_event(facts, event, data)
@@ -446,7 +402,7 @@ class AttemptObserver:
         if self._body_size < 0:
             return
         self._body_size += len(data)
-        if self._body_size > self._config.max_json_bytes:
+        if self._body_size > self._max_json:
             self._body_parts.clear()
             self._body_size = -1
             self.parse_errors += 1
@@ -454,7 +410,7 @@ class AttemptObserver:
                 "json-size",
                 "llmtap: a %s JSON body exceeded max_json_bytes=%d; not parsed",
                 self.provider.name,
-                self._config.max_json_bytes,
+                self._max_json,
             )
             return
         self._body_parts.append(data)
@@ -477,25 +433,64 @@ class AttemptObserver:
             self.parse_errors += 1
             log_once("body", "llmtap: could not read a %s body: %r", self.provider.name, exc)
 
-    # -- endings: each finalises at most once ---------------------------------------------------
+    # -- the ending: decided once, finalised once ------------------------------------------------
 
-    def _status_failed(self) -> bool:
-        return self.status is not None and not 200 <= self.status < 300
+    def end(self, ending: Ending, now: float, exc: BaseException | None = None) -> AttemptRecord | None:
+        """Finalise the attempt: its record the first time, ``None`` every later time.
 
-    def on_eof(self, now: float) -> None:
-        """The body was read to its end."""
-        if self._done:
-            return
-        if self._decoder is not None or self.streamed:
-            self._finish_sse_tail()
-        if not self.streamed:
-            self._parse_json_body()
-        if self._status_failed() or self.facts.server_error:
-            self._finish(Outcome.SERVER_ERROR, now)
-        elif self.facts.final or not self.streamed:
-            self._finish(Outcome.COMPLETED, now)
-        else:
-            self._finish(Outcome.INCOMPLETE, now, "incomplete_stream")
+        ``exc`` is the exception for :attr:`Ending.RAISED`; a ``GeneratorExit`` is not an ending by
+        itself (the close that follows it is).
+        """
+        if self.done or isinstance(exc, GeneratorExit):
+            return None
+        self.done = True
+        if ending is Ending.EOF:
+            if self._decoder is not None or self.streamed:
+                self._finish_sse_tail()
+            if not self.streamed:
+                self._parse_json_body()
+        elif not self.streamed and self._failed():
+            self._parse_json_body()  # an error body read whole before the close
+        outcome, error_type = self._decide(ending, exc)
+        return self._record(outcome, error_type, now)
+
+    def _failed(self) -> bool:
+        status = self.status
+        return (status is not None and not 200 <= status < 300) or self.facts.server_error
+
+    def _decide(self, ending: Ending, exc: BaseException | None) -> tuple[Outcome, str | None]:
+        """How the attempt ended, from what ended it and what the response said. The only place."""
+        raised: Outcome | None = None
+        error_type: str | None = None
+        if ending is Ending.RAISED and exc is not None:
+            raised, error_type = classify_exception(exc)
+        if self._failed():
+            outcome = Outcome.SERVER_ERROR
+        elif self.facts.final and raised is not Outcome.CANCELLED:
+            outcome = Outcome.COMPLETED
+        elif raised is not None:
+            outcome = raised
+        elif ending is Ending.EOF:
+            if self.streamed:
+                outcome, error_type = Outcome.INCOMPLETE, "incomplete_stream"
+            else:
+                outcome = Outcome.COMPLETED
+        elif ending is Ending.CLOSED:
+            outcome = Outcome.CLIENT_CLOSED
+        elif ending is Ending.DROPPED:
+            outcome = Outcome.ABANDONED
+        else:  # INTERNAL: what is known so far
+            outcome = Outcome.CONNECTION_ERROR if self.status is None else Outcome.COMPLETED
+        # error.type: the provider's own word, else the status, else the exception (never for app-side ends)
+        if outcome is Outcome.COMPLETED:
+            return outcome, None
+        if self.facts.error_type:
+            return outcome, self.facts.error_type
+        if self.status is not None and not 200 <= self.status < 300:
+            return outcome, str(self.status)
+        if outcome in _APP_SIDE:
+            return outcome, None
+        return outcome, error_type
 
     def _finish_sse_tail(self) -> None:
         # A CR held back in case a LF followed ends its line at end of body.
@@ -507,119 +502,44 @@ class AttemptObserver:
         # the SDKs behave the same, so the attempt is counted as incomplete.
         self._pending = b""
 
-    def on_close(self, now: float, abandoned: bool = False) -> None:
-        """The app (or the SDK) closed the response; ``abandoned`` when it was closed only because the
-        app dropped the stream (its generator is being finalised)."""
-        if self._done:
-            return
-        if self._status_failed() or self.facts.server_error:
-            if not self.streamed:
-                self._parse_json_body()
-            self._finish(Outcome.SERVER_ERROR, now)
-        elif self.facts.final:
-            self._finish(Outcome.COMPLETED, now)
-        else:
-            self._finish(Outcome.ABANDONED if abandoned else Outcome.CLIENT_CLOSED, now)
-
-    def on_exception(self, exc: BaseException, now: float) -> None:
-        """An exception came out of the transport: before the headers or while reading the body."""
-        if self._done or isinstance(exc, GeneratorExit):
-            return
-        outcome, error_type = classify_exception(exc)
-        if self.facts.final and outcome is not Outcome.CANCELLED:
-            self._finish(Outcome.COMPLETED, now)
-        elif self.facts.server_error:
-            self._finish(Outcome.SERVER_ERROR, now)
-        else:
-            self._finish(outcome, now, error_type)
-
-    def on_abandon(self) -> None:
-        """Called by the garbage collector (or at exit) for a response nobody closed."""
-        if self._done:
-            return
-        now = time.perf_counter()
-        if self._status_failed() or self.facts.server_error:
-            self._finish(Outcome.SERVER_ERROR, now)
-        elif self.facts.final:
-            self._finish(Outcome.COMPLETED, now)
-        else:
-            self._finish(Outcome.ABANDONED, now)
-
-    def finish_internal_error(self, now: float) -> None:
-        """llmtap itself failed mid-attempt: close the books so the attempt is still counted once."""
-        if not self._done:
-            self._finish(Outcome.CONNECTION_ERROR if self.status is None else Outcome.COMPLETED, now)
-
-    def _error_type(self, outcome: Outcome, fallback: str | None) -> str | None:
-        if outcome is Outcome.COMPLETED:
-            return None
-        if self.facts.error_type:
-            return self.facts.error_type
-        if self._status_failed():
-            return str(self.status)
-        if outcome in (Outcome.CLIENT_CLOSED, Outcome.ABANDONED, Outcome.CANCELLED):
-            return None
-        return fallback
-
-    def _finish(self, outcome: Outcome, now: float, error_type: str | None = None) -> None:
-        self._done = True
-        if self.finalizer is not None:
-            self.finalizer.detach()
-            self.finalizer = None
+    def _record(self, outcome: Outcome, error_type: str | None, now: float) -> AttemptRecord:
         facts = self.facts
-        provider = self.provider
         self._pending = b""
         self._body_parts = []
+        self._feed = _ignore  # a bound method of its own would keep the observer in a reference cycle
         input_tokens = facts.input_tokens
-        if input_tokens is not None and not provider.input_includes_cache:
+        if input_tokens is not None and not self.provider.input_includes_cache:
             input_tokens += (facts.cache_read_tokens or 0) + (facts.cache_write_tokens or 0)
-        record = AttemptRecord(
-            provider=self.provider_name,
-            operation=provider.operation,
-            request_model=self.model_label,
-            server_address=self.host,
-            server_port=self.port,
-            url_path=self.path,
-            method=self.method,
-            request_stream=self.request.stream,
-            request_max_tokens=self.request.max_tokens,
-            resend_count=self.resend_count,
-            call_id=getattr(self.call, "call_id", None),
-            outcome=outcome,
-            status_code=self.status,
-            error_type=self._error_type(outcome, error_type),
-            streamed=self.streamed,
-            started_at=self.started_at,
-            headers_at=self.headers_at,
-            first_byte_at=self.first_chunk_at,
-            first_chunk_at=self.first_chunk_at,
-            first_token_at=self.first_token_at,
-            last_chunk_at=self.last_chunk_at if self.chunks else None,
-            ended_at=now,
-            chunks=self.chunks,
-            events_parsed=self.events_parsed,
-            max_gap=self.max_gap,
-            stalls=self.stalls,
-            body_bytes=self.body_bytes,
-            usage=Usage(
-                input_tokens=input_tokens,
-                output_tokens=facts.output_tokens,
-                cache_read_tokens=facts.cache_read_tokens,
-                cache_write_tokens=facts.cache_write_tokens,
-                reasoning_tokens=facts.reasoning_tokens,
-            ),
-            stop_reasons=tuple(reason for _, reason in sorted(facts.stop_reasons.items())),
-            response_id=facts.response_id,
-            response_model=facts.response_model,
-            request_id=facts.request_id,
-            rate_limits=tuple(
-                RateLimit(resource, values[0], values[1], values[2]) for resource, values in facts.rate_limits.items()
-            ),
-            retry_after=self.retry_after,
-            parse_errors=self.parse_errors,
-            server_time=facts.server_time,
-            gap_bucket_counts=tuple(self._gap_counts),
-            gap_sum=self._gap_sum,
-            start_unix_ns=self.start_unix_ns,
+        return AttemptRecord._make(
+            (
+                *self.start,
+                outcome,
+                self.status,
+                error_type,
+                self.streamed,
+                self.headers_at,
+                self.first_chunk_at,
+                self.first_token_at,
+                now,
+                self.chunks,
+                self.max_gap,
+                self.stalls,
+                tuple(self._gap_counts),
+                self._gap_sum,
+                Usage(
+                    input_tokens,
+                    facts.output_tokens,
+                    facts.cache_read_tokens,
+                    facts.cache_write_tokens,
+                    facts.reasoning_tokens,
+                ),
+                tuple(reason for _, reason in sorted(facts.stop_reasons.items())),
+                facts.response_id,
+                facts.response_model,
+                facts.request_id,
+                tuple(RateLimit(resource, *values) for resource, values in facts.rate_limits.items()),
+                self.retry_after,
+                facts.server_time,
+                self.parse_errors,
+            )
         )
-        self._on_finish(self, record)

@@ -19,27 +19,18 @@ import importlib.util
 from types import ModuleType
 from typing import Any
 
-from llmtap._calls import CURRENT_CALL
+from llmtap import _tap
+from llmtap._calls import CURRENT_CALL, Call
 from llmtap._log import log_once, logger
 from llmtap._stream import observe_async, observe_sync, shells_for
 from llmtap._tap import Tap
 
-__all__ = ["active_tap", "patch", "set_active", "unpatch", "wrap_transport"]
+__all__ = ["patch", "unpatch", "wrap_transport"]
 
 HTTP_MODULES = ("httpx", "httpx2")
 SDK_MODULES = ("anthropic._base_client", "openai._base_client")
 
-_active: Tap | None = None
 _patched: list[tuple[Any, str, Any]] = []
-
-
-def active_tap() -> Tap | None:
-    return _active
-
-
-def set_active(tap: Tap | None) -> None:
-    global _active
-    _active = tap
 
 
 # -- the httpx / httpx2 client patch --------------------------------------------------------------
@@ -51,7 +42,7 @@ def _send_wrapper(module: ModuleType, is_async: bool) -> Any:
     observe = observe_async if is_async else observe_sync
 
     def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        tap = _active
+        tap = _tap._active
         if tap is None:
             return wrapped(*args, **kwargs)
         request = args[0] if args else kwargs["request"]
@@ -63,47 +54,54 @@ def _send_wrapper(module: ModuleType, is_async: bool) -> Any:
 # -- the SDK hook: logical calls --------------------------------------------------------------------
 
 
-def _sdk_sync_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    tap = _active
-    if tap is None or CURRENT_CALL.get() is not None:
-        return wrapped(*args, **kwargs)
+def _open_call(tap: Tap, args: Any, kwargs: Any) -> Call | None:
     try:
-        call = tap.new_call(args[1] if len(args) > 1 else kwargs.get("options"))
+        return tap.new_call(args[1] if len(args) > 1 else kwargs.get("options"))
     except Exception as exc:
         log_once("sdk-call", "llmtap: could not open a logical call: %r", exc)
+        return None
+
+
+def _close_call(tap: Tap, call: Call) -> None:
+    try:
+        record = call.request_returned()
+        if record is not None:
+            tap.call_ended(record)
+    except Exception as exc:
+        log_once("sdk-call-end", "llmtap: could not close a logical call: %r", exc)
+
+
+def _sdk_sync_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    tap = _tap._active
+    if tap is None or CURRENT_CALL.get() is not None:
+        return wrapped(*args, **kwargs)
+    call = _open_call(tap, args, kwargs)
+    if call is None:
         return wrapped(*args, **kwargs)
     token = CURRENT_CALL.set(call)
     try:
         return wrapped(*args, **kwargs)
     finally:
         CURRENT_CALL.reset(token)
-        try:
-            call.request_returned()
-        except Exception as exc:
-            log_once("sdk-call-end", "llmtap: could not close a logical call: %r", exc)
+        _close_call(tap, call)
 
 
 async def _sdk_async_call(tap: Tap, wrapped: Any, args: Any, kwargs: Any) -> Any:
     if CURRENT_CALL.get() is not None:
         return await wrapped(*args, **kwargs)
-    try:
-        call = tap.new_call(args[1] if len(args) > 1 else kwargs.get("options"))
-    except Exception as exc:
-        log_once("sdk-call", "llmtap: could not open a logical call: %r", exc)
+    call = _open_call(tap, args, kwargs)
+    if call is None:
         return await wrapped(*args, **kwargs)
     token = CURRENT_CALL.set(call)
     try:
         return await wrapped(*args, **kwargs)
     finally:
         CURRENT_CALL.reset(token)
-        try:
-            call.request_returned()
-        except Exception as exc:
-            log_once("sdk-call-end", "llmtap: could not close a logical call: %r", exc)
+        _close_call(tap, call)
 
 
 def _sdk_async_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    tap = _active
+    tap = _tap._active
     if tap is None:
         return wrapped(*args, **kwargs)
     return _sdk_async_call(tap, wrapped, args, kwargs)
@@ -185,7 +183,7 @@ class _SyncTransport:
         self._tap = tap
 
     def handle_request(self, request: Any) -> Any:
-        tap = self._tap or _active
+        tap = self._tap or _tap._active
         if tap is None:
             return self._transport.handle_request(request)
         return observe_sync(tap, request, functools.partial(self._transport.handle_request, request), self._shell)
@@ -202,7 +200,7 @@ class _AsyncTransport:
         self._tap = tap
 
     async def handle_async_request(self, request: Any) -> Any:
-        tap = self._tap or _active
+        tap = self._tap or _tap._active
         send = functools.partial(self._transport.handle_async_request, request)
         if tap is None:
             return await send()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple
 
-__all__ = ["AttemptRecord", "CallRecord", "Outcome", "RateLimit", "Usage"]
+__all__ = ["AttemptRecord", "AttemptStart", "CallRecord", "Outcome", "RateLimit", "Usage"]
 
 
 class Outcome(enum.StrEnum):
@@ -62,11 +62,41 @@ class RateLimit(NamedTuple):
     reset_seconds: float | None
 
 
-class AttemptRecord(NamedTuple):
-    """Everything llmtap learned about one HTTP attempt. Times are ``time.perf_counter()`` readings.
+class AttemptStart(NamedTuple):
+    """What is known when an attempt is sent: the immutable value every sink starts from.
 
-    ``None`` marks what did not happen (no headers, no first token) or was not reported. Records are
-    immutable named tuples: cheap to build on the request path, safe to hand to any sink.
+    Times are ``time.perf_counter()`` readings; ``start_unix_ns`` is the wall clock at the same moment.
+    """
+
+    provider: str
+    """``gen_ai.provider.name``."""
+    operation: str
+    """``gen_ai.operation.name`` (``chat``, ``generate_content``)."""
+    request_model: str
+    """The requested model as a label value: bounded by ``Settings.max_models``, ``""`` when unknown."""
+    server_address: str
+    server_port: int
+    url_path: str
+    method: str
+    request_stream: bool | None
+    """Whether the request asked for a stream (``None``: could not tell)."""
+    request_max_tokens: int | None
+    resend_count: int
+    """0 for a first attempt, n for the n-th retry of one logical call."""
+    retry_reason: str | None
+    """For a retry: what the previous attempt of the call failed with (``429``, ``timeout`` ...)."""
+    call_id: str | None
+    """The logical SDK call this attempt belongs to (``None`` outside an SDK call)."""
+    started_at: float
+    start_unix_ns: int
+
+
+class AttemptRecord(NamedTuple):
+    """Everything llmtap learned about one HTTP attempt: the :class:`AttemptStart` fields, then how it ended.
+
+    Times are ``time.perf_counter()`` readings. ``None`` marks what did not happen (no headers, no first
+    token) or was not reported. Records are immutable named tuples: cheap to build on the request path,
+    safe to hand to any sink.
     """
 
     provider: str
@@ -79,23 +109,30 @@ class AttemptRecord(NamedTuple):
     request_stream: bool | None
     request_max_tokens: int | None
     resend_count: int
+    retry_reason: str | None
     call_id: str | None
+    started_at: float
+    start_unix_ns: int
+    # -- how it ended
     outcome: Outcome
     status_code: int | None
     error_type: str | None
+    """``error.type``: the provider's error type, the HTTP status, or the exception class name."""
     streamed: bool
-    started_at: float
+    """The response was an event stream (``text/event-stream``)."""
     headers_at: float | None
-    first_byte_at: float | None
     first_chunk_at: float | None
     first_token_at: float | None
-    last_chunk_at: float | None
+    """First body chunk carrying generated content (the role or ``message_start`` chunk does not count)."""
     ended_at: float
     chunks: int
-    events_parsed: int
     max_gap: float
+    """Longest gap between two body chunks, seconds."""
     stalls: int
-    body_bytes: int
+    """Gaps longer than ``Settings.stall_threshold_seconds``."""
+    gap_bucket_counts: tuple[int, ...]
+    """Gaps between consecutive chunks, counted per ``CHUNK_GAP_BUCKETS`` bucket (last: +Inf)."""
+    gap_sum: float
     usage: Usage
     stop_reasons: tuple[str, ...]
     response_id: str | None
@@ -103,11 +140,10 @@ class AttemptRecord(NamedTuple):
     request_id: str | None
     rate_limits: tuple[RateLimit, ...]
     retry_after: float | None
+    """Seconds the server advised to wait (``retry-after-ms`` / ``retry-after``)."""
+    server_time: float | None
+    """Server-reported processing time, seconds (``openai-processing-ms``)."""
     parse_errors: int
-    server_time: float | None = None
-    gap_bucket_counts: tuple[int, ...] = ()
-    gap_sum: float = 0.0
-    start_unix_ns: int = 0
 
     @property
     def stop_reason(self) -> str | None:
@@ -157,3 +193,8 @@ class CallRecord(NamedTuple):
     @property
     def time_to_first_token(self) -> float | None:
         return None if self.first_token_at is None else self.first_token_at - self.started_at
+
+
+# A record starts with its attempt's start value (``AttemptRecord._make(start + ending)``): keep them in step.
+if AttemptRecord._fields[: len(AttemptStart._fields)] != AttemptStart._fields:  # pragma: no cover
+    raise ImportError("llmtap: AttemptRecord must begin with the fields of AttemptStart")

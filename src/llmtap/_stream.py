@@ -22,7 +22,8 @@ from typing import Any
 from opentelemetry import context as otel_context
 
 from llmtap._log import log_once
-from llmtap._observer import AttemptObserver
+from llmtap._observer import Ending
+from llmtap._tap import Attempt, Tap
 
 __all__ = ["observe_async", "observe_sync", "shells_for"]
 
@@ -43,36 +44,28 @@ def _closing_a_dropped_generator() -> bool:
     return isinstance(sys.exc_info()[1], GeneratorExit)
 
 
-def _ended_by(observer: AttemptObserver, exc: BaseException) -> None:
+def _end(tap: Tap, attempt: Attempt, ending: Ending, exc: BaseException | None = None) -> None:
+    """Every ending of every shell comes through here, guarded."""
     try:
-        observer.on_exception(exc, _clock())
+        tap.end(attempt, ending, _clock(), exc)
     except Exception as own:
-        _internal_error("on_exception", own)
+        _internal_error("end", own)
 
 
-def _ended(observer: AttemptObserver) -> None:
-    try:
-        observer.on_eof(_clock())
-    except Exception as exc:
-        _internal_error("on_eof", exc)
-
-
-def _closed(observer: AttemptObserver) -> None:
-    try:
-        observer.on_close(_clock(), abandoned=_closing_a_dropped_generator())
-    except Exception as exc:
-        _internal_error("on_close", exc)
+def _closed(tap: Tap, attempt: Attempt) -> None:
+    _end(tap, attempt, Ending.DROPPED if _closing_a_dropped_generator() else Ending.CLOSED)
 
 
 class _SyncShell:
-    """Only the iteration is written twice (sync and async); every ending goes through the helpers above."""
+    """Only the iteration is written twice (sync and async); every ending goes through :func:`_end`."""
 
-    def __init__(self, inner: Any, observer: AttemptObserver) -> None:
+    def __init__(self, inner: Any, tap: Tap, attempt: Attempt) -> None:
         self._inner = inner
-        self._observer = observer
+        self._tap = tap
+        self._attempt = attempt
 
     def __iter__(self) -> Iterator[bytes]:
-        on_chunk = self._observer.on_chunk
+        on_chunk = self._attempt.observer.on_chunk
         clock = _clock
         try:
             for chunk in self._inner:
@@ -82,22 +75,23 @@ class _SyncShell:
                     _internal_error("on_chunk", exc)
                 yield chunk
         except BaseException as exc:
-            _ended_by(self._observer, exc)
+            _end(self._tap, self._attempt, Ending.RAISED, exc)
             raise
-        _ended(self._observer)
+        _end(self._tap, self._attempt, Ending.EOF)
 
     def close(self) -> None:
-        _closed(self._observer)
+        _closed(self._tap, self._attempt)
         self._inner.close()
 
 
 class _AsyncShell:
-    def __init__(self, inner: Any, observer: AttemptObserver) -> None:
+    def __init__(self, inner: Any, tap: Tap, attempt: Attempt) -> None:
         self._inner = inner
-        self._observer = observer
+        self._tap = tap
+        self._attempt = attempt
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        on_chunk = self._observer.on_chunk
+        on_chunk = self._attempt.observer.on_chunk
         clock = _clock
         try:
             async for chunk in self._inner:
@@ -107,12 +101,12 @@ class _AsyncShell:
                     _internal_error("on_chunk", exc)
                 yield chunk
         except BaseException as exc:
-            _ended_by(self._observer, exc)
+            _end(self._tap, self._attempt, Ending.RAISED, exc)
             raise
-        _ended(self._observer)
+        _end(self._tap, self._attempt, Ending.EOF)
 
     async def aclose(self) -> None:
-        _closed(self._observer)
+        _closed(self._tap, self._attempt)
         await self._inner.aclose()
 
 
@@ -124,60 +118,69 @@ def shells_for(module: ModuleType) -> tuple[type, type]:
     return sync_shell, async_shell
 
 
-def _wrap_response(response: Any, observer: AttemptObserver, shell: type) -> None:
-    now = _clock()
-    try:
-        observer.on_response(response.status_code, response.headers.raw, now)
-        if response.is_stream_consumed:
-            # built with its content already read (MockTransport, ASGI/WSGI apps, test cassettes)
-            observer.on_content(response.content, now)
-            return
-        wrapped = shell(response.stream, observer)
-        observer.finalizer = weakref.finalize(wrapped, observer.on_abandon)
-        response.stream = wrapped
-    except Exception as exc:
-        _internal_error("on_response", exc)
-        try:
-            observer.finish_internal_error(now)
-        except Exception as own:
-            _internal_error("finish", own)
+def _collected(tap: Tap, attempt: Attempt) -> None:
+    """The garbage collector (or exit) found the response unclosed."""
+    _end(tap, attempt, Ending.DROPPED)
 
 
 class _Sending:
     """The bookkeeping around one observed send, shared by the sync and async entry points."""
 
-    __slots__ = ("_observing", "_span_token", "observer")
+    __slots__ = ("_observing", "_span_token", "attempt", "tap")
 
-    def __init__(self, tap: Any, observer: AttemptObserver) -> None:
-        self.observer = observer
-        self._span_token = _attach(tap, observer)
+    def __init__(self, tap: Tap, attempt: Attempt) -> None:
+        self.tap = tap
+        self.attempt = attempt
+        try:
+            self._span_token = tap.enter(attempt)
+        except Exception as exc:
+            _internal_error("enter", exc)
+            self._span_token = None
         self._observing = _OBSERVING.set(True)
 
     def _leave(self) -> None:
         _OBSERVING.reset(self._observing)
-        _detach(self._span_token)
+        if self._span_token is not None:
+            try:
+                otel_context.detach(self._span_token)  # type: ignore[arg-type]
+            except Exception as exc:
+                _internal_error("detach", exc)
 
     def failed(self, exc: BaseException) -> None:
         self._leave()
-        _ended_by(self.observer, exc)
+        _end(self.tap, self.attempt, Ending.RAISED, exc)
 
     def responded(self, response: Any, shell: type) -> None:
         self._leave()
-        _wrap_response(response, self.observer, shell)
+        tap, attempt = self.tap, self.attempt
+        now = _clock()
+        try:
+            attempt.observer.on_response(response.status_code, response.headers.raw, now)
+            if response.is_stream_consumed:
+                # built with its content already read (MockTransport, ASGI/WSGI apps, test cassettes)
+                attempt.observer.on_content(response.content, now)
+                tap.end(attempt, Ending.EOF, now)
+                return
+            wrapped = shell(response.stream, tap, attempt)
+            attempt.finalizer = weakref.finalize(wrapped, _collected, tap, attempt)
+            response.stream = wrapped
+        except Exception as exc:
+            _internal_error("on_response", exc)
+            _end(tap, attempt, Ending.INTERNAL)
 
 
-def _begin(tap: Any, request: Any) -> _Sending | None:
+def _begin(tap: Tap, request: Any) -> _Sending | None:
     if _OBSERVING.get():
         return None
     try:
-        observer = tap.begin(request)
-        return None if observer is None else _Sending(tap, observer)
+        attempt = tap.begin(request)
+        return None if attempt is None else _Sending(tap, attempt)
     except Exception as exc:
         _internal_error("begin", exc)
         return None
 
 
-def observe_sync(tap: Any, request: Any, send: Callable[[], Any], shell: type) -> Any:
+def observe_sync(tap: Tap, request: Any, send: Callable[[], Any], shell: type) -> Any:
     """Send ``request`` through ``send()`` as one observed attempt; the app's exceptions pass untouched."""
     sending = _begin(tap, request)
     if sending is None:
@@ -191,7 +194,7 @@ def observe_sync(tap: Any, request: Any, send: Callable[[], Any], shell: type) -
     return response
 
 
-async def observe_async(tap: Any, request: Any, send: Callable[[], Awaitable[Any]], shell: type) -> Any:
+async def observe_async(tap: Tap, request: Any, send: Callable[[], Awaitable[Any]], shell: type) -> Any:
     """Async twin of :func:`observe_sync`."""
     sending = _begin(tap, request)
     if sending is None:
@@ -203,19 +206,3 @@ async def observe_async(tap: Any, request: Any, send: Callable[[], Awaitable[Any
         raise
     sending.responded(response, shell)
     return response
-
-
-def _attach(tap: Any, observer: AttemptObserver) -> object | None:
-    try:
-        return tap.attach_span(observer)  # type: ignore[no-any-return]
-    except Exception as exc:
-        _internal_error("attach", exc)
-        return None
-
-
-def _detach(token: object | None) -> None:
-    if token is not None:
-        try:
-            otel_context.detach(token)  # type: ignore[arg-type]
-        except Exception as exc:
-            _internal_error("detach", exc)

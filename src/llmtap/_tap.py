@@ -1,70 +1,72 @@
-"""The runtime: settings resolved once, the endpoint matcher, the sinks, and the per-request entry
-point :meth:`Tap.begin` used by both the patched clients and the explicit transports."""
+"""The runtime: settings resolved once, the endpoint matcher, the sinks, and the per-attempt entry
+and exit points used by both the patched clients and the explicit transports.
+
+Data walks one way: :meth:`Tap.begin` turns a request into an :class:`Attempt` (an immutable
+:class:`~llmtap.AttemptStart`, the pure observer, and the state each sink started with); the
+shells feed the observer bytes and clock readings; :meth:`Tap.end` takes the one record the
+observer returns and hands it to every sink, then to the logical call, whose record (when the call
+is over) goes to every sink too. Nothing below the tap calls back into it.
+"""
 
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 from opentelemetry.util.http import ExcludeList, get_excluded_urls
 from prometheus_client import CollectorRegistry
 
-from llmtap._calls import CURRENT_CALL, Call, request_info_from_options
+from llmtap._calls import CURRENT_CALL, Call, call_record
 from llmtap._endpoints import EndpointMatcher
 from llmtap._log import log_once
-from llmtap._observer import AttemptObserver, ObserverConfig
-from llmtap._record import AttemptRecord, CallRecord
+from llmtap._observer import AttemptObserver, Ending, ObserverConfig
+from llmtap._record import AttemptStart, CallRecord
+from llmtap._request import UNKNOWN, info_from_body, info_from_options
 from llmtap._settings import CHUNK_GAP_BUCKETS, Settings
 from llmtap.exporters._base import Sink
 from llmtap.providers._base import RequestInfo
 
-__all__ = ["Tap"]
+if TYPE_CHECKING:
+    import weakref
+
+    from llmtap.exporters.prometheus import PrometheusExporter
+    from llmtap.exporters.tracing import TracingExporter
+
+__all__ = ["Attempt", "Tap", "activate", "active"]
 
 _FAILED = object()
-_MODEL_RE = re.compile(rb'"model"\s*:\s*"([^"\\]{1,256})"')
-_STREAM_RE = re.compile(rb'"stream"\s*:\s*(true|false)')
-_MAX_TOKENS_RE = re.compile(rb'"max_(?:completion_|output_)?tokens"\s*:\s*(\d{1,9})')
 _RETRY_HEADER = "x-stainless-retry-count"
 
+_active: Tap | None = None
 
-def request_info_from_body(body: bytes) -> RequestInfo:
-    """Model, stream and max_tokens from a JSON request body without a full parse when unambiguous.
 
-    A JSON string cannot contain an unescaped quote, so ``"model":"..."`` only matches keys; if it
-    occurs more than once (a nested object with a ``model`` key), the body is parsed properly.
-    """
-    models = _MODEL_RE.findall(body)
-    if len(models) > 1:
-        import json
+def active() -> Tap | None:
+    """The tap :func:`llmtap.instrument` activated (the one the patched clients use), if any."""
+    return _active
 
-        try:
-            data = json.loads(body)
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
-            model = data.get("model")
-            stream = data.get("stream")
-            max_tokens = data.get("max_tokens", data.get("max_completion_tokens"))
-            return RequestInfo(
-                model if isinstance(model, str) else None,
-                stream if isinstance(stream, bool) else None,
-                max_tokens if isinstance(max_tokens, int) and not isinstance(max_tokens, bool) else None,
-            )
-    stream_match = _STREAM_RE.search(body)
-    tokens_match = _MAX_TOKENS_RE.search(body)
-    return RequestInfo(
-        models[0].decode("utf-8", "replace") if models else None,
-        None if stream_match is None else stream_match.group(1) == b"true",
-        None if tokens_match is None else int(tokens_match.group(1)),
-    )
+
+def activate(tap: Tap | None) -> None:
+    """Make ``tap`` the active one (``None``: none)."""
+    global _active
+    _active = tap
+
+
+class Attempt:
+    """One attempt in flight: the pure observer, the logical call it belongs to, and each sink's state."""
+
+    __slots__ = ("call", "finalizer", "observer", "states")
+
+    def __init__(self, observer: AttemptObserver, call: Call | None, states: tuple[object, ...]) -> None:
+        self.observer = observer
+        self.call = call
+        self.states = states
+        self.finalizer: weakref.finalize[Any, Any] | None = None
+        """Ends the attempt when the garbage collector finds its response unclosed (set by the shell)."""
 
 
 class Tap:
@@ -95,7 +97,8 @@ class Tap:
         self._excluded: ExcludeList | None = get_excluded_urls("HTTPX") if excluded_env else None
         self._models: set[str] = set()
         self._models_lock = threading.Lock()
-        self.prometheus: Any = None
+        self.prometheus: PrometheusExporter | None = None
+        self._tracing: TracingExporter | None = None
         built: list[Sink] = []
         if settings.metrics:
             from llmtap.exporters.prometheus import PrometheusExporter
@@ -112,7 +115,8 @@ class Tap:
             from llmtap.exporters.tracing import TracingExporter
 
             self._tracing_index = len(built)
-            built.append(TracingExporter(tracer_provider))
+            self._tracing = TracingExporter(tracer_provider)
+            built.append(self._tracing)
         if settings.otel_metrics:
             from llmtap.exporters.otel_metrics import OtelMetricsExporter
 
@@ -125,7 +129,7 @@ class Tap:
 
     # -- request path ----------------------------------------------------------------------------
 
-    def begin(self, request: Any) -> AttemptObserver | None:
+    def begin(self, request: Any) -> Attempt | None:
         """Start observing ``request`` if it is LLM API traffic; ``None`` means pass through."""
         url = request.url
         port = url.port
@@ -144,9 +148,10 @@ class Tap:
                 body = request.content
             except Exception:  # a streaming request body that was not read: nothing to learn
                 body = b""
-            info = request_info_from_body(body) if body else RequestInfo(None, None, None)
+            info = info_from_body(body) if body else UNKNOWN
+        provider = endpoint.provider
         if info.model is None:
-            path_model = endpoint.provider.model_from_path(path)
+            path_model = provider.model_from_path(path)
             if path_model is not None:
                 stream = info.stream if info.stream is not None else path.endswith(":streamGenerateContent")
                 info = RequestInfo(path_model, stream, info.max_tokens)
@@ -166,39 +171,65 @@ class Tap:
                     resend = 0
                 if resend > 0:
                     reason = "unknown"
-        observer = AttemptObserver(
-            provider=endpoint.provider,
-            provider_name=endpoint.provider_name,
-            config=self._config,
-            request=info,
-            model_label=self._model_label(info.model),
-            method=request.method,
-            host=url.host,
-            port=port,
-            path=path,
-            resend_count=resend,
-            retry_reason=reason,
-            call=call,
-            on_finish=self._finish,
+        start = AttemptStart(
+            endpoint.provider_name,
+            provider.operation,
+            self._model_label(info.model),
+            url.host,
+            port,
+            path,
+            request.method,
+            info.stream,
+            info.max_tokens,
+            resend,
+            reason,
+            None if call is None else call.call_id,
+            started_at,
+            time.time_ns(),
         )
         states: list[object] = []
         for sink in self.sinks:
             try:
-                states.append(sink.start(observer))
+                states.append(sink.start(start))
             except Exception as exc:
                 states.append(_FAILED)
                 log_once(f"sink-start-{sink.name}", "llmtap: the %s exporter failed: %r", sink.name, exc)
-        observer.sink_states = tuple(states)
-        return observer
+        return Attempt(AttemptObserver(start, provider, self._config), call, tuple(states))
 
-    def attach_span(self, observer: AttemptObserver) -> object | None:
-        """Make the attempt's span current while the request is sent (so HTTP spans nest under it)."""
-        if self._tracing_index < 0:
+    def enter(self, attempt: Attempt) -> object | None:
+        """Make the attempt's span current while the request is sent (so HTTP spans nest under it);
+        returns the token to detach, if any."""
+        if self._tracing is None:
             return None
-        span = observer.sink_states[self._tracing_index]
-        if span is _FAILED:
-            return None
-        return otel_context.attach(trace.set_span_in_context(span))  # type: ignore[arg-type]
+        span = attempt.states[self._tracing_index]
+        return None if span is _FAILED else self._tracing.attach(span)
+
+    def end(self, attempt: Attempt, ending: Ending, now: float, exc: BaseException | None = None) -> None:
+        """End ``attempt`` (the first call only): its record goes to every sink, then to its call."""
+        record = attempt.observer.end(ending, now, exc)
+        if record is None:
+            return
+        if attempt.finalizer is not None:
+            attempt.finalizer.detach()
+            attempt.finalizer = None
+        for sink, state in zip(self.sinks, attempt.states, strict=True):
+            if state is _FAILED:
+                continue
+            try:
+                sink.end(record, state)
+            except Exception as exc:
+                log_once(f"sink-end-{sink.name}", "llmtap: the %s exporter failed: %r", sink.name, exc)
+        call = attempt.call
+        if call is None:
+            self.call_ended(call_record("", 1, record.started_at, record))
+            return
+        try:
+            ended = call.attempt_ended(record)
+        except Exception as exc:
+            log_once("call", "llmtap: internal error ending a call: %r", exc)
+            return
+        if ended is not None:
+            self.call_ended(ended)
 
     def _model_label(self, model: str | None) -> str:
         if not model:
@@ -220,46 +251,14 @@ class Tap:
             models.add(model)
             return model
 
-    def _finish(self, observer: AttemptObserver, record: AttemptRecord) -> None:
-        for sink, state in zip(self.sinks, observer.sink_states, strict=False):
-            if state is _FAILED:
-                continue
-            try:
-                sink.end(record, state)
-            except Exception as exc:
-                log_once(f"sink-end-{sink.name}", "llmtap: the %s exporter failed: %r", sink.name, exc)
-        call = observer.call
-        if call is not None:
-            try:
-                call.attempt_ended(record)
-            except Exception as exc:
-                log_once("call", "llmtap: internal error ending a call: %r", exc)
-        else:
-            self._call_end(
-                CallRecord(
-                    call_id="",
-                    provider=record.provider,
-                    operation=record.operation,
-                    request_model=record.request_model,
-                    attempts=1,
-                    outcome=record.outcome,
-                    started_at=record.started_at,
-                    ended_at=record.ended_at,
-                    first_token_at=record.first_token_at,
-                )
-            )
-
     # -- logical calls (the SDK hook) ------------------------------------------------------------
 
     def new_call(self, options: Any) -> Call:
-        return Call(request_info_from_options(options), self._on_call_end)
+        """A logical call for the SDK request described by ``options`` (its ``FinalRequestOptions``)."""
+        return Call(info_from_options(options))
 
-    def _on_call_end(self, call: Call) -> None:
-        record = call.to_record()
-        if record is not None:
-            self._call_end(record)
-
-    def _call_end(self, record: CallRecord) -> None:
+    def call_ended(self, record: CallRecord) -> None:
+        """A logical call ended: its record goes to every sink."""
         for sink in self.sinks:
             try:
                 sink.call_end(record)

@@ -16,20 +16,17 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
+from llmtap import _tap
 from llmtap._instrumentor import LlmtapInstrumentor
-from llmtap._record import AttemptRecord, CallRecord
+from llmtap._record import AttemptRecord, AttemptStart, CallRecord
 from llmtap._settings import Settings
 from llmtap._tap import Tap
-
-if TYPE_CHECKING:
-    from llmtap._observer import AttemptObserver
 
 __all__ = ["Capture", "RecordingSink", "capture"]
 
@@ -44,7 +41,7 @@ class RecordingSink:
         self.calls: list[CallRecord] = []
         self._cond = threading.Condition()
 
-    def start(self, attempt: AttemptObserver) -> object:
+    def start(self, attempt: AttemptStart) -> object:
         return True
 
     def end(self, record: AttemptRecord, state: object) -> None:
@@ -124,8 +121,9 @@ def capture(settings: Settings | None = None, *, patch: bool = True) -> Iterator
     instrumentor.instrument(
         settings=settings, registry=registry, tracer_provider=provider, patch=patch, extra_sinks=[sink]
     )
-    tap = LlmtapInstrumentor.tap
-    assert tap is not None
+    tap = _tap.active()
+    if tap is None:  # pragma: no cover - instrument() activates one or raises
+        raise RuntimeError("llmtap.testing.capture: instrument() did not activate a tap")
     cap = Capture(tap, registry, exporter, sink)
     cap.tracer_provider = provider
     try:

@@ -5,19 +5,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from llmtap._observer import AttemptObserver
-    from llmtap._record import AttemptRecord, CallRecord
+    from llmtap._record import AttemptRecord, AttemptStart, CallRecord
 
 __all__ = ["Sink"]
 
 
 class Sink(Protocol):
-    """Receives attempts and calls. Every method is called inside a guard: an exception is logged
-    once and never reaches the user's request."""
+    """Receives attempts and calls, and keeps whatever per-attempt state it needs itself.
+
+    Data only walks down: a sink gets immutable values (:class:`~llmtap.AttemptStart`,
+    :class:`~llmtap.AttemptRecord`, :class:`~llmtap.CallRecord`), never the observer. Every method is
+    called inside a guard: an exception is logged once and never reaches the user's request.
+    """
 
     name: str
 
-    def start(self, attempt: AttemptObserver) -> object:
+    def start(self, attempt: AttemptStart) -> object:
         """An attempt is about to be sent; the return value comes back in :meth:`end`."""
         ...
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
@@ -42,11 +42,8 @@ from llmtap._metrics import (
     Instrument,
     resolve_names,
 )
-from llmtap._record import ALL_OUTCOMES, AttemptRecord, CallRecord
+from llmtap._record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord
 from llmtap._version import __version__
-
-if TYPE_CHECKING:
-    from llmtap._observer import AttemptObserver
 
 __all__ = ["OtelMetricsExporter", "spread"]
 
@@ -167,11 +164,11 @@ class OtelMetricsExporter:
 
     # -- Sink ------------------------------------------------------------------------------------
 
-    def start(self, attempt: AttemptObserver) -> object:
-        base = self._base(attempt.provider_name, attempt.provider.operation, attempt.model_label)
+    def start(self, attempt: AttemptStart) -> object:
+        base = self._base(attempt.provider, attempt.operation, attempt.request_model)
         if attempt.retry_reason is not None:
             self._retries.add(1, {**base, "reason": attempt.retry_reason})
-        if attempt.request.stream:
+        if attempt.request_stream:
             self._in_flight.add(1, base)
             return base
         return None

@@ -15,16 +15,13 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.samples import Sample
 
 from llmtap._metrics import COUNTER, GAUGE, HISTOGRAM, INSTRUMENTS, TOKEN_TYPES, Instrument, resolve_names
-from llmtap._record import ALL_OUTCOMES, AttemptRecord, CallRecord
-
-if TYPE_CHECKING:
-    from llmtap._observer import AttemptObserver
+from llmtap._record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord
 
 __all__ = ["METRIC_NAMES", "PrometheusExporter"]
 
@@ -216,8 +213,8 @@ class PrometheusExporter:
 
     # -- Sink ----------------------------------------------------------------------------------
 
-    def start(self, attempt: AttemptObserver) -> object:
-        key = (attempt.provider_name, attempt.provider.operation, attempt.model_label)
+    def start(self, attempt: AttemptStart) -> object:
+        key = (attempt.provider, attempt.operation, attempt.request_model)
         children = self._base(key)
         if attempt.retry_reason is not None:
             rkey = (*key, attempt.retry_reason)
@@ -225,7 +222,7 @@ class PrometheusExporter:
             if counter is None:
                 counter = self._retries[rkey] = self.retries.labels(*rkey)
             counter.inc()
-        if attempt.request.stream:
+        if attempt.request_stream:
             children.in_flight.inc()
             return children
         return None

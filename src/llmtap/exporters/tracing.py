@@ -2,22 +2,21 @@
 
 The span starts when the request is sent and ends when the body ends (not when the headers
 arrive), as a child of the current context: the Anthropic SDK's own call span when that is on.
-Retries of one logical call carry the same ``llmtap.call.id`` and link to the previous attempt.
+Retries of one logical call carry the same ``llmtap.call.id`` and link to the previous attempt (the
+exporter remembers each open call's last span context itself, until the call ends).
 No prompt or completion content and no request headers are ever recorded.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TracerProvider
 
-from llmtap._record import AttemptRecord, CallRecord
+from llmtap._record import AttemptRecord, AttemptStart, CallRecord
 from llmtap._version import __version__
-
-if TYPE_CHECKING:
-    from llmtap._observer import AttemptObserver
 
 __all__ = ["TracingExporter"]
 
@@ -34,32 +33,35 @@ class TracingExporter:
             tracer_provider=tracer_provider,
             schema_url="https://opentelemetry.io/schemas/1.37.0",
         )
+        self._last_span: dict[str, SpanContext] = {}
+        """Open logical calls -> their latest attempt's span, for the next retry's link."""
 
-    def start(self, attempt: AttemptObserver) -> object:
-        model = attempt.request.model or ""
-        operation = attempt.provider.operation
+    def start(self, attempt: AttemptStart) -> object:
+        model = attempt.request_model
+        operation = attempt.operation
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": operation,
-            "gen_ai.provider.name": attempt.provider_name,
-            "server.address": attempt.host,
-            "server.port": attempt.port,
+            "gen_ai.provider.name": attempt.provider,
+            "server.address": attempt.server_address,
+            "server.port": attempt.server_port,
             "http.request.method": attempt.method,
-            "url.path": attempt.path,
+            "url.path": attempt.url_path,
         }
         if model:
             attributes["gen_ai.request.model"] = model
-        if attempt.request.max_tokens is not None:
-            attributes["gen_ai.request.max_tokens"] = attempt.request.max_tokens
-        if attempt.request.stream is not None:
-            attributes["gen_ai.request.stream"] = attempt.request.stream
+        if attempt.request_max_tokens is not None:
+            attributes["gen_ai.request.max_tokens"] = attempt.request_max_tokens
+        if attempt.request_stream is not None:
+            attributes["gen_ai.request.stream"] = attempt.request_stream
         if attempt.resend_count:
             attributes["http.request.resend_count"] = attempt.resend_count
-        call = attempt.call
+        call_id = attempt.call_id
         links = None
-        if call is not None:
-            attributes["llmtap.call.id"] = call.call_id
-            if call.last_span_context is not None:
-                links = [Link(call.last_span_context, {"llmtap.link": "previous_attempt"})]
+        if call_id is not None:
+            attributes["llmtap.call.id"] = call_id
+            previous = self._last_span.get(call_id)
+            if previous is not None:
+                links = [Link(previous, {"llmtap.link": "previous_attempt"})]
         span = self._tracer.start_span(
             f"{operation} {model}" if model else operation,
             kind=SpanKind.CLIENT,
@@ -67,9 +69,13 @@ class TracingExporter:
             links=links,
             start_time=attempt.start_unix_ns,
         )
-        if call is not None:
-            call.last_span_context = span.get_span_context()
+        if call_id is not None:
+            self._last_span[call_id] = span.get_span_context()
         return span
+
+    def attach(self, state: object) -> object:
+        """Make the span started by :meth:`start` current; returns the context token to detach."""
+        return otel_context.attach(trace.set_span_in_context(state))  # type: ignore[arg-type]
 
     def end(self, record: AttemptRecord, state: object) -> None:
         span: trace.Span = state  # type: ignore[assignment]
@@ -124,4 +130,4 @@ class TracingExporter:
         span.end(end_time=end_ns)
 
     def call_end(self, record: CallRecord) -> None:
-        pass
+        self._last_span.pop(record.call_id, None)
