@@ -456,3 +456,22 @@ def test_instrument_names_translate_to_the_native_names() -> None:
     assert translated - {"target_info", "target"} == set(METRIC_NAMES)
     attempts: Instrument = next(i for i in INSTRUMENTS if i.key == "attempts")
     assert attempts.prometheus("acme") == "acme_llmtap_attempts_total"
+
+
+@pytest.mark.parametrize(
+    ("name", "unit", "kind", "expected"),
+    [  # the otlptranslator's documented examples, and llmtap's own shapes
+        ("http.server.request.duration", "s", HISTOGRAM, "http_server_request_duration_seconds"),
+        ("requests.count", "1", COUNTER, "requests_count_total"),
+        ("memory.usage", "By", GAUGE, "memory_usage_bytes"),
+        ("cpu.utilization", "1", GAUGE, "cpu_utilization_ratio"),
+        ("gen_ai.client.token.usage", "{token}", HISTOGRAM, "gen_ai_client_token_usage"),
+        ("llmtap.total.things", "{thing}", COUNTER, "llmtap_things_total"),
+        ("llmtap.wait_seconds", "s", HISTOGRAM, "llmtap_wait_seconds"),
+        ("llmtap.streams_in_flight", "{stream}", UP_DOWN, "llmtap_streams_in_flight"),
+    ],
+)
+def test_prometheus_name(name: str, unit: str, kind: str, expected: str) -> None:
+    from llmtap._metrics import prometheus_name
+
+    assert prometheus_name(name, unit, kind) == expected

@@ -92,25 +92,30 @@ class Instrument(NamedTuple):
         return tuple(label_name(a) for a in (*BASE_ATTRIBUTES, *self.attributes))
 
 
-_UNITS = {"s": "seconds", "ms": "milliseconds", "By": "bytes", "1": ""}
-_INVALID = re.compile(r"[^a-zA-Z0-9:]+")
+_UNITS = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds", "By": "bytes", "1": ""}
+_TOKEN_SPLIT = re.compile(r"[^a-zA-Z0-9:]+")
 _INVALID_LABEL = re.compile(r"[^a-zA-Z0-9]+")
-_ANNOTATION = re.compile(r"\{[^}]*\}")
 
 
 def prometheus_name(name: str, unit: str, kind: str) -> str:
-    """The OpenTelemetry-to-Prometheus name translation, for the units llmtap uses.
+    """The OpenTelemetry-to-Prometheus name translation (suffixes on, legacy character set), as the
+    Collector's and Prometheus' ``otlptranslator`` applies it, for the units llmtap uses.
 
-    Invalid characters (dots) become ``_``; the unit's Prometheus word is appended unless the name
-    already ends with it; ``{...}`` annotations are dropped; counters (monotonic sums) end in ``_total``.
+    The name is split into tokens at every invalid character (dots) and joined with ``_``; the unit's
+    Prometheus word (``s`` -> ``seconds``) is appended unless a token already equals it, and units with
+    a ``{...}`` annotation add nothing; monotonic counters end in ``_total`` (any other ``total``
+    token is dropped), gauges with unit ``1`` in ``_ratio``.
     """
-    out = _INVALID.sub("_", name)
-    word = _UNITS.get(_ANNOTATION.sub("", unit), _ANNOTATION.sub("", unit))
-    if word and not out.endswith("_" + word):
-        out += "_" + word
-    if kind == COUNTER and not out.endswith("_total"):
-        out += "_total"
-    return out
+    tokens = [t for t in _TOKEN_SPLIT.split(name) if t]
+    main = unit.split("/", 1)[0].strip()
+    word = "" if not main or "{" in main or "}" in main else _UNITS.get(main, main)
+    if word and word not in tokens:
+        tokens.append(word)
+    if kind == COUNTER:
+        tokens = [t for t in tokens if t != "total"] + ["total"]
+    if kind == GAUGE and unit == "1":
+        tokens = [t for t in tokens if t != "ratio"] + ["ratio"]
+    return "_".join(tokens)
 
 
 def label_name(attribute: str) -> str:
