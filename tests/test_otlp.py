@@ -17,23 +17,15 @@ on in the same tap. The decoded payload is checked against
 from __future__ import annotations
 
 import bisect
-import gzip
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import anthropic
 import httpx2
 import pytest
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
-    ExportMetricsServiceResponse,
-)
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality, Metric
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
@@ -57,58 +49,9 @@ from llmtap._metrics import (
 from llmtap.exporters.otel_metrics import spread
 from llmtap.simulator import Scenario, Simulator
 
-# ---------------------------------------------------------------------------------------------
-# The receiver
-# ---------------------------------------------------------------------------------------------
+from ._otlp import Receiver, receiver, value_of
 
-
-class Receiver(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), ReceiverHandler)
-        self.received: list[tuple[str, str, ExportMetricsServiceRequest]] = []
-        self.lock = threading.Lock()
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1/metrics"
-
-
-class ReceiverHandler(BaseHTTPRequestHandler):
-    server: Receiver
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        if self.headers.get("Content-Encoding") == "gzip":
-            body = gzip.decompress(body)
-        request = ExportMetricsServiceRequest()
-        request.ParseFromString(body)
-        with self.server.lock:
-            self.server.received.append((self.path, self.headers.get("Content-Type", ""), request))
-        out = ExportMetricsServiceResponse().SerializeToString()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
+__all__ = ["receiver"]  # the fixture
 
 # ---------------------------------------------------------------------------------------------
 # The traffic mix
@@ -176,13 +119,6 @@ def run_mix(sim: Simulator) -> None:
 # ---------------------------------------------------------------------------------------------
 # Decoding helpers
 # ---------------------------------------------------------------------------------------------
-
-
-def value_of(v: AnyValue) -> str | int | float | bool:
-    kind = v.WhichOneof("value")
-    assert kind in ("string_value", "int_value", "double_value", "bool_value"), kind
-    out: str | int | float | bool = getattr(v, kind)
-    return out
 
 
 def attrs_of(point: Any) -> dict[str, str | int | float | bool]:
@@ -271,7 +207,7 @@ def exported(sim: Simulator, receiver: Receiver) -> Iterator[Exported]:
     sim.clear()
     registry = CollectorRegistry()
     reader = PeriodicExportingMetricReader(
-        OTLPMetricExporter(endpoint=receiver.endpoint, timeout=10), export_interval_millis=3_600_000
+        OTLPMetricExporter(endpoint=receiver.endpoint + "/v1/metrics", timeout=10), export_interval_millis=3_600_000
     )
     provider = MeterProvider(metric_readers=[reader], resource=Resource.create({"service.name": "llmtap-otlp-test"}))
     settings = llmtap.Settings(base_urls=(sim.base_url,), traces=False, stall_threshold_seconds=0.15)
@@ -285,9 +221,9 @@ def exported(sim: Simulator, receiver: Receiver) -> Iterator[Exported]:
     finally:
         llmtap.uninstrument()
         provider.shutdown()
-    assert receiver.received, "the OTLP exporter sent nothing"
-    path, content_type, request = receiver.received[-1]  # cumulative: the last export holds the totals
-    assert path == "/v1/metrics" and content_type == "application/x-protobuf"
+    requests = receiver.metrics()
+    assert requests, "the OTLP exporter sent nothing"
+    request = requests[-1]  # cumulative: the last export holds the totals
     (rm,) = request.resource_metrics
     assert {kv.key: value_of(kv.value) for kv in rm.resource.attributes}["service.name"] == "llmtap-otlp-test"
     (sm,) = rm.scope_metrics
