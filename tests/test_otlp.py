@@ -411,3 +411,49 @@ def test_prometheus_name(name: str, unit: str, kind: str, expected: str) -> None
     from llmtap._metrics import prometheus_name
 
     assert prometheus_name(name, unit, kind) == expected
+
+
+def test_gaps_are_recorded_at_collection_not_at_the_attempts_end() -> None:
+    """The application's thread only merges bucket counts; the reader's collection records the gaps."""
+    from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
+
+    from llmtap._record import AttemptRecord, Usage
+    from llmtap.exporters.otel_metrics import OtelMetricsExporter
+
+    counts = (3, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1)  # 6 gaps, one above the last bound
+    fields: dict[str, object] = dict.fromkeys(AttemptRecord._fields)
+    fields.update(
+        provider="anthropic", operation="chat", request_model="m", server_address="h", server_port=443,
+        request_stream=True, outcome=Outcome.COMPLETED, status_code=200, streamed=True, started_at=0.0,
+        first_chunk_at=0.1, first_token_at=0.2, ended_at=5.0, chunks=7, max_gap=3.0, stalls=0,
+        gap_bucket_counts=counts, gap_sum=3.05, usage=Usage(), stop_reasons=(), rate_limits=(), parse_errors=0,
+    )  # fmt: skip
+    record = AttemptRecord._make(fields[f] for f in AttemptRecord._fields)
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    try:
+        exporter = OtelMetricsExporter(provider)
+        recorded: list[float] = []
+        original = exporter._gap.record
+
+        def spy(value: float, attributes: Any = None) -> None:
+            recorded.append(value)
+            original(value, attributes)
+
+        exporter._gap.record = spy
+        exporter.end(record, None)
+        exporter.end(record, None)
+        assert recorded == []  # nothing per gap on the application's thread
+        data = reader.get_metrics_data()
+        assert len(recorded) == 12  # positive control: the collection recorded every gap
+        assert data is not None
+        (gap,) = [m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+                  if m.name == "gen_ai.client.operation.time_per_output_chunk"]  # fmt: skip
+        (point,) = gap.data.data_points
+        assert isinstance(point, HistogramDataPoint)
+        assert point.count == 12 and tuple(point.bucket_counts) == tuple(2 * c for c in counts)
+        assert point.sum == pytest.approx(6.1) and point.max == 3.0
+        names = {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+        assert "llmtap.internal.gap_flush" not in names
+    finally:
+        provider.shutdown()

@@ -43,7 +43,8 @@ class Settings(BaseModel):
     traces: bool = True
     """Export one OpenTelemetry span per attempt."""
     otel_metrics: bool = True
-    """Also record the GenAI semconv histograms through the OpenTelemetry meter provider."""
+    """Also record every metric through the OpenTelemetry meter provider (for OTLP / a Collector);
+    with an exporting meter provider, set ``metrics=False`` so the names do not arrive twice."""
     sdk_calls: bool = True
     """Hook the official SDKs' ``request`` method (guarded) to link retries into logical calls."""
     stall_threshold_seconds: float = Field(default=5.0, gt=0)

@@ -16,9 +16,11 @@ Differences from the native exporter, all invisible to the shipped queries:
   (provider, operation, model) is first seen; histograms cannot be, they appear on first use;
 * ``gen_ai.client.operation.time_per_output_chunk``: the core aggregates the gaps of an attempt into
   bucket counts and their sum, so nothing runs per chunk. The OpenTelemetry API can only record
-  single values, so at the attempt's end one value per gap is recorded (see :func:`spread`): bucket
-  counts, count, sum and max are exact; min and the individual values are representatives inside the
-  right bucket.
+  single values (the conventions ask for one per chunk), and one SDK ``record()`` costs microseconds,
+  so an attempt's end only merges its counts into pending per-label-set totals (O(buckets)); the
+  next metric collection, on the reader's thread, records one value per gap from them (see
+  :func:`spread`). Bucket counts, count, sum and max (per collection interval) are exact; min and
+  the individual values are representatives inside the right bucket.
 """
 
 from __future__ import annotations
@@ -125,6 +127,12 @@ class OtelMetricsExporter:
         self._call_ttft = m["call_ttft"]
         self._parse_errors = m["parse_errors"]
         self._track_rate_limits = not {"ratelimit_limit", "ratelimit_remaining", "ratelimit_reset"} <= excluded
+        # per-chunk gaps waiting for the next collection: label set -> [attributes, counts, sum, max]
+        self._pending_gaps: dict[frozenset[tuple[str, str | int]], list[Any]] = {}
+        if self._gap is not _OFF:
+            # An observable instrument's callback runs at every collection, on the reader's thread, before
+            # the collection's snapshot; it yields nothing, so nothing is exported under this name.
+            meter.create_observable_gauge("llmtap.internal.gap_flush", callbacks=[self._flush_gaps])
 
     def _base(self, provider: str, operation: str, model: str) -> Attributes:
         """The base attributes, one shared (never mutated) dict per label set."""
@@ -203,9 +211,7 @@ class OtelMetricsExporter:
             if record.first_token_at is not None:
                 self._ttft.record(record.first_token_at - record.started_at, base)
             if record.chunks > 1 and self._gap is not _OFF:
-                for value, count in spread(record.gap_bucket_counts, record.gap_sum, _GAP_BOUNDS, record.max_gap):
-                    for _ in range(count):
-                        self._gap.record(value, semconv)
+                self._add_gaps(semconv, record.gap_bucket_counts, record.gap_sum, record.max_gap)
             if record.stalls:
                 self._stalls.add(record.stalls, base)
         usage = record.usage
@@ -232,6 +238,31 @@ class OtelMetricsExporter:
                     for i, seen in ((_LIMIT, rl.limit), (_REMAINING, rl.remaining), (_RESET, rl.reset_seconds)):
                         if seen is not None:
                             values[i] = seen
+
+    def _add_gaps(self, attrs: Attributes, counts: tuple[int, ...], total: float, largest: float) -> None:
+        """Merge an attempt's pre-bucketed gaps into the pending ones: O(buckets), no per-chunk work."""
+        key = frozenset(attrs.items())
+        with self._lock:
+            pending = self._pending_gaps.get(key)
+            if pending is None:
+                self._pending_gaps[key] = [attrs, list(counts), total, largest]
+                return
+            merged = pending[1]
+            for i, count in enumerate(counts):
+                merged[i] += count
+            pending[2] += total
+            if largest > pending[3]:
+                pending[3] = largest
+
+    def _flush_gaps(self, options: CallbackOptions) -> Iterable[Observation]:
+        """At collection: record the pending gaps, one value per gap (see :func:`spread`)."""
+        with self._lock:
+            pending, self._pending_gaps = self._pending_gaps, {}
+        for attrs, counts, total, largest in pending.values():
+            for value, count in spread(counts, total, _GAP_BOUNDS, largest):
+                for _ in range(count):
+                    self._gap.record(value, attrs)
+        return ()
 
     def call_end(self, record: CallRecord) -> None:
         base = self._base(record.provider, record.operation, record.request_model)
