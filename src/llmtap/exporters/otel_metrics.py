@@ -103,7 +103,8 @@ class OtelMetricsExporter:
                 return meter.create_histogram(
                     name, unit=unit, description=doc, explicit_bucket_boundaries_advisory=bounds
                 )
-            assert spec.kind == GAUGE, spec
+            if spec.kind != GAUGE:
+                raise ValueError(f"unknown instrument kind {spec.kind!r} of {spec.name}")
             index = {"ratelimit_limit": _LIMIT, "ratelimit_remaining": _REMAINING, "ratelimit_reset": _RESET}
             return meter.create_observable_gauge(
                 name, callbacks=[self._observer(index[spec.key])], unit=unit, description=doc
