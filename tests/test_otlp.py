@@ -43,7 +43,6 @@ from llmtap._metrics import (
     INSTRUMENTS,
     SEMCONV_ATTRIBUTES,
     UP_DOWN,
-    Instrument,
     label_name,
 )
 from llmtap.exporters.otel_metrics import spread
@@ -367,17 +366,24 @@ def test_spread_of_nothing() -> None:
     assert spread([0] * 14, 0.0, CHUNK_GAP_BUCKETS, 0.0) == []
 
 
-def test_instrument_names_translate_to_the_native_names() -> None:
-    """opentelemetry-exporter-prometheus turns every instrument into the native exporter's family."""
+@pytest.mark.parametrize("namespace", ["", "acme"])
+def test_instrument_names_translate_to_the_native_names(namespace: str) -> None:
+    """opentelemetry-exporter-prometheus turns every instrument into the native exporter's family,
+    with ``Settings.metric_prefix_namespace`` too."""
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
 
     from llmtap.exporters.otel_metrics import OtelMetricsExporter
-    from llmtap.exporters.prometheus import METRIC_NAMES
+    from llmtap.exporters.prometheus import PrometheusExporter
 
+    def families(registry: CollectorRegistry) -> set[str]:
+        return {m.name + ("_total" if m.type == "counter" else "") for m in registry.collect()} - {"target"}
+
+    native = CollectorRegistry()
+    PrometheusExporter(native, namespace)
     registry = CollectorRegistry()
     provider = MeterProvider(metric_readers=[PrometheusMetricReader(registry=registry)])
     try:
-        exporter = OtelMetricsExporter(provider)
+        exporter = OtelMetricsExporter(provider, namespace=namespace)
         base = exporter._base("anthropic", "chat", "m")  # pre-creates the counters at 0
         for name in dir(exporter):
             instrument = getattr(exporter, name)
@@ -386,12 +392,11 @@ def test_instrument_names_translate_to_the_native_names() -> None:
             elif hasattr(instrument, "add"):
                 instrument.add(1, base)
         exporter._rate_limits[("anthropic", "chat", "m", "requests")] = [10.0, 5.0, 1.0]
-        translated = {m.name + ("_total" if m.type == "counter" else "") for m in registry.collect()}
+        translated = families(registry)
     finally:
         provider.shutdown()
-    assert translated - {"target_info", "target"} == set(METRIC_NAMES)
-    attempts: Instrument = next(i for i in INSTRUMENTS if i.key == "attempts")
-    assert attempts.prometheus("acme") == "acme_llmtap_attempts_total"
+    assert translated == families(native) == {i.prometheus(namespace) for i in INSTRUMENTS}
+    assert ("acme_llmtap_attempts_total" in translated) == (namespace == "acme")
 
 
 @pytest.mark.parametrize(
