@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -86,6 +88,20 @@ def test_suppressed_instrumentation_is_respected(sim: Simulator, cap: Capture) -
     with suppress_instrumentation(), httpx2.Client() as client:
         post(client, sim)
     assert cap.records == []
+    with httpx2.Client() as client:  # positive control: the same request, not suppressed, is recorded
+        post(client, sim)
+    cap.wait(1)
+    assert len(cap.records) == 1
+
+
+def test_suppression_keys_are_the_instrumentation_packages() -> None:
+    """llmtap reads the suppression keys without importing opentelemetry-instrumentation on the request path."""
+    from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
+    from opentelemetry.instrumentation import utils
+
+    from llmtap import _tap
+
+    assert _tap._SUPPRESS_KEYS == (_SUPPRESS_INSTRUMENTATION_KEY, utils._SUPPRESS_INSTRUMENTATION_KEY_PLAIN)
 
 
 @pytest.mark.parametrize("order", [("otel", "llmtap"), ("llmtap", "otel")], ids=["otel_first", "llmtap_first"])
@@ -252,3 +268,23 @@ def test_otel_metrics_through_a_meter_provider(sim: Simulator) -> None:
     assert attributes["gen_ai.request.model"] == "claude-raw"
     assert "error.type" not in attributes
     provider.shutdown()
+
+
+def test_sdks_are_patched_when_imported_not_imported_by_llmtap() -> None:
+    """instrument() imports no SDK the app does not use; one imported later is patched on import,
+    and one imported after uninstrument() is not."""
+    code = (
+        "import sys, llmtap\n"
+        "llmtap.instrument(llmtap.Settings(metrics=False, traces=False, otel_metrics=False))\n"
+        "print('openai' in sys.modules, 'anthropic' in sys.modules)\n"
+        "import anthropic\n"
+        "print(hasattr(anthropic._base_client.SyncAPIClient.request, '__wrapped__'))\n"
+        "import httpx2\n"
+        "print(hasattr(httpx2.AsyncClient._send_single_request, '__wrapped__'))\n"
+        "llmtap.uninstrument()\n"
+        "import openai\n"
+        "print(hasattr(openai._base_client.SyncAPIClient.request, '__wrapped__'),"
+        " hasattr(httpx2.AsyncClient._send_single_request, '__wrapped__'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.split("\n")[:4] == ["False False", "True", "True", "False False"]

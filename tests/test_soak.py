@@ -219,7 +219,7 @@ def soak(total: int, trace_memory: bool) -> SoakResult:
         def finished() -> None:
             with lock:
                 done[0] += 1
-                if trace_memory and done[0] % max(total // 20, 1) == 0:
+                if trace_memory and done[0] % max(total // 10, 1) == 0:
                     memory.append((done[0], _own_bytes(tracemalloc.take_snapshot())))
 
         def sync_one(plan: Plan) -> None:
@@ -249,14 +249,16 @@ def soak(total: int, trace_memory: bool) -> SoakResult:
             with ThreadPoolExecutor(6) as pool:
                 list(pool.map(sync_one, [p for p, a in work if not a]))
             loop_thread.join()
+            if trace_memory:
+                tracemalloc.stop()  # the accounting below is not measured (and would crawl under it)
             attempts = sum(p.attempts for p, _ in work)
-            recording.wait(attempts, calls=total, timeout=30)
-            served = sim.wait_served(attempts, timeout=30)
+            recording.wait(attempts, calls=total, timeout=120)
+            served = sim.wait_served(attempts, timeout=120)
             seconds = time.perf_counter() - started
             result = SoakResult(work, served, registry, recording, spans, memory, seconds, errors_before)
             _check(result)  # before uninstrumenting: that unregisters the metrics
         finally:
-            if trace_memory:
+            if tracemalloc.is_tracing():
                 tracemalloc.stop()
             for client in sync_clients.values():
                 client.close()

@@ -14,8 +14,8 @@ wrapper around it opens a :class:`~llmtap._calls.Call` so retries are linked (se
 from __future__ import annotations
 
 import functools
-import importlib
 import importlib.util
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -31,6 +31,8 @@ HTTP_MODULES = ("httpx", "httpx2")
 SDK_MODULES = ("anthropic._base_client", "openai._base_client")
 
 _patched: list[tuple[Any, str, Any]] = []
+_hooked: list[int] = []  # non-empty while patched (or waiting for imports to patch)
+_generation = 0  # bumped by patch() and unpatch(): import hooks of an older generation do nothing
 
 
 # -- the httpx / httpx2 client patch --------------------------------------------------------------
@@ -128,40 +130,60 @@ def _wrap(owner: Any, attribute: str, wrapper: Any, label: str) -> None:
     _patched.append((owner, attribute, original))
 
 
+def _patch_http(generation: int, module: ModuleType) -> None:
+    if generation != _generation:
+        return  # uninstrumented before this module was imported
+    name = module.__name__
+    _wrap(module.Client, "_send_single_request", _send_wrapper(module, False), f"{name}.Client")
+    _wrap(module.AsyncClient, "_send_single_request", _send_wrapper(module, True), f"{name}.AsyncClient")
+
+
+def _patch_sdk(generation: int, module: ModuleType) -> None:
+    if generation != _generation:
+        return
+    for cls_name, wrapper in (("SyncAPIClient", _sdk_sync_request), ("AsyncAPIClient", _sdk_async_request)):
+        owner = getattr(module, cls_name, None)
+        if owner is not None:
+            _wrap(owner, "request", wrapper, f"{module.__name__}.{cls_name}")
+
+
+def _guarded(hook: Any, generation: int) -> Any:
+    def run(module: ModuleType) -> None:
+        try:
+            hook(generation, module)
+        except Exception as exc:  # a module of another version we cannot patch is not ours to break
+            logger.warning("llmtap: could not instrument %s: %r", module.__name__, exc)
+
+    return run
+
+
 def patch(sdk_calls: bool = True) -> list[str]:
-    """Patch every installed HTTP client module (and SDK, when ``sdk_calls``); returns what was patched."""
-    done: list[str] = []
-    if _patched:
-        return done
-    for name in HTTP_MODULES:
-        if not _installed(name):
-            continue
-        module = importlib.import_module(name)
-        _wrap(module.Client, "_send_single_request", _send_wrapper(module, False), f"{name}.Client")
-        _wrap(module.AsyncClient, "_send_single_request", _send_wrapper(module, True), f"{name}.AsyncClient")
-        done.append(name)
+    """Patch every installed HTTP client module (and SDK, when ``sdk_calls``): those already imported
+    now, the others when the application imports them (so llmtap imports no SDK the application does
+    not use). Returns the installed module names that are or will be patched."""
+    from wrapt import register_post_import_hook
+
+    global _generation
+    if _hooked:
+        return []
+    _generation += 1
+    targets = [(name, _patch_http) for name in HTTP_MODULES]
     if sdk_calls:
-        for name in SDK_MODULES:
-            if not _installed(name.split(".")[0]):
-                continue
-            try:
-                module = importlib.import_module(name)
-            except Exception as exc:  # an SDK that fails to import is not ours to break
-                logger.warning("llmtap: could not import %s to link retries: %r", name, exc)
-                continue
-            for cls_name, wrapper in (
-                ("SyncAPIClient", _sdk_sync_request),
-                ("AsyncAPIClient", _sdk_async_request),
-            ):
-                owner = getattr(module, cls_name, None)
-                if owner is not None:
-                    _wrap(owner, "request", wrapper, f"{name}.{cls_name}")
+        targets += [(name, _patch_sdk) for name in SDK_MODULES]
+    done: list[str] = []
+    for name, hook in targets:
+        if _installed(name.split(".")[0]):
             done.append(name.split(".")[0])
+            register_post_import_hook(_guarded(hook, _generation), name)
+    _hooked.append(_generation)
     return done
 
 
 def unpatch() -> None:
-    """Restore every patched method (in reverse order)."""
+    """Restore every patched method (in reverse order); modules imported later stay unpatched."""
+    global _generation
+    _generation += 1
+    _hooked.clear()
     while _patched:
         owner, attribute, original = _patched.pop()
         current = owner.__dict__.get(attribute)
@@ -246,9 +268,9 @@ def wrap_transport(transport: Any, tap: Tap | None = None) -> Any:
         TypeError: ``transport`` is not an httpx or httpx2 transport.
     """
     for name in HTTP_MODULES:
-        if not _installed(name):
+        module = sys.modules.get(name)  # a transport's package is imported already
+        if module is None:
             continue
-        module = importlib.import_module(name)
         sync_cls, async_cls = _transport_classes(module)
         if isinstance(transport, module.AsyncBaseTransport):
             return async_cls(transport, tap)

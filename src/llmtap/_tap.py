@@ -14,11 +14,8 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled
-from opentelemetry.metrics import MeterProvider
-from opentelemetry.trace import TracerProvider
-from opentelemetry.util.http import ExcludeList, get_excluded_urls
-from prometheus_client import CollectorRegistry
+from opentelemetry import context as otel_context
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
 from llmtap._bounds import RecordBounds
 from llmtap._calls import CURRENT_CALL, Call, call_record
@@ -34,12 +31,20 @@ from llmtap.providers._base import RequestInfo
 if TYPE_CHECKING:
     import weakref
 
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+    from opentelemetry.util.http import ExcludeList
+    from prometheus_client import CollectorRegistry
+
     from llmtap.exporters.prometheus import PrometheusExporter
     from llmtap.exporters.tracing import TracingExporter
 
 __all__ = ["Attempt", "Tap", "activate", "active"]
 
 _FAILED = object()
+# What ``opentelemetry.instrumentation.utils.suppress_instrumentation()`` sets (its key and the legacy plain
+# one); read here directly so the request path does not import that package (about 1 MiB of modules).
+_SUPPRESS_KEYS = (_SUPPRESS_INSTRUMENTATION_KEY, "suppress_instrumentation")
 _RETRY_HEADER = "x-stainless-retry-count"
 
 _active: Tap | None = None
@@ -94,7 +99,11 @@ class Tap:
         )
         # the OTel httpx instrumentation's exclusion settings, honoured when set (only then: str(url) costs)
         excluded_env = os.environ.get("OTEL_PYTHON_HTTPX_EXCLUDED_URLS") or os.environ.get("OTEL_PYTHON_EXCLUDED_URLS")
-        self._excluded: ExcludeList | None = get_excluded_urls("HTTPX") if excluded_env else None
+        self._excluded: ExcludeList | None = None
+        if excluded_env:
+            from opentelemetry.util.http import get_excluded_urls
+
+            self._excluded = get_excluded_urls("HTTPX")
         self._bounds = RecordBounds(settings, PROVIDERS)
         self.prometheus: PrometheusExporter | None = None
         self._tracing: TracingExporter | None = None
@@ -102,7 +111,12 @@ class Tap:
         if settings.metrics:
             from llmtap.exporters.prometheus import PrometheusExporter
 
-            self.prometheus = PrometheusExporter(registry, settings.metric_prefix_namespace)
+            self.prometheus = PrometheusExporter(
+                registry,
+                settings.metric_prefix_namespace,
+                exclude=settings.exclude_metrics,
+                created_series=settings.prometheus_created_series,
+            )
             built.append(self.prometheus)
         self._tracing_index = -1
         if settings.traces:
@@ -114,7 +128,11 @@ class Tap:
         if settings.otel_metrics:
             from llmtap.exporters.otel_metrics import OtelMetricsExporter
 
-            built.append(OtelMetricsExporter(meter_provider))
+            built.append(
+                OtelMetricsExporter(
+                    meter_provider, namespace=settings.metric_prefix_namespace, exclude=settings.exclude_metrics
+                )
+            )
         self.sinks: tuple[Sink, ...] = tuple(built + list(sinks or ()))
 
     # -- request path ----------------------------------------------------------------------------
@@ -127,7 +145,7 @@ class Tap:
             port = 443 if url.scheme == "https" else 80
         path = url.path
         endpoint = self._matcher.match(url.host, port, path)
-        if endpoint is None or not is_instrumentation_enabled():
+        if endpoint is None or otel_context.get_value(_SUPPRESS_KEYS[0]) or otel_context.get_value(_SUPPRESS_KEYS[1]):
             return None
         if self._excluded is not None and self._excluded.url_disabled(str(url)):
             return None

@@ -51,8 +51,9 @@ class HealthCollector(Collector):
         return self
 
 
-def register_otel(meter: Any) -> None:
-    """Observable counters ``llmtap.internal_errors`` and ``llmtap.label_overflows`` on ``meter``."""
+def register_otel(meter: Any, namespace: str = "") -> None:
+    """Observable counters ``llmtap.internal_errors`` and ``llmtap.label_overflows`` on ``meter``
+    (prefixed with ``namespace.`` when given, like the other ``llmtap.*`` instruments)."""
     from opentelemetry.metrics import CallbackOptions, Observation
 
     def errors(options: CallbackOptions) -> Iterable[Observation]:
@@ -63,5 +64,10 @@ def register_otel(meter: Any) -> None:
         counts = label_overflows()
         return [Observation(counts.get(label, 0), {"label": label}) for label in LABELS]
 
-    meter.create_observable_counter("llmtap.internal_errors", [errors], unit="{error}", description=_INTERNAL_HELP)
-    meter.create_observable_counter("llmtap.label_overflows", [overflows], unit="{value}", description=_OVERFLOW_HELP)
+    prefix = f"{namespace}." if namespace else ""
+    meter.create_observable_counter(
+        f"{prefix}llmtap.internal_errors", [errors], unit="{error}", description=_INTERNAL_HELP
+    )
+    meter.create_observable_counter(
+        f"{prefix}llmtap.label_overflows", [overflows], unit="{value}", description=_OVERFLOW_HELP
+    )
