@@ -172,7 +172,9 @@ def native_series(registry: CollectorRegistry) -> tuple[dict[Key, float], dict[K
     parts: dict[Key, dict[str, Any]] = {}
     families = {i.prometheus().removesuffix("_total"): i for i in INSTRUMENTS}
     for metric in registry.collect():
-        spec = families[metric.name]
+        spec = families.get(metric.name)
+        if spec is None:  # llmtap's own health counters (exporters/_health.py): process-wide, not per attempt
+            continue
         family = spec.prometheus()
         for s in metric.samples:
             labels = {k: v for k, v in s.labels.items() if k != "le" and v != ""}
@@ -372,6 +374,7 @@ def test_instrument_names_translate_to_the_native_names(namespace: str) -> None:
     with ``Settings.metric_prefix_namespace`` too."""
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
 
+    from llmtap.exporters._health import HEALTH_METRIC_NAMES
     from llmtap.exporters.otel_metrics import OtelMetricsExporter
     from llmtap.exporters.prometheus import PrometheusExporter
 
@@ -395,7 +398,8 @@ def test_instrument_names_translate_to_the_native_names(namespace: str) -> None:
         translated = families(registry)
     finally:
         provider.shutdown()
-    assert translated == families(native) == {i.prometheus(namespace) for i in INSTRUMENTS}
+    health = {f"{namespace}_{n}" if namespace else n for n in HEALTH_METRIC_NAMES}  # llmtap's own counters
+    assert translated == families(native) == {i.prometheus(namespace) for i in INSTRUMENTS} | health
     assert ("acme_llmtap_attempts_total" in translated) == (namespace == "acme")
 
 
