@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import math
+import statistics
 from collections.abc import Sequence
 
 from ._claims import Formula, parse_band, parse_formula
@@ -197,21 +198,29 @@ def _svg(parts: Sequence[str]) -> str:
 
 
 def svg_ttft(m: ModelLatency, values: Sequence[float], claim: tuple[float, float] | None) -> str:
-    """Histogram of TTFT (ms), with the median and the claimed interval if any."""
+    """Histogram of TTFT (ms) with its median; the claimed interval is shaded, or named at the edge
+    when it lies far off the measured range."""
     ms = [v * 1000 for v in values]
     if not ms:
         return _svg(_axes(f"TTFT: {m.model} (no data)", "ms", "requests", 0, 1, 0, 1))
-    lo, hi = min(ms), max(ms)
-    if claim is not None:
-        lo, hi = min(lo, claim[0] * 1000), max(hi, claim[1] * 1000)
-    span = hi - lo or 1.0
-    lo, hi = lo - span * 0.05, hi + span * 0.05
+    dlo, dhi = min(ms), max(ms)
+    span = dhi - dlo or max(1.0, dlo * 0.1)
+    lo, hi = dlo - span * 0.1, dhi + span * 0.1
+    claim_ms = (claim[0] * 1000, claim[1] * 1000) if claim is not None else None
+    off_scale = ""
+    if claim_ms is not None:
+        if claim_ms[0] >= hi + 3 * span:
+            off_scale = f"claimed {claim_ms[0]:.0f}-{claim_ms[1]:.0f} ms: off scale ->"
+        elif claim_ms[1] <= lo - 3 * span:
+            off_scale = f"<- claimed {claim_ms[0]:.0f}-{claim_ms[1]:.0f} ms: off scale"
+        else:
+            lo, hi = min(lo, claim_ms[0] - span * 0.1), max(hi, claim_ms[1] + span * 0.1)
     bins = max(5, min(30, int(math.sqrt(len(ms)) * 2)))
-    width = (hi - lo) / bins
+    width = (dhi - dlo) / bins or 1.0
     counts = [0] * bins
     for v in ms:
-        counts[min(bins - 1, int((v - lo) / width))] += 1
-    top = max(counts) * 1.15
+        counts[min(bins - 1, int((v - dlo) / width))] += 1
+    top = max(counts) * 1.2
     parts = _axes(f"Time to first token: {m.model} (n={len(ms)})", "TTFT (ms)", "requests", lo, hi, 0, top)
 
     def sx(x: float) -> float:
@@ -220,25 +229,28 @@ def svg_ttft(m: ModelLatency, values: Sequence[float], claim: tuple[float, float
     def sy(y: float) -> float:
         return _H - _B - y / top * (_H - _T - _B)
 
-    if claim is not None:
-        x0, x1 = sx(claim[0] * 1000), sx(claim[1] * 1000)
+    if claim_ms is not None and not off_scale:
+        x0, x1 = sx(claim_ms[0]), sx(claim_ms[1])
         parts.append(
             f'<rect x="{x0:.1f}" y="{_T}" width="{max(1.0, x1 - x0):.1f}" height="{_H - _T - _B}" '
             'fill="#f4a261" fill-opacity="0.25"><title>claimed interval</title></rect>'
         )
+        parts.append(f'<text x="{x0 + 3:.1f}" y="{_T + 24}" font-size="10" fill="#b5651d">claimed</text>')
+    bar = max(1.0, sx(dlo + width) - sx(dlo) - 1)
     for i, c in enumerate(counts):
         if c:
-            x = sx(lo + i * width)
             parts.append(
-                f'<rect x="{x + 0.5:.1f}" y="{sy(c):.1f}" width="{max(1.0, sx(lo + width) - sx(lo) - 1):.1f}" '
+                f'<rect x="{sx(dlo + i * width) + 0.5:.1f}" y="{sy(c):.1f}" width="{bar:.1f}" '
                 f'height="{sy(0) - sy(c):.1f}" fill="#2a6f97"/>'
             )
-    med = sorted(ms)[len(ms) // 2]
+    med = statistics.median(ms)
     parts.append(f'<line x1="{sx(med):.1f}" y1="{_T}" x2="{sx(med):.1f}" y2="{_H - _B}" stroke="#c1121f"/>')
     parts.append(f'<text x="{sx(med) + 4:.1f}" y="{_T + 10}" font-size="10" fill="#c1121f">median {med:.1f} ms</text>')
-    if claim is not None:
+    if off_scale:
+        anchor, x = ("end", _W - _R - 2) if off_scale.endswith("->") else ("start", _L + 4)
         parts.append(
-            f'<text x="{_W - _R}" y="{_T + 10}" text-anchor="end" font-size="10" fill="#b5651d">claimed</text>'
+            f'<text x="{x}" y="{_T + 24}" text-anchor="{anchor}" font-size="10" fill="#b5651d">'
+            f"{html.escape(off_scale)}</text>"
         )
     return _svg(parts)
 
