@@ -22,7 +22,7 @@ from llmtap.probe._claims import ClaimError, check_latency, check_ttft, parse_ba
 from llmtap.probe._stats import betainc, f_quantile, fit_line, median_ci, t_quantile
 from llmtap.simulator import Scenario, Simulator
 
-TTFT, JITTER, PREFILL, GAP = 0.03, 0.002, 0.0001, 0.002
+TTFT, JITTER, PREFILL, GAP = 0.03, 0.002, 0.0001, 0.004
 INJECTED = f"fill,count_input,ttft={TTFT},jitter={JITTER},prefill={PREFILL},gap={GAP}"
 ARTICLE_HEADER, ARTICLE_TTFT, ARTICLE_LATENCY = "X-Anthropic-RRSM", "0.42±0.03", "0.42+0.008*tokens"
 ABORTS = {

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from prometheus_client import CollectorRegistry
 
+from llmtap import _tap
 from llmtap._instrumentor import LlmtapInstrumentor
 from llmtap._record import AttemptRecord, Outcome
 from llmtap._settings import Settings
@@ -705,7 +706,7 @@ def _metric_summary(registry: CollectorRegistry) -> dict[str, float]:
 
 @contextlib.contextmanager
 def _instrumented(base_url: str, registry: CollectorRegistry) -> Iterator[RecordingSink]:
-    if LlmtapInstrumentor.tap is not None:
+    if _tap.active() is not None:
         raise RuntimeError(
             "llmtap is already instrumented in this process; run the probe in its own process (`llmtap probe`)"
         )
