@@ -252,6 +252,15 @@ def test_endpoint_with_a_key_never_leaks_it(black_box: Simulator) -> None:
     assert fit is not None and abs(fit.b - GAP) / GAP <= 0.05
 
 
+def test_a_refused_key_stops_after_one_request() -> None:
+    with Simulator(default=Scenario(fail=99, fail_status=401)) as sim:
+        report = run_probe(ProbeOptions(base_url=sim.base_url, api_key="wrong", throttle=True))
+        assert len(sim.served) == 1 and sim.served[0].status == 401
+    assert report.samples == () and report.aborts == () and report.throttle is None
+    assert any("401" in note and "API key" in note for note in report.notes)
+    # positive control: a key that works gets past the warm-up (test_endpoint_with_a_key_never_leaks_it)
+
+
 def test_openai_sdk_aborts() -> None:
     report = run_probe(ProbeOptions(provider="openai", simulate=True, sim_scenario=INJECTED, requests=6, max_tokens=80))
     assert report.target.sdk.startswith("openai")

@@ -252,6 +252,8 @@ class _Run:
         self.sim = sim
         self.t0: float | None = None
         self.notes: list[str] = []
+        #: why the probe cannot go on (the endpoint refused the warm-up request)
+        self.fatal: str | None = None
 
     # ------------------------------------------------------------------ records
 
@@ -296,6 +298,14 @@ class _Run:
                 for _ in self.d.open(client, model, 1, _prompt(0)):
                     pass
             except Exception as exc:
+                status = getattr(exc, "status_code", None)
+                if status in (401, 403, 404):
+                    self.fatal = (
+                        f"the endpoint answered the warm-up request with {status} ({_name(exc)}): "
+                        "check the API key, the base URL and the model; nothing else was sent"
+                    )
+                    self._new_records(before)
+                    return samples
                 self.notes.append(f"warm-up request ({model}): {_name(exc)}")
             self._new_records(before)
             for i, (max_tokens, words) in enumerate(plan):
@@ -466,7 +476,8 @@ class _Run:
             seen_token = seen
         else:
             read = max(0.005, (min_ttft if min_ttft is not None else 0.2) / 2)
-            how = f"read timeout of {read * 1000:.0f} ms (half the fastest TTFT seen), no retries"
+            why = "half the fastest TTFT seen" if min_ttft is not None else "no TTFT was measured"
+            how = f"read timeout of {read * 1000:.0f} ms ({why}), no retries"
             expected = Outcome.TIMEOUT
             client = self.d.client(timeout=self.d.timeout(read, t))
             try:
@@ -773,6 +784,8 @@ def run_probe(
         formula: Formula | None = parse_formula(o.expect_latency) if o.expect_latency else None
         band: Band | None = parse_band(o.expect_ttft) if o.expect_ttft else None
         for model in models:
+            if run.fatal:
+                break
             samples = run.latency(model)
             all_samples.extend(samples)
             ml = run.model_latency(model, samples)
@@ -787,12 +800,14 @@ def run_probe(
                 result = check_latency(formula, ml.duration_fit, statistics.median(inputs) if inputs else 0.0)
                 claims.append(_labelled(result, label))
         aborts: list[AbortResult] = []
-        if o.aborts:
+        if run.fatal:
+            notes.append(run.fatal)
+        elif o.aborts:
             ttfts = [s.time_to_first_token for s in all_samples if s.time_to_first_token is not None]
             aborts = run.aborts(models[0], min(ttfts) if ttfts else None)
-        throttle = run.throttle(models[0]) if o.throttle and budget.allow("throttle") else None
+        throttle = run.throttle(models[0]) if o.throttle and not run.fatal and budget.allow("throttle") else None
         metrics_endpoint = None
-        if budget.allow("metrics endpoint"):
+        if not run.fatal and budget.allow("metrics endpoint"):
             client = driver.client(timeout=budget.request_timeout(10))
             try:
                 metrics_endpoint = driver.get_metrics_endpoint(client)
