@@ -144,14 +144,18 @@ class Api:
         raise NotImplementedError
 
 
+_NOT_TEXT = frozenset({"model", "role", "type"})
+
+
 def count_words(obj: Any, depth: int = 0) -> int:
-    """Whitespace-separated words in every string value of ``obj`` except ``model`` (``count_input``)."""
+    """Whitespace-separated words in the string values of ``obj`` (``count_input``), not counting
+    the ``model``, ``role`` and ``type`` fields."""
     if depth > 20:
         return 0
     if isinstance(obj, str):
         return len(obj.split())
     if isinstance(obj, dict):
-        return sum(count_words(v, depth + 1) for k, v in obj.items() if k != "model")
+        return sum(count_words(v, depth + 1) for k, v in obj.items() if k not in _NOT_TEXT)
     if isinstance(obj, list):
         return sum(count_words(v, depth + 1) for v in obj)
     return 0
