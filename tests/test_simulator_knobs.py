@@ -47,18 +47,21 @@ def test_fill_and_count_input_through_the_sdk(sdk: str) -> None:
 
 
 def test_deltas_follow_a_schedule() -> None:
-    """50 deltas 2 ms apart take 98 ms: sleep overshoot does not accumulate per token."""
+    """50 deltas 2 ms apart take 98 ms: sleep overshoot does not accumulate per token (relative
+    sleeps would add ~0.1 ms per token). The fastest of three runs is checked: a loaded machine can
+    delay a thread, and a late thread re-anchors the schedule rather than bursting."""
     sc = Scenario(tokens=50, gap=0.002, ttft=0.01)
     with Simulator() as sim, anthropic.Anthropic(base_url=sim.base_url, api_key="k") as client:
-        for _ in client.messages.create(
-            model="m", max_tokens=64, messages=[{"role": "user", "content": "hi"}], stream=True,
-            extra_headers=sc.headers(),
-        ):  # fmt: skip
-            pass
-        (served,) = sim.wait_served(1)
-    assert served.first_token_sent_at is not None
-    last_delta_span = served.ended_at - served.first_token_sent_at
-    assert 0.096 <= last_delta_span < 0.098 + 0.010, last_delta_span
+        for _ in range(3):
+            for _ in client.messages.create(
+                model="m", max_tokens=64, messages=[{"role": "user", "content": "hi"}], stream=True,
+                extra_headers=sc.headers(),
+            ):  # fmt: skip
+                pass
+        served = sim.wait_served(3)
+    spans = [s.ended_at - s.first_token_sent_at for s in served if s.first_token_sent_at is not None]
+    assert len(spans) == 3
+    assert 0.096 <= min(spans) < 0.098 + 0.008, spans
 
 
 def test_jitter_and_prefill_land_in_served() -> None:
