@@ -103,6 +103,13 @@ def test_band_parses() -> None:
         ProbeOptions(expect_latency="os.system('x')")
 
 
+def test_report_url_keeps_no_credentials() -> None:
+    from llmtap.probe._run import _clean_url
+
+    assert _clean_url("https://user:pw@gw.example:8443/v1/?key=s3cret#x") == "https://gw.example:8443/v1"
+    assert _clean_url("http://[::1]:8000/v1") == "http://[::1]:8000/v1"
+
+
 # ---------------------------------------------------------------------- the probe against the simulator
 
 
