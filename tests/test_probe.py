@@ -22,7 +22,8 @@ from llmtap.probe._claims import ClaimError, check_latency, check_ttft, parse_ba
 from llmtap.probe._stats import betainc, f_quantile, fit_line, median_ci, t_quantile
 from llmtap.simulator import Scenario, Simulator
 
-TTFT, JITTER, PREFILL, GAP = 0.03, 0.002, 0.0001, 0.004
+REQUESTS = 24
+TTFT, JITTER, PREFILL, GAP = 0.03, 0.002, 0.00005, 0.004
 INJECTED = f"fill,count_input,ttft={TTFT},jitter={JITTER},prefill={PREFILL},gap={GAP}"
 ARTICLE_HEADER, ARTICLE_TTFT, ARTICLE_LATENCY = "X-Anthropic-RRSM", "0.42±0.03", "0.42+0.008*tokens"
 ABORTS = {
@@ -117,7 +118,7 @@ def test_report_url_keeps_no_credentials() -> None:
 def report() -> ProbeReport:
     return run_probe(
         ProbeOptions(
-            requests=16,
+            requests=REQUESTS,
             max_tokens=80,
             prompt_words=400,
             simulate=True,
@@ -138,9 +139,9 @@ def test_recovers_the_injected_ttft(report: ProbeReport) -> None:
     (measured 1-4 ms under load): that offset is only bounded loosely, as a sanity check that the
     probe times the first token and not the headers or the end."""
     (m,) = report.latency
-    assert m.completed == 16 and m.truth is not None and m.time_to_first_token is not None
+    assert m.completed == REQUESTS and m.truth is not None and m.time_to_first_token is not None
     lags = [s.first_token_lag for s in report.samples if s.first_token_lag is not None]
-    assert len(lags) == 16 and min(lags) >= 0
+    assert len(lags) == REQUESTS and min(lags) >= 0
     assert statistics.median(lags) <= 0.001
     assert m.truth.first_token_lag_p50 <= 0.001
     offsets = [
@@ -156,7 +157,7 @@ def test_recovers_the_injected_ttft(report: ProbeReport) -> None:
 def test_recovers_the_per_token_time_and_prefill(report: ProbeReport) -> None:
     (m,) = report.latency
     fit = m.duration_fit
-    assert fit is not None and fit.n == 16
+    assert fit is not None and fit.n == REQUESTS
     assert abs(fit.b - GAP) / GAP <= 0.05, fit.b
     assert fit.x_max - fit.x_min >= 60  # lengths were varied: the fit is identifiable
     ttft_fit = m.ttft_fit
@@ -212,9 +213,9 @@ def test_headers_unseen_and_metrics(report: ProbeReport) -> None:
     assert {"request-id", "anthropic-ratelimit-requests-remaining", "retry-after-ms", "server"} <= names
     # every attempt llmtap counted, plus the GET /v1/metrics (not an LLM API call, so not counted)
     attempts = sum(v for k, v in report.metrics.items() if k.startswith("llmtap_attempts"))
-    assert attempts == 1 + 16 + 4 + 3  # warm-up, latency, aborts, throttle
+    assert attempts == 1 + REQUESTS + 4 + 3  # warm-up, latency, aborts, throttle
     assert report.headers.responses == attempts + 1
-    assert report.metrics['llmtap_streams_total{outcome="completed"}'] >= 16
+    assert report.metrics['llmtap_streams_total{outcome="completed"}'] >= REQUESTS
     for outcome in ABORTS.values():
         assert report.metrics[f'llmtap_streams_total{{outcome="{outcome.value}"}}'] == 1
     unseen = " ".join(u.what for u in report.unseen)
@@ -224,7 +225,7 @@ def test_headers_unseen_and_metrics(report: ProbeReport) -> None:
 
 def test_outputs(report: ProbeReport, tmp_path: Path) -> None:
     data = json.loads(report.to_json())
-    assert data["target"]["simulated"] is True and len(data["samples"]) == 16
+    assert data["target"]["simulated"] is True and len(data["samples"]) == REQUESTS
     assert all(a["as_expected"] for a in data["aborts"])
     text = render_text(report)
     assert "DOES NOT HOLD" in text and "HOLDS" in text and "Aborts" in text

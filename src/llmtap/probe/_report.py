@@ -80,7 +80,7 @@ class Sample:
     duration: float
     input_tokens: int | None
     output_tokens: int | None
-    #: output tokens / (end - first content token)
+    #: decode rate: (output tokens - 1) / (end - first content token)
     tokens_per_second: float | None
     #: seconds since the probe's first request started
     started: float

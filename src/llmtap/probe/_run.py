@@ -332,8 +332,9 @@ class _Run:
             self.t0 = r.started_at
         tps = None
         out = r.usage.output_tokens
-        if r.first_token_at is not None and out and r.ended_at > r.first_token_at and r.outcome is Outcome.COMPLETED:
-            tps = out / (r.ended_at - r.first_token_at)
+        done = r.outcome is Outcome.COMPLETED
+        if done and r.first_token_at is not None and out and out > 1 and r.ended_at > r.first_token_at:
+            tps = (out - 1) / (r.ended_at - r.first_token_at)  # the tokens after the first, over their time
         injected = lag = None
         served = self._served(r.request_id) if self.sim is not None else None
         if served is not None:
