@@ -31,9 +31,10 @@ import llmtap
 from llmtap import Outcome
 from llmtap._instrumentor import LlmtapInstrumentor
 from llmtap._log import internal_errors
+from llmtap._record import AttemptRecord, AttemptStart, CallRecord
 from llmtap.simulator import Scenario, Simulator
-from llmtap.testing import RecordingSink
 
+READ_TIMEOUT = httpx2.Timeout(10.0, read=0.05)  # only the read times out: the request always arrives
 STREAMS = int(os.environ.get("LLMTAP_SOAK_STREAMS", "600"))
 REQUEST: dict[str, Any] = {"model": "claude-soak", "max_tokens": 64, "messages": [{"role": "user", "content": "x"}]}
 
@@ -59,10 +60,11 @@ PLANS: dict[str, tuple[Plan, float]] = {
     "error_event": (Plan("error_event", Scenario(tokens=6, error_event_at=2), (E,)), 0.10),
     "drop": (Plan("drop", Scenario(tokens=6, drop_at=2), (Outcome.CONNECTION_ERROR,)), 0.10),
     "no_stop": (Plan("no_stop", Scenario(tokens=6, no_stop=True), (Outcome.INCOMPLETE,)), 0.10),
-    "close": (Plan("close", Scenario(tokens=200, gap=0.001), (Outcome.CLIENT_CLOSED,)), 0.10),
-    "drop_unread": (Plan("drop_unread", Scenario(tokens=200, gap=0.001), (Outcome.ABANDONED,)), 0.06),
-    "cancel": (Plan("cancel", Scenario(tokens=200, gap=0.002), (Outcome.CANCELLED,)), 0.06),
-    "timeout": (Plan("timeout", Scenario(headers_delay=0.25), (Outcome.TIMEOUT,)), 0.03),
+    # the server pauses after 3 deltas, so the end of the stream cannot have arrived when the app leaves
+    "close": (Plan("close", Scenario(tokens=20, stall_at=3, stall=3.0), (Outcome.CLIENT_CLOSED,)), 0.10),
+    "drop_unread": (Plan("drop_unread", Scenario(tokens=21, stall_at=3, stall=3.0), (Outcome.ABANDONED,)), 0.06),
+    "cancel": (Plan("cancel", Scenario(tokens=22, stall_at=3, stall=3.0), (Outcome.CANCELLED,)), 0.06),
+    "timeout": (Plan("timeout", Scenario(headers_delay=2.0), (Outcome.TIMEOUT,)), 0.03),
     "nonstream": (Plan("nonstream", Scenario(tokens=6), (C,)), 0.03),
 }
 
@@ -81,6 +83,9 @@ def plans(total: int, seed: int = 7) -> list[tuple[Plan, bool]]:
 
 
 # -- the app ------------------------------------------------------------------------------------------
+
+
+APP_SAW: Counter[tuple[str, str]] = Counter()  # (kind, what the app got), for diagnostics
 
 
 def run_sync(clients: dict[str, anthropic.Anthropic], plan: Plan) -> None:
@@ -104,8 +109,9 @@ def run_sync(clients: dict[str, anthropic.Anthropic], plan: Plan) -> None:
         else:
             for _ in stream:
                 pass
-    except (anthropic.APIError, httpx2.HTTPError):  # what the app sees of error events, drops, timeouts
-        pass
+        APP_SAW[(plan.kind, "ok")] += 1
+    except (anthropic.APIError, httpx2.HTTPError) as exc:  # what the app sees of error events, drops, timeouts
+        APP_SAW[(plan.kind, type(exc).__name__)] += 1
 
 
 async def run_async(clients: dict[str, anthropic.AsyncAnthropic], plan: Plan) -> None:
@@ -138,11 +144,50 @@ async def run_async(clients: dict[str, anthropic.AsyncAnthropic], plan: Plan) ->
         else:
             async for _ in stream:
                 pass
-    except (anthropic.APIError, httpx2.HTTPError):  # what the app sees of error events, drops, timeouts
-        pass
+        APP_SAW[(plan.kind, "ok")] += 1
+    except (anthropic.APIError, httpx2.HTTPError) as exc:  # what the app sees of error events, drops, timeouts
+        APP_SAW[(plan.kind, type(exc).__name__)] += 1
 
 
 # -- accounting ---------------------------------------------------------------------------------------
+
+
+class Tally:
+    """A sink that keeps counts only (keeping the records would be the memory growth we measure)."""
+
+    name = "tally"
+
+    def __init__(self) -> None:
+        self.outcomes: Counter[Outcome] = Counter()
+        self.by_status: Counter[tuple[str, int | None]] = Counter()
+        self.unanswered: Counter[tuple[str, str | None]] = Counter()
+        self.completed_output_tokens = 0
+        self.attempts = self.calls = 0
+        self._cond = threading.Condition()
+
+    def start(self, attempt: AttemptStart) -> object:
+        return None
+
+    def end(self, record: AttemptRecord, state: object) -> None:
+        with self._cond:
+            self.attempts += 1
+            self.outcomes[record.outcome] += 1
+            self.by_status[(record.outcome.value, record.status_code)] += 1
+            if record.status_code is None:
+                self.unanswered[(record.outcome.value, record.error_type)] += 1
+            if record.outcome is Outcome.COMPLETED:
+                self.completed_output_tokens += record.usage.output_tokens or 0
+            self._cond.notify_all()
+
+    def call_end(self, record: CallRecord) -> None:
+        with self._cond:
+            self.calls += 1
+            self._cond.notify_all()
+
+    def wait(self, attempts: int, calls: int, timeout: float) -> None:
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.attempts >= attempts and self.calls >= calls, timeout):
+                raise TimeoutError(f"{self.attempts} of {attempts} attempts, {self.calls} of {calls} calls ended")
 
 
 class OpenSpans(SpanProcessor):
@@ -183,7 +228,7 @@ class SoakResult:
     plans: list[tuple[Plan, bool]]
     served: list[Any]
     registry: CollectorRegistry
-    recording: RecordingSink
+    recording: Tally
     spans: OpenSpans
     memory: list[tuple[int, int]]
     seconds: float
@@ -196,9 +241,10 @@ def soak(total: int, trace_memory: bool) -> SoakResult:
     spans = OpenSpans()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(spans)
-    recording = RecordingSink()
+    recording = Tally()
     errors_before = internal_errors()
     memory: list[tuple[int, int]] = []
+    APP_SAW.clear()
     with Simulator() as sim:
         instrumentor = LlmtapInstrumentor()
         instrumentor.instrument(
@@ -209,7 +255,7 @@ def soak(total: int, trace_memory: bool) -> SoakResult:
         )
         sync_clients = {
             "retrying": anthropic.Anthropic(api_key="k", base_url=sim.base_url, max_retries=3),
-            "timeout": anthropic.Anthropic(api_key="k", base_url=sim.base_url, max_retries=0, timeout=0.05),
+            "timeout": anthropic.Anthropic(api_key="k", base_url=sim.base_url, max_retries=0, timeout=READ_TIMEOUT),
         }
         done = [0]
         lock = threading.Lock()
@@ -229,7 +275,9 @@ def soak(total: int, trace_memory: bool) -> SoakResult:
         async def async_all(items: list[Plan]) -> None:
             clients = {
                 "retrying": anthropic.AsyncAnthropic(api_key="k", base_url=sim.base_url, max_retries=3),
-                "timeout": anthropic.AsyncAnthropic(api_key="k", base_url=sim.base_url, max_retries=0, timeout=0.05),
+                "timeout": anthropic.AsyncAnthropic(
+                    api_key="k", base_url=sim.base_url, max_retries=0, timeout=READ_TIMEOUT
+                ),
             }
             gate = asyncio.Semaphore(12)
 
@@ -253,7 +301,11 @@ def soak(total: int, trace_memory: bool) -> SoakResult:
                 tracemalloc.stop()  # the accounting below is not measured (and would crawl under it)
             attempts = sum(p.attempts for p, _ in work)
             recording.wait(attempts, calls=total, timeout=120)
-            served = sim.wait_served(attempts, timeout=120)
+            try:
+                served = sim.wait_served(attempts, timeout=60)
+            except TimeoutError:
+                _missing(work, sim.served, recording)
+                raise
             seconds = time.perf_counter() - started
             result = SoakResult(work, served, registry, recording, spans, memory, seconds, errors_before)
             _check(result)  # before uninstrumenting: that unregisters the metrics
@@ -266,6 +318,20 @@ def soak(total: int, trace_memory: bool) -> SoakResult:
     return result
 
 
+def _missing(work: list[tuple[Plan, bool]], served: list[Any], recording: Tally) -> None:
+    """Print, per kind of call, attempts made against requests the simulator recorded."""
+    by_scenario = {p.scenario: p.kind for p, _ in work}
+    made: Counter[tuple[str, bool]] = Counter()
+    for plan, asynchronous in work:
+        made[(plan.kind, asynchronous)] += plan.attempts
+    got = Counter(by_scenario.get(s.scenario, "?") for s in served)
+    for kind in PLANS:
+        sent = made[(kind, False)] + made[(kind, True)]
+        if sent != got[kind]:
+            print(f"soak: {kind}: {sent} attempts (sync {made[(kind, False)]}), simulator recorded {got[kind]}")
+    print(f"soak: attempts without a response: {dict(recording.unanswered)}")
+
+
 def _sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
     total = 0.0
     for metric in registry.collect():
@@ -276,10 +342,26 @@ def _sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
 
 
 def _check(result: SoakResult) -> None:
+    try:
+        _check_exact(result)
+    except AssertionError:
+        print("soak: llmtap records", result.recording.by_status)
+        print("soak: the app saw", sorted(APP_SAW.items()))
+        print("soak: simulator served", Counter((s.status, s.outcome_sent) for s in result.served))
+        raise
+
+
+def _check_exact(result: SoakResult) -> None:
     work, served, registry = result.plans, result.served, result.registry
     attempts = sum(p.attempts for p, _ in work)
     expected = Counter(o for p, _ in work for o in p.outcomes)
     streamed_expected = Counter(o for p, _ in work if p.kind != "nonstream" for o in p.outcomes)
+    # A read timeout is a race the app can lose on a loaded machine (its loop or thread not scheduled
+    # for the whole headers delay): the app then gets its answer, and so must llmtap record it.
+    late = APP_SAW[("timeout", "ok")]
+    for counts in (expected, streamed_expected):
+        counts[Outcome.TIMEOUT] -= late
+        counts[Outcome.COMPLETED] += late
     # the simulator's tally and llmtap's, exactly
     assert len(served) == attempts
     assert _sample(registry, "llmtap_attempts_total") == attempts
@@ -291,7 +373,7 @@ def _check(result: SoakResult) -> None:
     assert _sample(registry, "llmtap_attempts_total", status_code="") == timeouts
     for outcome in Outcome:
         assert _sample(registry, "llmtap_streams_total", outcome=outcome.value) == streamed_expected[outcome], outcome
-    assert Counter(r.outcome for r in result.recording.records) == expected
+    assert +result.recording.outcomes == +expected
     retries = sum(p.attempts - 1 for p, _ in work)
     assert _sample(registry, "llmtap_retries_total") == retries
     assert _sample(registry, "llmtap_call_duration_seconds_count") == len(work)
@@ -301,7 +383,7 @@ def _check(result: SoakResult) -> None:
     assert internal_errors() == result.errors_before
     # output tokens: what the simulator sent for completed attempts equals what llmtap counted
     sent = sum(s.output_tokens for s in served if s.outcome_sent == "completed")
-    counted = sum(r.usage.output_tokens or 0 for r in result.recording.records if r.outcome is Outcome.COMPLETED)
+    counted = result.recording.completed_output_tokens
     assert counted == sent
 
 
