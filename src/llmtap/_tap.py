@@ -109,22 +109,26 @@ class Tap:
         self.prometheus: PrometheusExporter | None = None
         self._tracing: TracingExporter | None = None
         built: list[Sink] = []
-        if settings.metrics:
-            from llmtap.exporters.prometheus import PrometheusExporter
-
-            self.prometheus = PrometheusExporter(registry, settings.metric_prefix_namespace)
-            built.append(self.prometheus)
         self._tracing_index = -1
-        if settings.traces:
-            from llmtap.exporters.tracing import TracingExporter
+        try:
+            if settings.metrics:
+                from llmtap.exporters.prometheus import PrometheusExporter
 
-            self._tracing_index = len(built)
-            self._tracing = TracingExporter(tracer_provider)
-            built.append(self._tracing)
-        if settings.otel_metrics:
-            from llmtap.exporters.otel_metrics import OtelMetricsExporter
+                self.prometheus = PrometheusExporter(registry, settings.metric_prefix_namespace)
+                built.append(self.prometheus)
+            if settings.traces:
+                from llmtap.exporters.tracing import TracingExporter
 
-            built.append(OtelMetricsExporter(meter_provider))
+                self._tracing_index = len(built)
+                self._tracing = TracingExporter(tracer_provider)
+                built.append(self._tracing)
+            if settings.otel_metrics:
+                from llmtap.exporters.otel_metrics import OtelMetricsExporter
+
+                built.append(OtelMetricsExporter(meter_provider))
+        except BaseException:
+            self.close()  # all or nothing: no metric stays registered
+            raise
         self.sinks: tuple[Sink, ...] = tuple(built + list(sinks or ()))
 
     # -- request path ----------------------------------------------------------------------------

@@ -113,28 +113,28 @@ class PrometheusExporter:
             "GenAI operation duration (one HTTP attempt, until its body ended).",
             (*_BASE, "error_type"),
             buckets=DURATION_BUCKETS,
-            registry=reg,
+            registry=None,
         )
         self.ttfc = Histogram(
             "gen_ai_client_operation_time_to_first_chunk_seconds",
             "Time from sending the request to the first response body chunk (streams).",
             _BASE,
             buckets=DURATION_BUCKETS,
-            registry=reg,
+            registry=None,
         )
         self.gap = Histogram(
             "gen_ai_client_operation_time_per_output_chunk_seconds",
             "Time between consecutive response body chunks after the first (streams).",
             _BASE,
             buckets=CHUNK_GAP_BUCKETS,
-            registry=reg,
+            registry=None,
         )
         self.usage = Histogram(
             "gen_ai_client_token_usage",
             "Input and output tokens per attempt, as reported by the provider.",
             (*_BASE, "gen_ai_token_type"),
             buckets=TOKEN_BUCKETS,
-            registry=reg,
+            registry=None,
         )
         self.ttft = Histogram(
             "llmtap_time_to_first_token_seconds",
@@ -142,21 +142,21 @@ class PrometheusExporter:
             _BASE,
             buckets=DURATION_BUCKETS,
             namespace=ns,
-            registry=reg,
+            registry=None,
         )
         self.attempts = Counter(
             "llmtap_attempts",
             "HTTP attempts to LLM APIs, by status code ('' when no response) and error type.",
             (*_BASE, "status_code", "error_type"),
             namespace=ns,
-            registry=reg,
+            registry=None,
         )
         self.retries = Counter(
             "llmtap_retries",
             "Attempts that were retries, by what the previous attempt failed with.",
             (*_BASE, "reason"),
             namespace=ns,
-            registry=reg,
+            registry=None,
         )
         self.retry_after = Histogram(
             "llmtap_retry_after_seconds",
@@ -164,21 +164,21 @@ class PrometheusExporter:
             _BASE,
             buckets=RETRY_AFTER_BUCKETS,
             namespace=ns,
-            registry=reg,
+            registry=None,
         )
         self.streams = Counter(
             "llmtap_streams",
             "Streamed responses by how they ended.",
             (*_BASE, "outcome"),
             namespace=ns,
-            registry=reg,
+            registry=None,
         )
         self.in_flight = Gauge(
             "llmtap_streams_in_flight",
             "Streaming attempts sent and not yet ended.",
             _BASE,
             namespace=ns,
-            registry=reg,
+            registry=None,
             multiprocess_mode="livesum",
         )
         self.stalls = Counter(
@@ -186,21 +186,21 @@ class PrometheusExporter:
             "Gaps between stream chunks longer than the stall threshold.",
             _BASE,
             namespace=ns,
-            registry=reg,
+            registry=None,
         )
         self.tokens = Counter(
             "llmtap_tokens",
             "Tokens reported by the provider; input includes cache_read and cache_write.",
             (*_BASE, "gen_ai_token_type"),
             namespace=ns,
-            registry=reg,
+            registry=None,
         )
         self.stop_reasons = Counter(
             "llmtap_stop_reasons",
             "Why the model stopped generating (end_turn, max_tokens, tool_use, ...).",
             (*_BASE, "reason"),
             namespace=ns,
-            registry=reg,
+            registry=None,
         )
         rl_labels = (*_BASE, "resource")
         self.rl_limit = Gauge(
@@ -208,7 +208,7 @@ class PrometheusExporter:
             "Rate limit per resource, from the last response's headers.",
             rl_labels,
             namespace=ns,
-            registry=reg,
+            registry=None,
             multiprocess_mode="mostrecent",
         )
         self.rl_remaining = Gauge(
@@ -216,7 +216,7 @@ class PrometheusExporter:
             "Remaining rate-limit headroom per resource, from the last response's headers.",
             rl_labels,
             namespace=ns,
-            registry=reg,
+            registry=None,
             multiprocess_mode="mostrecent",
         )
         self.rl_reset = Gauge(
@@ -224,7 +224,7 @@ class PrometheusExporter:
             "Seconds until the rate limit resets, from the last response's headers.",
             rl_labels,
             namespace=ns,
-            registry=reg,
+            registry=None,
             multiprocess_mode="mostrecent",
         )
         self.call_duration = Histogram(
@@ -233,7 +233,7 @@ class PrometheusExporter:
             (*_BASE, "outcome"),
             buckets=DURATION_BUCKETS,
             namespace=ns,
-            registry=reg,
+            registry=None,
         )
         self.call_ttft = Histogram(
             "llmtap_call_time_to_first_token_seconds",
@@ -241,15 +241,40 @@ class PrometheusExporter:
             _BASE,
             buckets=DURATION_BUCKETS,
             namespace=ns,
-            registry=reg,
+            registry=None,
         )
         self.parse_errors = Counter(
             "llmtap_parse_errors",
             "Response data llmtap could not parse (malformed SSE, bad encoding, oversized events).",
             _BASE,
             namespace=ns,
-            registry=reg,
+            registry=None,
         )
+
+        self._register()
+
+    def _metrics(self) -> tuple[Counter | Gauge | Histogram, ...]:
+        return (
+            self.duration, self.ttfc, self.gap, self.usage, self.ttft, self.attempts, self.retries,
+            self.retry_after, self.streams, self.in_flight, self.stalls, self.tokens, self.stop_reasons,
+            self.rl_limit, self.rl_remaining, self.rl_reset, self.call_duration, self.call_ttft,
+            self.parse_errors,
+        )  # fmt: skip
+
+    def _register(self) -> None:
+        """Register every family, or none: a name already taken unregisters what this call added."""
+        done: list[Counter | Gauge | Histogram] = []
+        try:
+            for metric in self._metrics():
+                self.registry.register(metric)
+                done.append(metric)
+        except ValueError as exc:
+            for metric in done:
+                self.registry.unregister(metric)
+            raise ValueError(
+                f"llmtap could not register its Prometheus metrics: {exc}. Another llmtap (or library) "
+                "already uses these names in this registry: uninstrument it first, or pass registry="
+            ) from exc
 
     # -- label children, cached --------------------------------------------------------------
 
@@ -366,12 +391,7 @@ class PrometheusExporter:
 
     def unregister(self) -> None:
         """Remove every llmtap metric from the registry."""
-        for metric in (
-            self.duration, self.ttfc, self.gap, self.usage, self.ttft, self.attempts, self.retries,
-            self.retry_after, self.streams, self.in_flight, self.stalls, self.tokens, self.stop_reasons,
-            self.rl_limit, self.rl_remaining, self.rl_reset, self.call_duration, self.call_ttft,
-            self.parse_errors,
-        ):  # fmt: skip
+        for metric in self._metrics():
             with contextlib.suppress(KeyError):
                 self.registry.unregister(metric)
 

@@ -1,0 +1,81 @@
+"""The ``/metrics`` endpoint llmtap serves itself when ``Settings.metrics_port`` is set.
+
+Started by :func:`llmtap.instrument` and stopped (socket closed, thread joined) by
+:func:`llmtap.uninstrument`. Under prometheus-client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``
+set) it serves the sum over every process writing to that directory, so one server per host is
+enough: when the port is already taken there, a sibling worker (or the pre-fork master) serves it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from llmtap._log import logger
+
+__all__ = ["MetricsServer", "multiprocess_dir"]
+
+
+def multiprocess_dir() -> str | None:
+    """prometheus-client's multiprocess directory, when that mode is on in this process."""
+    # the lower-case spelling is the deprecated one prometheus-client still honours
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir") or None  # noqa: SIM112
+
+
+class MetricsServer:
+    """A running ``/metrics`` server; :meth:`stop` closes its socket and joins its thread."""
+
+    def __init__(self, server: Any, thread: threading.Thread) -> None:
+        self._server = server
+        self._thread = thread
+        self._pid = os.getpid()
+        host, port = server.server_address[:2]
+        self.address: tuple[str, int] = (str(host), int(port))
+
+    @classmethod
+    def start(cls, addr: str, port: int, registry: CollectorRegistry) -> MetricsServer | None:
+        """Serve ``registry`` (or, in multiprocess mode, every process's metrics) on ``addr:port``.
+
+        Returns ``None`` only in multiprocess mode when the port is taken (another process serves).
+
+        Raises:
+            OSError: the address cannot be bound (the message names it and the setting).
+        """
+        source: CollectorRegistry = registry
+        mp_dir = multiprocess_dir()
+        if mp_dir is not None:
+            from prometheus_client import multiprocess
+
+            source = CollectorRegistry()
+            multiprocess.MultiProcessCollector(source, path=mp_dir)  # type: ignore[no-untyped-call]
+        try:
+            server, thread = start_http_server(port, addr=addr, registry=source)
+        except OSError as exc:
+            if mp_dir is not None and exc.errno == errno.EADDRINUSE:
+                logger.info("llmtap: %s:%d is taken; in multiprocess mode another worker serves /metrics", addr, port)
+                return None
+            raise OSError(
+                exc.errno,
+                f"llmtap cannot serve /metrics on {addr}:{port}: {exc.strerror or exc} "
+                "(Settings.metrics_port / LLMTAP_METRICS_PORT, metrics_addr / LLMTAP_METRICS_ADDR)",
+            ) from exc
+        thread.name = f"llmtap-metrics:{port}"
+        made = cls(server, thread)
+        logger.info("llmtap: serving /metrics on http://%s:%d/metrics", *made.address)
+        return made
+
+    def stop(self) -> None:
+        """Stop serving, close the listening socket and join the thread. Idempotent."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        if os.getpid() != self._pid:
+            server.server_close()  # a forked child: the serving thread lives in the parent only
+            return
+        server.shutdown()
+        server.server_close()
+        self._thread.join(timeout=5.0)
