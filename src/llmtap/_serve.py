@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import errno
 import os
+import socket
 import threading
+from socketserver import ThreadingMixIn
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from llmtap._log import logger
 
@@ -24,6 +27,20 @@ def multiprocess_dir() -> str | None:
     """prometheus-client's multiprocess directory, when that mode is on in this process."""
     # the lower-case spelling is the deprecated one prometheus-client still honours
     return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir") or None  # noqa: SIM112
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
 
 class MetricsServer:
@@ -53,7 +70,10 @@ class MetricsServer:
             source = CollectorRegistry()
             multiprocess.MultiProcessCollector(source, path=mp_dir)  # type: ignore[no-untyped-call]
         try:
-            server, thread = start_http_server(port, addr=addr, registry=source)
+            # prometheus-client's start_http_server, but with a short poll so that stop() is quick
+            server = make_server(
+                addr, port, make_wsgi_app(source), _Server6 if ":" in addr else _Server, handler_class=_QuietHandler
+            )
         except OSError as exc:
             if mp_dir is not None and exc.errno == errno.EADDRINUSE:
                 logger.info("llmtap: %s:%d is taken; in multiprocess mode another worker serves /metrics", addr, port)
@@ -63,7 +83,10 @@ class MetricsServer:
                 f"llmtap cannot serve /metrics on {addr}:{port}: {exc.strerror or exc} "
                 "(Settings.metrics_port / LLMTAP_METRICS_PORT, metrics_addr / LLMTAP_METRICS_ADDR)",
             ) from exc
-        thread.name = f"llmtap-metrics:{port}"
+        thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"llmtap-metrics:{port}", daemon=True
+        )
+        thread.start()
         made = cls(server, thread)
         logger.info("llmtap: serving /metrics on http://%s:%d/metrics", *made.address)
         return made
