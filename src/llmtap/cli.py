@@ -1,4 +1,4 @@
-"""The ``llmtap`` command: ``llmtap demo`` and ``llmtap simulate``."""
+"""The ``llmtap`` command: ``llmtap demo``, ``llmtap simulate`` and ``llmtap run``."""
 
 from __future__ import annotations
 
@@ -47,7 +47,37 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--port", type=int, default=8787)
     simulate.add_argument("--scenario", default="", help="default behaviour, same syntax as the header")
     simulate.add_argument("--verbose", action="store_true")
+    _add_run_parser(sub)
     return parser
+
+
+# -- llmtap run --------------------------------------------------------------------------------------
+
+
+def _add_run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = sub.add_parser(
+        "run",
+        help="run an unmodified Python program with llmtap (and OpenTelemetry) instrumentation",
+        description="Instrument COMMAND before it imports its SDKs (opentelemetry-instrument's machinery), "
+        "serve /metrics when --metrics-port (LLMTAP_METRICS_PORT) is set, and send OTLP traces and metrics "
+        "when OTEL_EXPORTER_OTLP_ENDPOINT is set (OTEL_SERVICE_NAME, OTEL_TRACES_EXPORTER, "
+        "OTEL_METRICS_EXPORTER are honoured). Needs pip install 'llmtap[run]'.",
+        usage="llmtap run [--metrics-port N] [--metrics-addr ADDR] -- COMMAND [ARGS...]",
+    )
+    run.add_argument("--metrics-port", type=int, default=None, help="serve /metrics on this port (LLMTAP_METRICS_PORT)")
+    run.add_argument("--metrics-addr", default=None, help="bind address for /metrics (127.0.0.1; LLMTAP_METRICS_ADDR)")
+    run.add_argument(
+        "program", nargs=argparse.REMAINDER, metavar="COMMAND", help="the program and its arguments, after --"
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    from llmtap._run import run
+
+    command = list(args.program)
+    if command and command[0] == "--":
+        command = command[1:]
+    return run(command, metrics_port=args.metrics_port, metrics_addr=args.metrics_addr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -82,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"simulator on http://{args.host}:{args.port} (Ctrl-C stops)", flush=True)
         serve_forever(args.host, args.port, default, verbose=args.verbose)
         return 0
+    if args.command == "run":
+        return _run(args)
     _parser().print_help()
     return 2
 
