@@ -161,7 +161,7 @@ def test_llmtap_run_gunicorn_zero_code(tmp_path: Path) -> None:
     empty_config.write_text("")
     command = [
         str(BIN / "llmtap"), "run", "--metrics-port", str(llmtap_port), "--",
-        "gunicorn", "app:app", "-k", "uvicorn_worker.UvicornWorker", "-w", "4",
+        "gunicorn", "app:app", "-k", "uvicorn_worker.UvicornWorker", "-w", "4", "--preload",
         "-b", f"127.0.0.1:{port}", "-c", str(empty_config),
     ]  # fmt: skip
     with Simulator() as sim, serve(command, sim, tmp_path, port):

@@ -24,7 +24,7 @@ from fastapi.responses import Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest, multiprocess
 from pydantic import BaseModel
 
-MODEL = os.environ.get("CHAT_MODEL", "claude-sonnet-4-5")
+MODEL = os.environ.get("CHAT_MODEL", "claude-haiku-4-5")
 SIMULATOR_HEADER = "x-llmtap-sim"  # forwarded so tests can inject faults end to end (llmtap's simulator)
 
 app = FastAPI()

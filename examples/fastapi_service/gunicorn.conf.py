@@ -14,6 +14,7 @@ bind = os.environ.get("BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("WEB_CONCURRENCY", "4"))
 worker_class = "uvicorn_worker.UvicornWorker"
 graceful_timeout = 5
+preload_app = True  # import the app once in the master; workers fork with it loaded (fast boots)
 
 
 def on_starting(server: Any) -> None:
