@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter
 from pydantic import ValidationError
 
 import llmtap
-from llmtap import _patch
+from llmtap import _patch, _tap
 from llmtap.exporters.prometheus import METRIC_NAMES
 from llmtap.simulator import Simulator
 from llmtap.testing import capture
@@ -98,7 +98,7 @@ def test_taken_port_leaves_nothing_behind(sim: Simulator) -> None:
             llmtap.instrument(settings(sim, metrics_port=port), registry=registry)
     assert families(registry) == set()
     assert patched() == []
-    assert _patch.active_tap() is None
+    assert _tap.active() is None
     assert not llmtap.LlmtapInstrumentor().is_instrumented_by_opentelemetry
     # positive control: the same call works once the port is free, and counts traffic
     llmtap.instrument(settings(sim, metrics_port=port), registry=registry)
@@ -186,7 +186,7 @@ def test_second_instrument_same_settings_returns_the_tap_other_settings_raise(si
         llmtap.instrument(settings(sim, max_models=3, stall_threshold_seconds=1))
     with pytest.raises(RuntimeError, match="another Prometheus registry"):
         llmtap.instrument(settings(sim), registry=CollectorRegistry())
-    assert _patch.active_tap() is tap  # the active instrumentation is untouched
+    assert _tap.active() is tap  # the active instrumentation is untouched
     post(sim)
     assert attempts(registry_text(registry)) == 1
 
@@ -202,7 +202,7 @@ def test_capture_inside_an_instrumented_app_refuses_and_leaves_the_app_alone(sim
     tap = llmtap.instrument(settings(sim), registry=registry)
     with pytest.raises(RuntimeError, match=r"already instrumented.*left as it is"), capture(settings(sim)):
         pass
-    assert _patch.active_tap() is tap and len(patched()) == len(HOOKED)
+    assert _tap.active() is tap and len(patched()) == len(HOOKED)
     post(sim)
     assert attempts(registry_text(registry)) == 1
     llmtap.uninstrument()
@@ -278,9 +278,7 @@ def test_bad_environment_fails_at_instrument_not_on_the_request_path(
     monkeypatch.setenv("LLMTAP_TRACES", "ture")
     with pytest.raises(ValidationError, match="LLMTAP_TRACES"):
         llmtap.instrument(registry=CollectorRegistry())
-    assert patched() == [] and _patch.active_tap() is None
+    assert patched() == [] and _tap.active() is None
     monkeypatch.setenv("LLMTAP_TRACES", "off")
     registry = CollectorRegistry()
-    llmtap.instrument(registry=registry)
-    assert llmtap.LlmtapInstrumentor.tap is not None
-    assert llmtap.LlmtapInstrumentor.tap.settings.traces is False
+    assert llmtap.instrument(registry=registry).settings.traces is False
