@@ -5,9 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -282,3 +285,27 @@ def test_bad_environment_fails_at_instrument_not_on_the_request_path(
     monkeypatch.setenv("LLMTAP_TRACES", "off")
     registry = CollectorRegistry()
     assert llmtap.instrument(registry=registry).settings.traces is False
+
+
+FORK = """
+import os, sys, llmtap
+llmtap.instrument(llmtap.Settings(metrics_port=0, traces=False, otel_metrics=False))
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+os.waitpid(pid, 0)
+llmtap.uninstrument()
+"""
+
+
+@pytest.mark.parametrize("multiprocess", [False, True])
+def test_a_forked_worker_is_warned_when_the_served_metrics_cannot_include_it(
+    multiprocess: bool, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLMTAP_", "PROMETHEUS_"))}
+    if multiprocess:
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", FORK], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    warned = "cannot see its metrics; set PROMETHEUS_MULTIPROC_DIR" in out.stderr
+    assert warned is not multiprocess, out.stderr

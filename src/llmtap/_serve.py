@@ -22,6 +22,8 @@ from llmtap._log import logger
 
 __all__ = ["MetricsServer", "multiprocess_dir"]
 
+_serving: dict[int, tuple[str, int]] = {}  # id(server) -> address, for the servers running in this process
+
 
 def multiprocess_dir() -> str | None:
     """prometheus-client's multiprocess directory, when that mode is on in this process."""
@@ -78,16 +80,20 @@ class MetricsServer:
             if mp_dir is not None and exc.errno == errno.EADDRINUSE:
                 logger.info("llmtap: %s:%d is taken; in multiprocess mode another worker serves /metrics", addr, port)
                 return None
+            hint = ""
+            if exc.errno == errno.EADDRINUSE:
+                hint = "; several worker processes need multiprocess mode (PROMETHEUS_MULTIPROC_DIR)"
             raise OSError(
                 exc.errno,
                 f"llmtap cannot serve /metrics on {addr}:{port}: {exc.strerror or exc} "
-                "(Settings.metrics_port / LLMTAP_METRICS_PORT, metrics_addr / LLMTAP_METRICS_ADDR)",
+                f"(Settings.metrics_port / LLMTAP_METRICS_PORT, metrics_addr / LLMTAP_METRICS_ADDR){hint}",
             ) from exc
         thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"llmtap-metrics:{port}", daemon=True
         )
         thread.start()
         made = cls(server, thread)
+        _serving[id(made)] = made.address
         logger.info("llmtap: serving /metrics on http://%s:%d/metrics", *made.address)
         return made
 
@@ -96,9 +102,28 @@ class MetricsServer:
         server, self._server = self._server, None
         if server is None:
             return
+        _serving.pop(id(self), None)
         if os.getpid() != self._pid:
             server.server_close()  # a forked child: the serving thread lives in the parent only
             return
         server.shutdown()
         server.server_close()
         self._thread.join(timeout=5.0)
+
+
+def _after_fork_in_child() -> None:
+    """A forked worker whose parent serves /metrics from its own memory: this process's metrics are
+    not in it. Say so once (gunicorn under ``llmtap run`` without multiprocess mode)."""
+    if _serving and multiprocess_dir() is None:
+        addr, port = next(iter(_serving.values()))
+        logger.warning(
+            "llmtap: process %d was forked from the process serving /metrics on %s:%d, which cannot see its "
+            "metrics; set PROMETHEUS_MULTIPROC_DIR (prometheus-client multiprocess mode) before starting a "
+            "multi-worker server",
+            os.getpid(),
+            addr,
+            port,
+        )
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
