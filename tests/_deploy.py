@@ -121,7 +121,10 @@ class OtlpReceiver:
         return out
 
     def histogram_count(self, name: str) -> int:
-        """Data points recorded into histogram ``name``: the largest cumulative count seen per series, summed."""
+        """Data points recorded into histogram ``name``: the largest cumulative count seen per series, summed.
+
+        A series is its attributes and its start time: forked workers share a resource, but each
+        one's cumulative stream starts when it first records."""
         latest: dict[tuple[Any, ...], int] = {}
         with self._lock:
             for request in self.metrics:
@@ -131,7 +134,8 @@ class OtlpReceiver:
                             if metric.name != name:
                                 continue
                             for point in metric.histogram.data_points:
-                                key = tuple(sorted((a.key, str(_value(a.value))) for a in point.attributes))
+                                attributes = sorted((a.key, str(_value(a.value))) for a in point.attributes)
+                                key = (point.start_time_unix_nano, *attributes)
                                 latest[key] = max(latest.get(key, 0), int(point.count))
         return sum(latest.values())
 

@@ -24,7 +24,7 @@ import pytest
 
 from llmtap import Outcome
 from llmtap.simulator import Scenario, Served, Simulator
-from tests._deploy import Scrape, free_port, wait_http, wait_until
+from tests._deploy import OtlpReceiver, Scrape, free_port, wait_http, wait_until
 
 SERVICE = Path(__file__).resolve().parents[1] / "examples" / "fastapi_service"
 BIN = Path(sys.executable).parent
@@ -43,7 +43,9 @@ MIX = (
 
 
 @contextmanager
-def serve(command: list[str], sim: Simulator, tmp_path: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
+def serve(
+    command: list[str], sim: Simulator, tmp_path: Path, port: int, **extra_env: str
+) -> Iterator[subprocess.Popen[bytes]]:
     mp_dir = tmp_path / "prometheus-multiproc"
     mp_dir.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LLMTAP_", "PROMETHEUS_"))}
@@ -54,6 +56,7 @@ def serve(command: list[str], sim: Simulator, tmp_path: Path, port: int) -> Iter
         LLMTAP_BASE_URLS=sim.base_url,
         BIND=f"127.0.0.1:{port}",
         PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        **extra_env,
     )
     log = (tmp_path / "server.log").open("wb")
     proc = subprocess.Popen(command, cwd=SERVICE, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -155,7 +158,8 @@ def test_gunicorn_uvicorn_workers(tmp_path: Path) -> None:
 
 
 def test_llmtap_run_gunicorn_zero_code(tmp_path: Path) -> None:
-    """`llmtap run -- gunicorn app:app -k uvicorn_worker.UvicornWorker -w 4`, no config file, no llmtap code."""
+    """`llmtap run -- gunicorn app:app -k uvicorn_worker.UvicornWorker -w 4`, no config file, no llmtap code;
+    /metrics from the app and from llmtap, and OTLP traces and metrics from every worker."""
     port, llmtap_port = free_port(), free_port()
     empty_config = tmp_path / "empty.conf.py"
     empty_config.write_text("")
@@ -164,13 +168,36 @@ def test_llmtap_run_gunicorn_zero_code(tmp_path: Path) -> None:
         "gunicorn", "app:app", "-k", "uvicorn_worker.UvicornWorker", "-w", "4", "--preload",
         "-b", f"127.0.0.1:{port}", "-c", str(empty_config),
     ]  # fmt: skip
-    with Simulator() as sim, serve(command, sim, tmp_path, port):
-        pids = load(port, list(MIX))
-        assert len(pids) >= 2
-        served = sim.wait_served(len(MIX) + 4)
-        # the app's /metrics and llmtap's own server (in the gunicorn master) both sum every worker
-        assert_totals_match(Scrape.get(f"http://127.0.0.1:{port}/metrics"), served)
-        assert_totals_match(Scrape.get(f"http://127.0.0.1:{llmtap_port}/metrics"), served)
+    with Simulator() as sim, OtlpReceiver() as receiver:
+        otel = {
+            "OTEL_SERVICE_NAME": "chat-service",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "httpx",  # llmtap's spans only, for exact counts
+            # uvicorn ends a worker by re-raising SIGTERM after its graceful shutdown, so atexit (where the
+            # OpenTelemetry SDK flushes) never runs: what arrives is what the periodic exports sent
+            "OTEL_BSP_SCHEDULE_DELAY": "200",
+            "OTEL_METRIC_EXPORT_INTERVAL": "500",
+        }
+        with serve(command, sim, tmp_path, port, **otel):
+            pids = load(port, list(MIX))
+            assert len(pids) >= 2
+            served = sim.wait_served(len(MIX) + 4)
+            # the app's /metrics and llmtap's own server (in the gunicorn master) both sum every worker
+            assert_totals_match(Scrape.get(f"http://127.0.0.1:{port}/metrics"), served)
+            assert_totals_match(Scrape.get(f"http://127.0.0.1:{llmtap_port}/metrics"), served)
+            # OTLP from every forked worker: one span per attempt, and the semconv duration histogram
+            wait_until(lambda: len(receiver.spans("chat ")) >= len(served), 15, "a span per attempt over OTLP")
+            wait_until(
+                lambda: receiver.histogram_count("gen_ai.client.operation.duration") >= len(served),
+                15,
+                "the OTLP duration histogram",
+            )
+            spans = receiver.spans("chat ")
+            assert len(spans) == len(served)
+            assert {resource["service.name"] for _, _, resource in spans} == {"chat-service"}
+            statuses = Counter(attrs["http.response.status_code"] for _, attrs, _ in spans)
+            assert statuses == Counter(s.status for s in served)
+            assert receiver.histogram_count("gen_ai.client.operation.duration") == len(served)
 
 
 def test_llmtap_run_uvicorn_workers(tmp_path: Path) -> None:
