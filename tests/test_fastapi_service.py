@@ -208,9 +208,22 @@ def test_llmtap_run_uvicorn_workers(tmp_path: Path) -> None:
         str(BIN / "llmtap"), "run", "--metrics-port", str(llmtap_port), "--",
         "uvicorn", "app:app", "--workers", "2", "--host", "127.0.0.1", "--port", str(port),
     ]  # fmt: skip
+    metrics = f"http://127.0.0.1:{port}/metrics"
     with Simulator() as sim, serve(command, sim, tmp_path, port):
         scenarios = list(MIX[:12]) + list(MIX[16:18])
         load(port, scenarios)
         served = sim.wait_served(len(scenarios) + 2)
-        assert_totals_match(Scrape.get(f"http://127.0.0.1:{port}/metrics"), served)
+        assert_totals_match(Scrape.get(metrics), served)
         assert_totals_match(Scrape.get(f"http://127.0.0.1:{llmtap_port}/metrics"), served)
+
+        # a worker killed mid-stream: no child_exit here, the app's /metrics forgets dead workers itself
+        with httpx2.Client(timeout=30) as client, open_chat(client, port, Scenario(tokens=60, gap=0.05)) as r:
+            chunks = r.iter_bytes()
+            next(chunks)
+            assert Scrape.get(metrics).total("llmtap_streams_in_flight") == 1
+            os.kill(int(r.headers["x-worker-pid"]), signal.SIGKILL)
+            with pytest.raises(httpx2.HTTPError):
+                for _ in chunks:
+                    pass
+        wait_until(lambda: Scrape.get(metrics).total("llmtap_streams_in_flight") == 0, 15, "the dead worker's gauge")
+        assert Scrape.get(metrics).total("llmtap_attempts_total") == len(served)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import anthropic
 from fastapi import FastAPI, Request
@@ -61,7 +62,22 @@ async def chat(chat: Chat, request: Request) -> StreamingResponse:
 def metrics() -> Response:
     """Every worker's metrics in multiprocess mode (the documented way), else this process's."""
     registry = REGISTRY
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
+        forget_dead_workers(directory)
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def forget_dead_workers(directory: str) -> None:
+    """Drop the live gauges (in-flight streams) of workers that died. gunicorn does it in
+    ``child_exit``; ``uvicorn --workers`` has no such hook. Same host only (pids are local)."""
+    for path in Path(directory).glob("gauge_live*_*.db"):
+        pid = int(path.stem.rpartition("_")[2])
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            multiprocess.mark_process_dead(pid, directory)  # type: ignore[no-untyped-call]
+        except PermissionError:
+            pass  # alive, another user's
