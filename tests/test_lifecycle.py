@@ -250,7 +250,7 @@ def test_boolean_typos_are_rejected_with_variable_value_and_choices(word: str) -
         ({"LLMTAP_METRICS_ADDR": "localhost"}, "must be an IP address"),
         ({"LLMTAP_MAX_MODELS": "lots"}, "LLMTAP_MAX_MODELS"),
         ({"LLMTAP_STALL_THRESHOLD_SECONDS": "0"}, "greater than 0"),
-        ({"LLMTAP_PROVIDER_NAMES": "http://a"}, "base_url=name pairs"),
+        ({"LLMTAP_PROVIDER_NAMES": "http://a"}, "key=value pairs"),
         ({"LLMTAP_BASE_URLS": "ftp://x"}, "must start with http"),
         ({"LLMTAP_METRICS": "off", "LLMTAP_METRICS_PORT": "9464"}, "metrics=False"),
     ],

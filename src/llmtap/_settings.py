@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import os
+import typing
 from collections.abc import Mapping
 from typing import Any
 
@@ -155,16 +156,17 @@ def _from_text(name: str, annotation: Any, raw: str) -> Any:
         if word in _FALSE:
             return False
         raise ValueError(f"expected a boolean: {_BOOL_HELP}")
-    if name == "base_urls":
+    origin = typing.get_origin(annotation)
+    if origin is tuple:
         return tuple(p.strip() for p in raw.split(",") if p.strip())
-    if name == "provider_names":
+    if origin is dict:
         pairs: dict[str, str] = {}
         for part in (p.strip() for p in raw.split(",")):
             if not part:
                 continue
             key, sep, value = part.partition("=")
             if not sep or not key.strip() or not value.strip():
-                raise ValueError(f"expected comma-separated base_url=name pairs, got {part!r}")
+                raise ValueError(f"expected comma-separated key=value pairs, got {part!r}")
             pairs[key.strip()] = value.strip()
         return pairs
     return raw.strip()
