@@ -6,7 +6,8 @@ Usage::
     python dashboards/build.py           # (re)write dashboards/llmtap-*.json
     python dashboards/build.py --check   # exit 1 if the committed JSON differs from what this script builds
 
-Standard library only, so it runs anywhere without the project installed.
+Run it with llmtap importable (``make dashboards`` uses the project's venv): metric names come from the
+library's instrument table (``llmtap._metrics``), stream outcomes from ``llmtap.Outcome``.
 
 Conventions used by every panel:
 
@@ -33,9 +34,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from llmtap import _metrics as contract
 from llmtap._record import ALL_OUTCOMES, SERVICE_SIDE, Outcome
 
 HERE = Path(__file__).resolve().parent
+
+NAME: dict[str, str] = {i.key: i.prometheus() for i in contract.INSTRUMENTS}
+"""Prometheus family name of each llmtap instrument (``NAME["attempts"] == "llmtap_attempts_total"``),
+from the library's one table; the OpenTelemetry path translates to the same names."""
 
 Json = dict[str, Any]
 
@@ -53,7 +59,7 @@ PM_LEGEND = "{{gen_ai_provider_name}} {{gen_ai_request_model}}"
 STREAM_OUTCOMES = tuple(o.value for o in ALL_OUTCOMES)
 SERVICE_ABORTS = "|".join(o.value for o in ALL_OUTCOMES if o in SERVICE_SIDE)
 CLIENT_ABORTS = "|".join(o.value for o in ALL_OUTCOMES if o not in SERVICE_SIDE and o is not Outcome.COMPLETED)
-TOKEN_TYPES = ("input", "output", "cache_read", "cache_write", "reasoning")
+TOKEN_TYPES: tuple[str, ...] = tuple(contract.TOKEN_TYPES)
 TRUNCATION_REASONS = "max_tokens|length"
 RATELIMIT_RESOURCES = ("requests", "tokens", "input_tokens", "output_tokens")
 
@@ -309,16 +315,17 @@ def _query_var(name: str, label: str, query: str) -> Json:
 
 
 TEMPLATE_VARS: tuple[tuple[str, str, str], ...] = (
-    ("provider", "Provider", "label_values(llmtap_attempts_total, gen_ai_provider_name)"),
+    ("provider", "Provider", f"label_values({NAME['attempts']}, gen_ai_provider_name)"),
     (
         "model",
         "Model",
-        'label_values(llmtap_attempts_total{gen_ai_provider_name=~"$provider"}, gen_ai_request_model)',
+        f'label_values({NAME["attempts"]}{{gen_ai_provider_name=~"$provider"}}, gen_ai_request_model)',
     ),
     (
         "server",
         "Server",
-        'label_values(llmtap_attempts_total{gen_ai_provider_name=~"$provider", '
+        f"label_values({NAME['attempts']}"
+        '{gen_ai_provider_name=~"$provider", '
         'gen_ai_request_model=~"$model"}, instance)',
     ),
 )
@@ -443,8 +450,8 @@ def outcome_overrides() -> list[Json]:
 
 
 def overview() -> Json:
-    attempts = "llmtap_attempts_total"
-    streams = "llmtap_streams_total"
+    attempts = NAME["attempts"]
+    streams = NAME["streams"]
     panels = [
         row("At a glance"),
         Panel(
@@ -480,7 +487,7 @@ def overview() -> Json:
         Panel(
             "Time to first token p95 (per call, retries included)",
             "What a user waits for the first content token of a logical SDK call, retries included.",
-            [Target(quantile(0.95, "llmtap_call_time_to_first_token_seconds", by=""))],
+            [Target(quantile(0.95, NAME["call_ttft"], by=""))],
             kind="stat",
             unit="s",
             width=6,
@@ -499,7 +506,7 @@ def overview() -> Json:
             "SDK calls per second (one per user-visible call, however many retries it took), by outcome.",
             [
                 Target(
-                    sum_rate("llmtap_call_duration_seconds_count", by="gen_ai_provider_name, outcome"),
+                    sum_rate(NAME["call_duration"] + "_count", by="gen_ai_provider_name, outcome"),
                     "{{gen_ai_provider_name}} {{outcome}}",
                 )
             ],
@@ -514,7 +521,7 @@ def overview() -> Json:
         Panel(
             "Streams in flight",
             "Streams currently open (gauge).",
-            [Target(f"sum by ({BY}) (llmtap_streams_in_flight{sel()})", PM_LEGEND)],
+            [Target(f"sum by ({BY}) ({NAME['in_flight']}{sel()})", PM_LEGEND)],
             unit="short",
             minimum=0,
         ),
@@ -559,7 +566,7 @@ def overview() -> Json:
             "From the first attempt's start to the call's end, including backoff and retries.",
             [
                 Target(
-                    quantile(0.95, "llmtap_call_duration_seconds", by="gen_ai_provider_name, outcome"),
+                    quantile(0.95, NAME["call_duration"], by="gen_ai_provider_name, outcome"),
                     "p95 {{gen_ai_provider_name}} {{outcome}}",
                 )
             ],
@@ -568,30 +575,30 @@ def overview() -> Json:
         row("Latency"),
         latency_panel(
             "Time to first token (p50 / p95 / p99)",
-            "llmtap_time_to_first_token_seconds",
+            NAME["ttft"],
             "Per attempt: request start to the first content token (not just the first SSE chunk).",
         ),
         latency_panel(
             "Time to first chunk (p50 / p95 / p99)",
-            "gen_ai_client_operation_time_to_first_chunk_seconds",
+            NAME["ttfc"],
             "Per attempt: request start to the first streamed chunk of any kind.",
         ),
         latency_panel(
             "Time to first token per call, retries included (p50 / p95 / p99)",
-            "llmtap_call_time_to_first_token_seconds",
+            NAME["call_ttft"],
             "Per logical SDK call, from the first attempt's start: what the user waits. "
             "Alert LlmtapTimeToFirstTokenP95High fires when p95 exceeds 5 s.",
         ),
         latency_panel(
             "Operation duration (p50 / p95 / p99)",
-            "gen_ai_client_operation_duration_seconds",
+            NAME["duration"],
             "Per attempt: request start to the end of the response body / stream.",
         ),
         row("Throughput"),
         Panel(
             "Output tokens per second",
             "Aggregate generated tokens per second.",
-            [Target(sum_rate("llmtap_tokens_total", 'gen_ai_token_type="output"'), PM_LEGEND)],
+            [Target(sum_rate(NAME["tokens"], 'gen_ai_token_type="output"'), PM_LEGEND)],
             unit="suffix: tok/s",
         ),
         Panel(
@@ -600,8 +607,8 @@ def overview() -> Json:
             [
                 Target(
                     f"sum by ({BY}) "
-                    f"({rate('gen_ai_client_token_usage_sum', eq('gen_ai_token_type', 'output'))})"
-                    f"\n/\n(sum by ({BY}) ({rate('gen_ai_client_operation_duration_seconds_sum')}) > 0)",
+                    f"({rate(NAME['usage'] + '_sum', eq('gen_ai_token_type', 'output'))})"
+                    f"\n/\n(sum by ({BY}) ({rate(NAME['duration'] + '_sum')}) > 0)",
                     PM_LEGEND,
                 )
             ],
@@ -618,7 +625,7 @@ def overview() -> Json:
 
 
 def streams() -> Json:
-    streams_m = "llmtap_streams_total"
+    streams_m = NAME["streams"]
     panels = [
         row("At a glance"),
         Panel(
@@ -645,7 +652,7 @@ def streams() -> Json:
         Panel(
             "Streams in flight",
             "Streams currently open.",
-            [Target(f"sum(llmtap_streams_in_flight{sel()})")],
+            [Target(f"sum({NAME['in_flight']}{sel()})")],
             kind="stat",
             unit="short",
             width=6,
@@ -655,7 +662,7 @@ def streams() -> Json:
         Panel(
             "Stalls per second",
             "Inter-chunk gaps longer than the stall threshold.",
-            [Target(f"sum({rate('llmtap_stream_stalls_total')})")],
+            [Target(f"sum({rate(NAME['stalls'])})")],
             kind="stat",
             unit="short",
             width=6,
@@ -725,7 +732,7 @@ def streams() -> Json:
             "Gap between consecutive streamed chunks after the first.",
             [
                 Target(
-                    quantile(q, "gen_ai_client_operation_time_per_output_chunk_seconds"),
+                    quantile(q, NAME["gap"]),
                     f"p{int(q * 100)} {PM_LEGEND}",
                 )
                 for q in (0.5, 0.95, 0.99)
@@ -737,7 +744,7 @@ def streams() -> Json:
         Panel(
             "Stream stalls per second",
             "Inter-chunk gaps over the stall threshold.",
-            [Target(sum_rate("llmtap_stream_stalls_total"), PM_LEGEND)],
+            [Target(sum_rate(NAME["stalls"]), PM_LEGEND)],
             unit="short",
         ),
         Panel(
@@ -745,8 +752,7 @@ def streams() -> Json:
             "Stalls relative to stream volume: a rising value means slower token delivery, not more traffic.",
             [
                 Target(
-                    f"100 * sum by ({BY}) ({rate('llmtap_stream_stalls_total')})"
-                    f"\n/\n(sum by ({BY}) ({rate(streams_m)}) > 0)",
+                    f"100 * sum by ({BY}) ({rate(NAME['stalls'])})\n/\n(sum by ({BY}) ({rate(streams_m)}) > 0)",
                     PM_LEGEND,
                 )
             ],
@@ -756,13 +762,13 @@ def streams() -> Json:
             "Parse errors per second",
             "Response data llmtap could not parse (malformed SSE, bad encodings, oversized events, garbage headers). "
             "Non-zero means a proxy or provider sends something unexpected; the attempt is still counted.",
-            [Target(sum_rate("llmtap_parse_errors_total"), PM_LEGEND)],
+            [Target(sum_rate(NAME["parse_errors"]), PM_LEGEND)],
             unit="short",
         ),
         Panel(
             "Streams in flight by server",
             "Open streams per llmtap process (instance).",
-            [Target(f"sum by (instance, {BY}) (llmtap_streams_in_flight{sel()})", "{{instance}} " + PM_LEGEND)],
+            [Target(f"sum by (instance, {BY}) ({NAME['in_flight']}{sel()})", "{{instance}} " + PM_LEGEND)],
             unit="short",
             minimum=0,
             stack=True,
@@ -777,9 +783,10 @@ def streams() -> Json:
 
 
 def retries_ratelimits() -> Json:
-    attempts = "llmtap_attempts_total"
+    attempts = NAME["attempts"]
     headroom = (
-        f"min by ({BY}, resource) (\n  llmtap_ratelimit_remaining{sel()}\n  /\n  (llmtap_ratelimit_limit{sel()} > 0)\n)"
+        f"min by ({BY}, resource) (\n  {NAME['ratelimit_remaining']}{sel()}\n  /\n"
+        f"  ({NAME['ratelimit_limit']}{sel()} > 0)\n)"
     )
 
     def overloaded(by: str = BY) -> str:
@@ -793,7 +800,7 @@ def retries_ratelimits() -> Json:
         Panel(
             "Retries per second",
             "Attempts that were retries of an earlier failed attempt.",
-            [Target(f"sum({rate('llmtap_retries_total')})")],
+            [Target(f"sum({rate(NAME['retries'])})")],
             kind="stat",
             unit="reqps",
             width=6,
@@ -835,7 +842,7 @@ def retries_ratelimits() -> Json:
         Panel(
             "Retries by reason",
             "What the previous attempt failed with (429, 529, 500, connection_error, timeout, ...).",
-            [Target(sum_rate("llmtap_retries_total", by="reason"), "{{reason}}")],
+            [Target(sum_rate(NAME["retries"], by="reason"), "{{reason}}")],
             unit="reqps",
             stack=True,
         ),
@@ -844,8 +851,8 @@ def retries_ratelimits() -> Json:
             "Average number of retries each SDK call needed.",
             [
                 Target(
-                    f"sum by ({BY}) ({rate('llmtap_retries_total')})"
-                    f"\n/\n(sum by ({BY}) ({rate('llmtap_call_duration_seconds_count')}) > 0)",
+                    f"sum by ({BY}) ({rate(NAME['retries'])})"
+                    f"\n/\n(sum by ({BY}) ({rate(NAME['call_duration'] + '_count')}) > 0)",
                     PM_LEGEND,
                 )
             ],
@@ -856,13 +863,13 @@ def retries_ratelimits() -> Json:
         Panel(
             "Server-advised retry-after (p50 / p95)",
             "retry-after values the server sent with 429/529 responses.",
-            [Target(quantile(q, "llmtap_retry_after_seconds"), f"p{int(q * 100)} {PM_LEGEND}") for q in (0.5, 0.95)],
+            [Target(quantile(q, NAME["retry_after"]), f"p{int(q * 100)} {PM_LEGEND}") for q in (0.5, 0.95)],
             unit="s",
         ),
         Panel(
             "Responses carrying retry-after per second",
             "How often the server asked the client to back off.",
-            [Target(sum_rate("llmtap_retry_after_seconds_count"), PM_LEGEND)],
+            [Target(sum_rate(NAME["retry_after"] + "_count"), PM_LEGEND)],
             unit="reqps",
         ),
         row("Throttling and overload"),
@@ -912,7 +919,7 @@ def retries_ratelimits() -> Json:
             "Seconds until the provider resets each budget (last value seen).",
             [
                 Target(
-                    f"max by ({BY}, resource) (llmtap_ratelimit_reset_seconds{sel()})",
+                    f"max by ({BY}, resource) ({NAME['ratelimit_reset']}{sel()})",
                     PM_LEGEND + " {{resource}}",
                 )
             ],
@@ -923,7 +930,7 @@ def retries_ratelimits() -> Json:
             "Remaining budget per resource (requests, tokens, input_tokens, output_tokens).",
             [
                 Target(
-                    f"min by ({BY}, resource) (llmtap_ratelimit_remaining{sel()})",
+                    f"min by ({BY}, resource) ({NAME['ratelimit_remaining']}{sel()})",
                     PM_LEGEND + " {{resource}}",
                 )
             ],
@@ -934,7 +941,7 @@ def retries_ratelimits() -> Json:
             "Budget per resource as advertised by the provider.",
             [
                 Target(
-                    f"max by ({BY}, resource) (llmtap_ratelimit_limit{sel()})",
+                    f"max by ({BY}, resource) ({NAME['ratelimit_limit']}{sel()})",
                     PM_LEGEND + " {{resource}}",
                 )
             ],
@@ -950,8 +957,8 @@ def retries_ratelimits() -> Json:
 
 
 def tokens() -> Json:
-    tok = "llmtap_tokens_total"
-    stops = "llmtap_stop_reasons_total"
+    tok = NAME["tokens"]
+    stops = NAME["stop_reasons"]
 
     def token_share(num_type: str, den_type: str, by: str = BY) -> str:
         den = f"{agg(by)} ({rate(tok, eq('gen_ai_token_type', den_type))})"
@@ -1046,7 +1053,7 @@ def tokens() -> Json:
             "Distribution of input and output tokens per request.",
             [
                 Target(
-                    quantile(q, "gen_ai_client_token_usage", by=f"{BY}, gen_ai_token_type"),
+                    quantile(q, NAME["usage"], by=f"{BY}, gen_ai_token_type"),
                     f"p{int(q * 100)} {{{{gen_ai_token_type}}}} {PM_LEGEND}",
                 )
                 for q in (0.5, 0.95)

@@ -1,20 +1,18 @@
-"""Helpers for the deploy tests: a 127.0.0.1 OTLP/HTTP receiver, /metrics scraping, waiting for servers."""
+"""Helpers for the deploy tests: /metrics scraping, waiting for servers, reading what the OTLP receiver got."""
 
 from __future__ import annotations
 
-import gzip
 import socket
 import threading
 import time
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx2
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests._otlp import Receiver
 
 
 def free_port() -> int:
@@ -62,82 +60,56 @@ class Scrape:
         )
 
 
-class OtlpReceiver:
-    """Accepts OTLP/HTTP protobuf POSTs on /v1/traces and /v1/metrics and keeps them decoded."""
+@contextmanager
+def otlp_receiver() -> Iterator[Receiver]:
+    """The OTLP/HTTP receiver of tests/_otlp.py, as a context manager."""
+    server = Receiver()
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
 
-    def __init__(self) -> None:
-        self.traces: list[ExportTraceServiceRequest] = []
-        self.metrics: list[ExportMetricsServiceRequest] = []
-        self.posts: dict[str, int] = {"/v1/traces": 0, "/v1/metrics": 0}
-        self._lock = threading.Lock()
-        receiver = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length", "0")))
-                if self.headers.get("content-encoding") == "gzip":
-                    body = gzip.decompress(body)
-                receiver._add(self.path, body)
-                self.send_response(200)
-                self.send_header("content-type", "application/x-protobuf")
-                self.send_header("content-length", "0")
-                self.end_headers()
+def posts(receiver: Receiver, path: str) -> int:
+    """How many requests were POSTed to ``path`` (``/v1/traces``, ``/v1/metrics``)."""
+    with receiver.lock:
+        return sum(1 for got, _, _ in receiver.received if got == path)
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+def spans(receiver: Receiver, prefix: str = "") -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(name, span attributes, resource attributes) of every span received whose name starts with prefix."""
+    out = []
+    for request in receiver.traces():
+        for rs in request.resource_spans:
+            resource = {a.key: _value(a.value) for a in rs.resource.attributes}
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    if span.name.startswith(prefix):
+                        out.append((span.name, {a.key: _value(a.value) for a in span.attributes}, resource))
+    return out
 
-    def _add(self, path: str, body: bytes) -> None:
-        with self._lock:
-            self.posts[path] = self.posts.get(path, 0) + 1
-            if path == "/v1/traces":
-                self.traces.append(ExportTraceServiceRequest.FromString(body))
-            elif path == "/v1/metrics":
-                self.metrics.append(ExportMetricsServiceRequest.FromString(body))
 
-    def __enter__(self) -> OtlpReceiver:
-        self._thread.start()
-        return self
+def histogram_count(receiver: Receiver, name: str) -> int:
+    """Data points recorded into histogram ``name``: the largest cumulative count seen per series, summed.
 
-    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
-
-    def spans(self, prefix: str = "") -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
-        """(name, span attributes, resource attributes) of every span received whose name starts with prefix."""
-        out = []
-        with self._lock:
-            for request in self.traces:
-                for rs in request.resource_spans:
-                    resource = {a.key: _value(a.value) for a in rs.resource.attributes}
-                    for ss in rs.scope_spans:
-                        for span in ss.spans:
-                            if span.name.startswith(prefix):
-                                out.append((span.name, {a.key: _value(a.value) for a in span.attributes}, resource))
-        return out
-
-    def histogram_count(self, name: str) -> int:
-        """Data points recorded into histogram ``name``: the largest cumulative count seen per series, summed.
-
-        A series is its attributes and its start time: forked workers share a resource, but each
-        one's cumulative stream starts when it first records."""
-        latest: dict[tuple[Any, ...], int] = {}
-        with self._lock:
-            for request in self.metrics:
-                for rm in request.resource_metrics:
-                    for sm in rm.scope_metrics:
-                        for metric in sm.metrics:
-                            if metric.name != name:
-                                continue
-                            for point in metric.histogram.data_points:
-                                attributes = sorted((a.key, str(_value(a.value))) for a in point.attributes)
-                                key = (point.start_time_unix_nano, *attributes)
-                                latest[key] = max(latest.get(key, 0), int(point.count))
-        return sum(latest.values())
+    A series is its attributes and its start time: forked workers share a resource, but each
+    one's cumulative stream starts when it first records."""
+    latest: dict[tuple[Any, ...], int] = {}
+    for request in receiver.metrics():
+        for rm in request.resource_metrics:
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    if metric.name != name:
+                        continue
+                    for point in metric.histogram.data_points:
+                        attributes = sorted((a.key, str(_value(a.value))) for a in point.attributes)
+                        key = (point.start_time_unix_nano, *attributes)
+                        latest[key] = max(latest.get(key, 0), int(point.count))
+    return sum(latest.values())
 
 
 def _value(value: Any) -> Any:

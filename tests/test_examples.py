@@ -14,7 +14,7 @@ import pytest
 
 import llmtap
 from llmtap.simulator import Simulator
-from tests._deploy import OtlpReceiver, wait_until
+from tests._deploy import otlp_receiver, posts, spans, wait_until
 from tests._prom import ALERTS, require
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -51,7 +51,7 @@ def test_example_runs(
 
 def test_zero_code_example_under_llmtap_run() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LLMTAP_", "PROMETHEUS_"))}
-    with Simulator() as sim, OtlpReceiver() as receiver:
+    with Simulator() as sim, otlp_receiver() as receiver:
         env.update(
             ANTHROPIC_BASE_URL=sim.base_url,
             ANTHROPIC_API_KEY="not-needed",
@@ -64,8 +64,8 @@ def test_zero_code_example_under_llmtap_run() -> None:
         out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         assert out.stdout.startswith("tok0 tok1"), out.stdout
-        wait_until(lambda: receiver.posts["/v1/metrics"] > 0, 10, "OTLP metrics")
-        assert [name for name, _, _ in receiver.spans("chat ")] == ["chat claude-haiku-4-5"]
+        wait_until(lambda: posts(receiver, "/v1/metrics") > 0, 10, "OTLP metrics")
+        assert [name for name, _, _ in spans(receiver, "chat ")] == ["chat claude-haiku-4-5"]
 
 
 def test_prometheus_scrape_config_is_valid(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ import pytest
 
 from llmtap import Outcome
 from llmtap.simulator import Scenario, Served, Simulator
-from tests._deploy import OtlpReceiver, Scrape, free_port, wait_http, wait_until
+from tests._deploy import Scrape, free_port, histogram_count, otlp_receiver, spans, wait_http, wait_until
 
 SERVICE = Path(__file__).resolve().parents[1] / "examples" / "fastapi_service"
 BIN = Path(sys.executable).parent
@@ -168,7 +168,7 @@ def test_llmtap_run_gunicorn_zero_code(tmp_path: Path) -> None:
         "gunicorn", "app:app", "-k", "uvicorn_worker.UvicornWorker", "-w", "4", "--preload",
         "-b", f"127.0.0.1:{port}", "-c", str(empty_config),
     ]  # fmt: skip
-    with Simulator() as sim, OtlpReceiver() as receiver:
+    with Simulator() as sim, otlp_receiver() as receiver:
         otel = {
             "OTEL_SERVICE_NAME": "chat-service",
             "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
@@ -186,18 +186,18 @@ def test_llmtap_run_gunicorn_zero_code(tmp_path: Path) -> None:
             assert_totals_match(Scrape.get(f"http://127.0.0.1:{port}/metrics"), served)
             assert_totals_match(Scrape.get(f"http://127.0.0.1:{llmtap_port}/metrics"), served)
             # OTLP from every forked worker: one span per attempt, and the semconv duration histogram
-            wait_until(lambda: len(receiver.spans("chat ")) >= len(served), 15, "a span per attempt over OTLP")
+            wait_until(lambda: len(spans(receiver, "chat ")) >= len(served), 15, "a span per attempt over OTLP")
             wait_until(
-                lambda: receiver.histogram_count("gen_ai.client.operation.duration") >= len(served),
+                lambda: histogram_count(receiver, "gen_ai.client.operation.duration") >= len(served),
                 15,
                 "the OTLP duration histogram",
             )
-            spans = receiver.spans("chat ")
-            assert len(spans) == len(served)
-            assert {resource["service.name"] for _, _, resource in spans} == {"chat-service"}
-            statuses = Counter(attrs["http.response.status_code"] for _, attrs, _ in spans)
+            chats = spans(receiver, "chat ")
+            assert len(chats) == len(served)
+            assert {resource["service.name"] for _, _, resource in chats} == {"chat-service"}
+            statuses = Counter(attrs["http.response.status_code"] for _, attrs, _ in chats)
             assert statuses == Counter(s.status for s in served)
-            assert receiver.histogram_count("gen_ai.client.operation.duration") == len(served)
+            assert histogram_count(receiver, "gen_ai.client.operation.duration") == len(served)
 
 
 def test_llmtap_run_uvicorn_workers(tmp_path: Path) -> None:

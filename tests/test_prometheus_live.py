@@ -1,9 +1,18 @@
 """Integration: a real Prometheus scrapes the llmtap demo; every dashboard and rule query must return data.
 
+Runs twice, once per metrics path (``PATHS``):
+
+* ``prometheus``: llmtap's own Prometheus exporter serves ``/metrics``;
+* ``otel``: the Prometheus exporter is off (``Settings(metrics=False)``) and ``/metrics`` is the
+  OpenTelemetry meter's output translated by ``opentelemetry-exporter-prometheus`` (the
+  OTel-to-Prometheus compatibility rules a Collector's ``prometheus`` exporter also applies), so the
+  shipped dashboards and alerts are proven on what an OTLP pipeline produces.
+
 What it runs:
 
-* the demo, ``python -m llmtap demo --headless --duration SECONDS --metrics-port PORT [--mix faults]``
-  (``--mix faults`` is passed when ``demo --help`` lists ``--mix``), serving ``/metrics`` on 127.0.0.1:PORT;
+* the demo, ``python -m llmtap demo --headless --duration SECONDS --metrics-port PORT [--mix faults]
+  [--metrics-via otel]`` (``--mix faults`` is passed when ``demo --help`` lists ``--mix``), serving
+  ``/metrics`` on 127.0.0.1:PORT;
 * ``prometheus`` on 127.0.0.1 (free port, temporary storage, scrape and evaluation interval 1 s) with
   ``dashboards/alerts.yaml`` loaded.
 
@@ -151,9 +160,19 @@ def wait_for(what: str, check: Any, timeout: float, proc: Proc) -> None:
 DEMO_CLI = "python -m llmtap demo --headless --duration SECONDS --metrics-port PORT [--mix faults]"
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    """The llmtap demo serving /metrics; yields its port."""
+PATHS = ("prometheus", "otel")
+
+
+@dataclass
+class Demo:
+    port: int
+    path: str  # one of PATHS
+
+
+@pytest.fixture(scope="module", params=PATHS)
+def demo(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
+    """The llmtap demo serving /metrics through one of ``PATHS``."""
+    path: str = request.param
     require("prometheus")
     tmp = tmp_path_factory.mktemp("demo")
     help_run = subprocess.run(
@@ -173,6 +192,10 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     args += ["--duration", str(DEMO_SECONDS), "--metrics-port", str(port)]
     if "--mix" in help_run.stdout:
         args += ["--mix", "faults"]
+    if path == "otel":
+        if "--metrics-via" not in help_run.stdout:
+            pytest.fail("`python -m llmtap demo --help` does not list --metrics-via; the OTel path needs it")
+        args += ["--metrics-via", "otel"]
     proc = start("llmtap demo", args, tmp / "demo.log")
     try:
 
@@ -181,20 +204,20 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
             return status == 200 and "llmtap_" in body
 
         wait_for(f"llmtap metrics on 127.0.0.1:{port}/metrics (`{' '.join(args[1:])}`)", serving, 60, proc)
-        yield port
+        yield Demo(port, path)
     finally:
         proc.stop()
 
 
 @pytest.fixture(scope="module")
-def prometheus(demo: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def prometheus(demo: Demo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Prometheus scraping the demo every second with alerts.yaml loaded; yields its base URL."""
     binary = require("prometheus")
     tmp = tmp_path_factory.mktemp("prometheus")
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
         "rule_files": [str(ALERTS)],
-        "scrape_configs": [{"job_name": JOB, "static_configs": [{"targets": [f"127.0.0.1:{demo}"]}]}],
+        "scrape_configs": [{"job_name": JOB, "static_configs": [{"targets": [f"127.0.0.1:{demo.port}"]}]}],
     }
     (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
@@ -333,7 +356,7 @@ def check_everything(url: str) -> Report:
     return Report(failures, notes)
 
 
-def test_every_dashboard_and_rule_query_returns_data(prometheus: str, demo: int) -> None:
+def test_every_dashboard_and_rule_query_returns_data(prometheus: str, demo: Demo) -> None:
     url = prometheus
 
     def scraping() -> bool:
@@ -344,8 +367,17 @@ def test_every_dashboard_and_rule_query_returns_data(prometheus: str, demo: int)
     while not scraping():
         if time.monotonic() > deadline:
             targets = api(url, "/api/v1/targets", {}, post=False)
-            pytest.fail(f"prometheus never scraped the demo on 127.0.0.1:{demo}: {json.dumps(targets)[:3000]}")
+            pytest.fail(f"prometheus never scraped the demo on 127.0.0.1:{demo.port}: {json.dumps(targets)[:3000]}")
         time.sleep(0.5)
+
+    # Which exporter produced the series: the OTel translation labels each with its scope.
+    err, translated = query(url, 'llmtap_attempts_total{otel_scope_name="llmtap"}')
+    err2, native = query(url, 'llmtap_attempts_total{otel_scope_name=""}')
+    assert err is None and err2 is None, (err, err2)
+    if demo.path == "otel":
+        assert translated and not native, "the otel path must serve only translated OpenTelemetry metrics"
+    else:
+        assert native and not translated, "the prometheus path must serve only the native exporter's metrics"
 
     time.sleep(MIN_SCRAPE_SECONDS)
     deadline = time.monotonic() + DEADLINE_SECONDS
@@ -357,6 +389,6 @@ def test_every_dashboard_and_rule_query_returns_data(prometheus: str, demo: int)
     for name, reason in EMPTY_UNDER_LIVE_TRAFFIC.items():
         print(f"alert {name}: relaxed expression allowed to be empty: {reason}")
     assert not report.failures, (
-        f"{len(report.failures)} dashboard/rule queries failed against the live demo "
+        f"{len(report.failures)} dashboard/rule queries failed against the live demo ({demo.path} path) "
         f"(after {MIN_SCRAPE_SECONDS + DEADLINE_SECONDS}s of scraping):\n" + "\n".join(report.failures)
     )

@@ -13,7 +13,8 @@ import pytest
 from llmtap import Outcome
 from llmtap._run import RunError, prepare
 from llmtap.simulator import Simulator
-from tests._deploy import OtlpReceiver, Scrape, free_port, wait_until
+from tests._deploy import Scrape, free_port, histogram_count, otlp_receiver, posts, spans, wait_until
+from tests._otlp import Receiver
 
 LLMTAP = str(Path(sys.executable).with_name("llmtap"))
 
@@ -55,7 +56,7 @@ ASYNC_APP = textwrap.dedent(
 )
 
 
-def _env(sim: Simulator, receiver: OtlpReceiver, service: str, port: int) -> dict[str, str]:
+def _env(sim: Simulator, receiver: Receiver, service: str, port: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LLMTAP_", "PROMETHEUS_"))}
     return {
         **env,
@@ -71,12 +72,12 @@ def _env(sim: Simulator, receiver: OtlpReceiver, service: str, port: int) -> dic
     }
 
 
-@pytest.mark.parametrize(("source", "spans", "model"), [(SYNC_APP, 4, "claude-x"), (ASYNC_APP, 4, "gpt-x")])
-def test_unmodified_script_exports_metrics_and_otlp(tmp_path: Path, source: str, spans: int, model: str) -> None:
+@pytest.mark.parametrize(("source", "calls", "model"), [(SYNC_APP, 4, "claude-x"), (ASYNC_APP, 4, "gpt-x")])
+def test_unmodified_script_exports_metrics_and_otlp(tmp_path: Path, source: str, calls: int, model: str) -> None:
     app = tmp_path / "app.py"
     app.write_text(source)
     port = free_port()
-    with Simulator() as sim, OtlpReceiver() as receiver:
+    with Simulator() as sim, otlp_receiver() as receiver:
         env = _env(sim, receiver, "zero-code-app", port)
         proc = subprocess.Popen(
             [LLMTAP, "run", "--", sys.executable, str(app)],
@@ -89,33 +90,33 @@ def test_unmodified_script_exports_metrics_and_otlp(tmp_path: Path, source: str,
         assert proc.stdout is not None and proc.stdin is not None
         try:
             assert proc.stdout.readline().strip() == "ready", proc.stderr.read() if proc.stderr else ""
-            served = sim.wait_served(spans)
+            served = sim.wait_served(calls)
             scrape = Scrape.get(f"http://127.0.0.1:{port}/metrics")
         finally:
             _, stderr = proc.communicate(input="\n", timeout=30)
         assert proc.returncode == 0, stderr
         assert "Traceback" not in stderr, stderr
         # /metrics: exactly what the simulator served
-        assert len(served) == spans
+        assert len(served) == calls
         assert scrape.total("llmtap_attempts_total", status_code="200") == len(served)
         assert scrape.total("llmtap_tokens_total", gen_ai_token_type="output") == sum(s.output_tokens for s in served)
         streamed = sum(s.stream for s in served)
         assert scrape.total("llmtap_streams_total", outcome=Outcome.COMPLETED.value) == streamed
         assert scrape.total("llmtap_streams_in_flight") == 0
         # OTLP: the spans and the semconv metrics arrived, from the configured service (flushed at exit)
-        wait_until(lambda: receiver.posts["/v1/metrics"] > 0, 10, "OTLP metrics")
-        chats = receiver.spans("chat ")
-        assert [name for name, _, _ in chats] == [f"chat {model}"] * spans
+        wait_until(lambda: posts(receiver, "/v1/metrics") > 0, 10, "OTLP metrics")
+        chats = spans(receiver, "chat ")
+        assert [name for name, _, _ in chats] == [f"chat {model}"] * calls
         assert {resource["service.name"] for _, _, resource in chats} == {"zero-code-app"}
         assert all(attrs["llmtap.outcome"] == Outcome.COMPLETED.value for _, attrs, _ in chats)
-        assert receiver.histogram_count("gen_ai.client.operation.duration") == spans
+        assert histogram_count(receiver, "gen_ai.client.operation.duration") == calls
 
 
 def test_without_otlp_endpoint_nothing_is_sent_and_metrics_still_served(tmp_path: Path) -> None:
     app = tmp_path / "app.py"
     app.write_text(SYNC_APP)
     port = free_port()
-    with Simulator() as sim, OtlpReceiver() as receiver:
+    with Simulator() as sim, otlp_receiver() as receiver:
         env = _env(sim, receiver, "quiet", port)
         del env["OTEL_EXPORTER_OTLP_ENDPOINT"]
         out = subprocess.run(
@@ -129,7 +130,7 @@ def test_without_otlp_endpoint_nothing_is_sent_and_metrics_still_served(tmp_path
         assert out.returncode == 0, out.stderr
         assert "Traceback" not in out.stderr and "Failed to export" not in out.stderr, out.stderr
         assert len(sim.served) == 4  # positive control: the app did its calls
-        assert receiver.posts == {"/v1/traces": 0, "/v1/metrics": 0}
+        assert posts(receiver, "/v1/traces") == posts(receiver, "/v1/metrics") == 0
 
 
 def test_bad_settings_fail_before_the_program_starts(tmp_path: Path) -> None:

@@ -13,16 +13,23 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from llmtap._log import logger
+from llmtap._metrics import (  # re-exported: the bucket boundaries used to live here
+    CHUNK_GAP_BUCKETS,
+    DURATION_BUCKETS,
+    RETRY_AFTER_BUCKETS,
+    TOKEN_BUCKETS,
+    resolve_names,
+)
 
-__all__ = ["ENV_PREFIX", "NON_SETTINGS_ENV", "Settings"]
-
-# OpenTelemetry GenAI semantic conventions: explicit bucket boundaries.
-DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
-CHUNK_GAP_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
-TOKEN_BUCKETS = (
-    1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
-)  # fmt: skip
-RETRY_AFTER_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+__all__ = [
+    "CHUNK_GAP_BUCKETS",
+    "DURATION_BUCKETS",
+    "ENV_PREFIX",
+    "NON_SETTINGS_ENV",
+    "RETRY_AFTER_BUCKETS",
+    "TOKEN_BUCKETS",
+    "Settings",
+]
 
 ENV_PREFIX = "LLMTAP_"
 NON_SETTINGS_ENV = frozenset({"LLMTAP_FIXTURES", "LLMTAP_REQUIRE_FIXTURES", "LLMTAP_REQUIRE_PROMETHEUS"})
@@ -56,7 +63,8 @@ class Settings(BaseModel):
     traces: bool = True
     """Export one OpenTelemetry span per attempt."""
     otel_metrics: bool = True
-    """Also record the GenAI semconv histograms through the OpenTelemetry meter provider."""
+    """Also record every metric through the OpenTelemetry meter provider (for OTLP / a Collector);
+    with an exporting meter provider, set ``metrics=False`` so the names do not arrive twice."""
     sdk_calls: bool = True
     """Hook the official SDKs' ``request`` method (guarded) to link retries into logical calls."""
     stall_threshold_seconds: float = Field(default=5.0, gt=0)
@@ -69,7 +77,24 @@ class Settings(BaseModel):
     max_json_bytes: int = Field(default=8 << 20, ge=1024)
     """Largest non-streaming JSON body parsed (usage sits at its end)."""
     metric_prefix_namespace: str = ""
-    """Optional Prometheus namespace prepended to the ``llmtap_`` metrics (semconv names are kept)."""
+    """Optional Prometheus namespace prepended to the ``llmtap_`` metrics (semconv names are kept);
+    through OpenTelemetry it prefixes the ``llmtap.*`` instrument names (``NS.llmtap.attempts``)."""
+
+    # -- series budget (README "Series budget") ------------------------------------------------
+    exclude_metrics: tuple[str, ...] = ()
+    """Metric families not to record, in both exporters: OpenTelemetry instrument names
+    (``llmtap.retry_after``) or Prometheus family names (``llmtap_retry_after_seconds``). The README's
+    series budget lists what each costs and which dashboard panels or alerts go empty without it."""
+    prometheus_created_series: bool = False
+    """Expose prometheus-client's ``*_created`` series for llmtap's counters and histograms (one per
+    label set). Off by default: the shipped rules never read them; decided per exporter, not
+    process-wide (``disable_created_metrics()`` would also change the app's own metrics)."""
+
+    @field_validator("exclude_metrics")
+    @classmethod
+    def _check_excluded(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        resolve_names(names)  # ValueError names the unknown ones
+        return names
 
     # -- the /metrics endpoint llmtap serves itself (deploy) ---------------------------------------
     metrics_port: int | None = Field(default=None, ge=0, le=65535)

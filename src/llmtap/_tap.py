@@ -114,7 +114,12 @@ class Tap:
             if settings.metrics:
                 from llmtap.exporters.prometheus import PrometheusExporter
 
-                self.prometheus = PrometheusExporter(registry, settings.metric_prefix_namespace)
+                self.prometheus = PrometheusExporter(
+                    registry,
+                    settings.metric_prefix_namespace,
+                    exclude=settings.exclude_metrics,
+                    created_series=settings.prometheus_created_series,
+                )
                 built.append(self.prometheus)
             if settings.traces:
                 from llmtap.exporters.tracing import TracingExporter
@@ -125,7 +130,11 @@ class Tap:
             if settings.otel_metrics:
                 from llmtap.exporters.otel_metrics import OtelMetricsExporter
 
-                built.append(OtelMetricsExporter(meter_provider))
+                built.append(
+                    OtelMetricsExporter(
+                        meter_provider, namespace=settings.metric_prefix_namespace, exclude=settings.exclude_metrics
+                    )
+                )
         except BaseException:
             self.close()  # all or nothing: no metric stays registered
             raise

@@ -26,6 +26,13 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--metrics-port", type=int, default=9464, help="port for /metrics on 127.0.0.1 (9464)")
     demo.add_argument("--mix", choices=("default", "faults"), default="default", help="traffic mix")
     demo.add_argument("--workers", type=int, default=3, help="sync client threads (async: half as many)")
+    demo.add_argument(
+        "--metrics-via",
+        choices=("prometheus", "otel"),
+        default="prometheus",
+        help="serve /metrics from llmtap's Prometheus exporter (default), or from its OpenTelemetry meter "
+        "through opentelemetry-exporter-prometheus (the OTLP path's names, checked without a Collector)",
+    )
     demo.add_argument("--pace", type=float, default=0.3, help="mean pause between one worker's calls, seconds")
     demo.add_argument(
         "--prometheus",
@@ -104,6 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             workers=args.workers,
             pace=args.pace,
             prometheus_port=args.prometheus,
+            metrics_via=args.metrics_via,
         )
     if args.command == "simulate":
         from llmtap.simulator import Scenario, serve_forever

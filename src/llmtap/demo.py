@@ -365,6 +365,16 @@ def _start_prometheus(metrics_port: int, port: int) -> subprocess.Popen[bytes] |
     return proc
 
 
+def _otel_meter_provider(registry: CollectorRegistry) -> Any:
+    """A meter provider whose metrics are served from ``registry`` in their Prometheus translation."""
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.resources import Resource
+
+    reader = PrometheusMetricReader(registry=registry)
+    return MeterProvider(metric_readers=[reader], resource=Resource.create({"service.name": "llmtap-demo"}))
+
+
 def run_demo(
     *,
     headless: bool = False,
@@ -375,12 +385,27 @@ def run_demo(
     pace: float = 0.3,
     prometheus_port: int | None = None,
     seed: int = 1,
+    metrics_via: str = "prometheus",
 ) -> int:
-    """Run the demo until ``duration`` seconds pass or Ctrl-C; returns an exit code."""
+    """Run the demo until ``duration`` seconds pass or Ctrl-C; returns an exit code.
+
+    ``metrics_via="otel"`` turns llmtap's Prometheus exporter off and serves ``/metrics`` from its
+    OpenTelemetry meter through ``opentelemetry-exporter-prometheus``: the names a Collector would
+    produce from llmtap's OTLP metrics.
+    """
     if mix not in MIXES:
         raise ValueError(f"unknown mix {mix!r}; choose from {sorted(MIXES)}")
+    if metrics_via not in ("prometheus", "otel"):
+        raise ValueError(f"unknown metrics_via {metrics_via!r}; choose prometheus or otel")
     stop = threading.Event()
     registry = CollectorRegistry()
+    meter_provider = None
+    if metrics_via == "otel":
+        try:
+            meter_provider = _otel_meter_provider(registry)
+        except ImportError:
+            print("--metrics-via otel needs opentelemetry-exporter-prometheus: pip install 'llmtap[demo]'")
+            return 2
     try:
         server, server_thread = start_http_server(metrics_port, addr="127.0.0.1", registry=registry)
     except OSError as exc:
@@ -389,9 +414,13 @@ def run_demo(
     previous = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     sim = Simulator().start()
-    llmtap.instrument(
-        llmtap.Settings(base_urls=(sim.base_url,), stall_threshold_seconds=1.0, otel_metrics=False), registry=registry
+    settings = llmtap.Settings(
+        base_urls=(sim.base_url,),
+        stall_threshold_seconds=1.0,
+        metrics=meter_provider is None,
+        otel_metrics=meter_provider is not None,
     )
+    llmtap.instrument(settings, registry=registry, meter_provider=meter_provider)
     url = f"http://127.0.0.1:{metrics_port}"
     prom = _start_prometheus(metrics_port, prometheus_port) if prometheus_port else None
     threads = [
@@ -445,6 +474,8 @@ def run_demo(
             thread.join(timeout=5)
         gc.collect()
         llmtap.uninstrument()
+        if meter_provider is not None:
+            meter_provider.shutdown()
         sim.stop()
         server.shutdown()
         server_thread.join(timeout=2)

@@ -1,7 +1,8 @@
 """Prometheus exporter (prometheus-client).
 
-Metric names are a contract: the shipped dashboards and alert rules query them. OpenTelemetry GenAI
-semconv names (Prometheus-translated) where one exists, ``llmtap_`` otherwise. Every series carries
+Metric names are a contract: the shipped dashboards and alert rules query them. The families are
+built from ``llmtap._metrics.INSTRUMENTS`` (shared with the OpenTelemetry exporter, whose translated
+names are the same): OpenTelemetry GenAI semconv names where one exists, ``llmtap_`` otherwise. Every series carries
 ``gen_ai_provider_name``, ``gen_ai_operation_name`` and ``gen_ai_request_model`` (bounded by
 ``Settings.max_models``).
 
@@ -13,55 +14,77 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Iterable
+from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.samples import Sample
 
+from llmtap._metrics import COUNTER, GAUGE, HISTOGRAM, INSTRUMENTS, TOKEN_TYPES, Instrument, resolve_names
 from llmtap._record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord
-from llmtap._settings import (
-    CHUNK_GAP_BUCKETS,
-    DURATION_BUCKETS,
-    RETRY_AFTER_BUCKETS,
-    TOKEN_BUCKETS,
-)
 
 __all__ = ["METRIC_NAMES", "PrometheusExporter"]
 
-_BASE = ("gen_ai_provider_name", "gen_ai_operation_name", "gen_ai_request_model")
-
-METRIC_NAMES: tuple[str, ...] = (
-    "gen_ai_client_operation_duration_seconds",
-    "gen_ai_client_operation_time_to_first_chunk_seconds",
-    "gen_ai_client_operation_time_per_output_chunk_seconds",
-    "gen_ai_client_token_usage",
-    "llmtap_time_to_first_token_seconds",
-    "llmtap_attempts_total",
-    "llmtap_retries_total",
-    "llmtap_retry_after_seconds",
-    "llmtap_streams_total",
-    "llmtap_streams_in_flight",
-    "llmtap_stream_stalls_total",
-    "llmtap_tokens_total",
-    "llmtap_stop_reasons_total",
-    "llmtap_ratelimit_limit",
-    "llmtap_ratelimit_remaining",
-    "llmtap_ratelimit_reset_seconds",
-    "llmtap_call_duration_seconds",
-    "llmtap_call_time_to_first_token_seconds",
-    "llmtap_parse_errors_total",
-)
+METRIC_NAMES: tuple[str, ...] = tuple(i.prometheus() for i in INSTRUMENTS)
 """Every metric family this exporter registers (histograms and counters by their family name)."""
 
-_TOKEN_TYPES = ("input", "output", "cache_read", "cache_write", "reasoning")
+
+class _NoCreated:
+    """Mixin: no ``*_created`` sample per label set (see ``Settings.prometheus_created_series``).
+
+    prometheus-client's own switch, ``disable_created_metrics()``, is process-wide; a library must
+    not change how the application's own metrics are exposed.
+    """
+
+    def _child_samples(self) -> Iterable[Sample]:
+        samples: Iterable[Sample] = super()._child_samples()  # type: ignore[misc]
+        return tuple(s for s in samples if s.name != "_created")
+
+
+class _LeanCounter(_NoCreated, Counter):
+    pass
+
+
+class _LeanHistogram(_NoCreated, Histogram):
+    pass
+
+
+class _Off:
+    """Stands in for an excluded family (``Settings.exclude_metrics``): every write is a no-op."""
+
+    def labels(self, *values: str) -> _Off:
+        return self
+
+    def inc(self, amount: float = 1) -> None:
+        pass
+
+    def dec(self, amount: float = 1) -> None:
+        pass
+
+    def set(self, value: float) -> None:
+        pass
+
+    def observe(self, amount: float) -> None:
+        pass
+
+
+_OFF: Any = _Off()
 
 
 class _Children:
-    """Bound children for one (provider, operation, model) label set."""
+    """Bound children for one (provider, operation, model) label set.
+
+    Counters and gauges are created with the label set, at zero, so rate()-based rules see them
+    from the start. Histograms (14 to 17 series each) are created on their first observation: an
+    empty one only costs series (a model that never streams has no time to first chunk).
+    """
 
     __slots__ = (
         "call_durations",
         "call_ttft",
         "gap",
         "in_flight",
+        "key",
         "parse_errors",
         "rate_limits",
         "retry_after",
@@ -75,31 +98,46 @@ class _Children:
     )
 
     def __init__(self, exporter: PrometheusExporter, key: tuple[str, str, str]) -> None:
-        self.ttfc = exporter.ttfc.labels(*key)
-        self.gap = exporter.gap.labels(*key)
-        self.ttft = exporter.ttft.labels(*key)
+        self.key = key
         self.in_flight = exporter.in_flight.labels(*key)
         self.stalls = exporter.stalls.labels(*key)
-        self.usage_input = exporter.usage.labels(*key, "input")
-        self.usage_output = exporter.usage.labels(*key, "output")
-        self.tokens = {t: exporter.tokens.labels(*key, t) for t in _TOKEN_TYPES}
+        self.tokens = {t: exporter.tokens.labels(*key, t) for t in TOKEN_TYPES}
         self.streams = {o.value: exporter.streams.labels(*key, o.value) for o in ALL_OUTCOMES}
-        self.call_ttft = exporter.call_ttft.labels(*key)
         self.parse_errors = exporter.parse_errors.labels(*key)
-        self.retry_after = exporter.retry_after.labels(*key)
+        self.ttfc: Histogram | None = None
+        self.gap: Histogram | None = None
+        self.ttft: Histogram | None = None
+        self.usage_input: Histogram | None = None
+        self.usage_output: Histogram | None = None
+        self.call_ttft: Histogram | None = None
+        self.retry_after: Histogram | None = None
         self.call_durations: dict[str, Histogram] = {}
         # resource -> (limit, remaining, reset) gauges
         self.rate_limits: dict[str, tuple[Gauge, Gauge, Gauge]] = {}
 
 
 class PrometheusExporter:
-    """Registers the llmtap metrics in ``registry`` (default: the global one) and records into them."""
+    """Registers the llmtap metrics in ``registry`` (default: the global one) and records into them.
+
+    Args:
+        registry: where to register (default: prometheus-client's global ``REGISTRY``).
+        namespace: prepended to the ``llmtap_`` families (semconv names are kept).
+        exclude: families not to register, by OpenTelemetry or Prometheus name (see
+            ``Settings.exclude_metrics``).
+        created_series: expose ``*_created`` series (``Settings.prometheus_created_series``).
+    """
 
     name = "prometheus"
 
-    def __init__(self, registry: CollectorRegistry | None = None, namespace: str = "") -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        namespace: str = "",
+        *,
+        exclude: tuple[str, ...] = (),
+        created_series: bool = False,
+    ) -> None:
         reg = REGISTRY if registry is None else registry
-        ns = namespace
         self.registry = reg
         self._lock = threading.Lock()
         self._children: dict[tuple[str, str, str], _Children] = {}
@@ -107,174 +145,60 @@ class PrometheusExporter:
         self._durations: dict[tuple[str, str, str, str], Histogram] = {}
         self._retries: dict[tuple[str, str, str, str], Counter] = {}
         self._stops: dict[tuple[str, str, str, str], Counter] = {}
+        self._registered: list[Counter | Gauge | Histogram] = []
+        excluded = resolve_names(exclude)
+        self.excluded = excluded
+        counter, histogram = (Counter, Histogram) if created_series else (_LeanCounter, _LeanHistogram)
 
-        self.duration = Histogram(
-            "gen_ai_client_operation_duration_seconds",
-            "GenAI operation duration (one HTTP attempt, until its body ended).",
-            (*_BASE, "error_type"),
-            buckets=DURATION_BUCKETS,
-            registry=None,
-        )
-        self.ttfc = Histogram(
-            "gen_ai_client_operation_time_to_first_chunk_seconds",
-            "Time from sending the request to the first response body chunk (streams).",
-            _BASE,
-            buckets=DURATION_BUCKETS,
-            registry=None,
-        )
-        self.gap = Histogram(
-            "gen_ai_client_operation_time_per_output_chunk_seconds",
-            "Time between consecutive response body chunks after the first (streams).",
-            _BASE,
-            buckets=CHUNK_GAP_BUCKETS,
-            registry=None,
-        )
-        self.usage = Histogram(
-            "gen_ai_client_token_usage",
-            "Input and output tokens per attempt, as reported by the provider.",
-            (*_BASE, "gen_ai_token_type"),
-            buckets=TOKEN_BUCKETS,
-            registry=None,
-        )
-        self.ttft = Histogram(
-            "llmtap_time_to_first_token_seconds",
-            "Time from sending the request to the first chunk carrying generated content.",
-            _BASE,
-            buckets=DURATION_BUCKETS,
-            namespace=ns,
-            registry=None,
-        )
-        self.attempts = Counter(
-            "llmtap_attempts",
-            "HTTP attempts to LLM APIs, by status code ('' when no response) and error type.",
-            (*_BASE, "status_code", "error_type"),
-            namespace=ns,
-            registry=None,
-        )
-        self.retries = Counter(
-            "llmtap_retries",
-            "Attempts that were retries, by what the previous attempt failed with.",
-            (*_BASE, "reason"),
-            namespace=ns,
-            registry=None,
-        )
-        self.retry_after = Histogram(
-            "llmtap_retry_after_seconds",
-            "Waits advised by the server (retry-after / retry-after-ms).",
-            _BASE,
-            buckets=RETRY_AFTER_BUCKETS,
-            namespace=ns,
-            registry=None,
-        )
-        self.streams = Counter(
-            "llmtap_streams",
-            "Streamed responses by how they ended.",
-            (*_BASE, "outcome"),
-            namespace=ns,
-            registry=None,
-        )
-        self.in_flight = Gauge(
-            "llmtap_streams_in_flight",
-            "Streaming attempts sent and not yet ended.",
-            _BASE,
-            namespace=ns,
-            registry=None,
-            multiprocess_mode="livesum",
-        )
-        self.stalls = Counter(
-            "llmtap_stream_stalls",
-            "Gaps between stream chunks longer than the stall threshold.",
-            _BASE,
-            namespace=ns,
-            registry=None,
-        )
-        self.tokens = Counter(
-            "llmtap_tokens",
-            "Tokens reported by the provider; input includes cache_read and cache_write.",
-            (*_BASE, "gen_ai_token_type"),
-            namespace=ns,
-            registry=None,
-        )
-        self.stop_reasons = Counter(
-            "llmtap_stop_reasons",
-            "Why the model stopped generating (end_turn, max_tokens, tool_use, ...).",
-            (*_BASE, "reason"),
-            namespace=ns,
-            registry=None,
-        )
-        rl_labels = (*_BASE, "resource")
-        self.rl_limit = Gauge(
-            "llmtap_ratelimit_limit",
-            "Rate limit per resource, from the last response's headers.",
-            rl_labels,
-            namespace=ns,
-            registry=None,
-            multiprocess_mode="mostrecent",
-        )
-        self.rl_remaining = Gauge(
-            "llmtap_ratelimit_remaining",
-            "Remaining rate-limit headroom per resource, from the last response's headers.",
-            rl_labels,
-            namespace=ns,
-            registry=None,
-            multiprocess_mode="mostrecent",
-        )
-        self.rl_reset = Gauge(
-            "llmtap_ratelimit_reset_seconds",
-            "Seconds until the rate limit resets, from the last response's headers.",
-            rl_labels,
-            namespace=ns,
-            registry=None,
-            multiprocess_mode="mostrecent",
-        )
-        self.call_duration = Histogram(
-            "llmtap_call_duration_seconds",
-            "Logical SDK call duration: first attempt start to last attempt end, backoff included.",
-            (*_BASE, "outcome"),
-            buckets=DURATION_BUCKETS,
-            namespace=ns,
-            registry=None,
-        )
-        self.call_ttft = Histogram(
-            "llmtap_call_time_to_first_token_seconds",
-            "Logical SDK call time to first content token, from the first attempt's start.",
-            _BASE,
-            buckets=DURATION_BUCKETS,
-            namespace=ns,
-            registry=None,
-        )
-        self.parse_errors = Counter(
-            "llmtap_parse_errors",
-            "Response data llmtap could not parse (malformed SSE, bad encoding, oversized events).",
-            _BASE,
-            namespace=ns,
-            registry=None,
-        )
+        def make(spec: Instrument) -> Any:
+            if spec.key in excluded:
+                return _OFF
+            ns = "" if spec.semconv else namespace
+            name = spec.prometheus().removesuffix("_total")
+            if spec.kind == COUNTER:
+                metric: Any = counter(name, spec.description, spec.labels, namespace=ns, registry=reg)
+            elif spec.kind == HISTOGRAM:
+                metric = histogram(
+                    name, spec.description, spec.labels, namespace=ns, registry=reg, buckets=spec.buckets
+                )
+            elif spec.kind == GAUGE:  # last value seen (rate-limit headers)
+                metric = Gauge(
+                    name, spec.description, spec.labels, namespace=ns, registry=reg, multiprocess_mode="mostrecent"
+                )
+            else:  # the in-flight up-down counter
+                metric = Gauge(
+                    name, spec.description, spec.labels, namespace=ns, registry=reg, multiprocess_mode="livesum"
+                )
+            self._registered.append(metric)
+            return metric
 
-        self._register()
-
-    def _metrics(self) -> tuple[Counter | Gauge | Histogram, ...]:
-        return (
-            self.duration, self.ttfc, self.gap, self.usage, self.ttft, self.attempts, self.retries,
-            self.retry_after, self.streams, self.in_flight, self.stalls, self.tokens, self.stop_reasons,
-            self.rl_limit, self.rl_remaining, self.rl_reset, self.call_duration, self.call_ttft,
-            self.parse_errors,
-        )  # fmt: skip
-
-    def _register(self) -> None:
-        """Register every family, or none: a name already taken unregisters what this call added."""
-        done: list[Counter | Gauge | Histogram] = []
         try:
-            for metric in self._metrics():
-                self.registry.register(metric)
-                done.append(metric)
-        except ValueError as exc:
-            for metric in done:
-                self.registry.unregister(metric)
+            m = {spec.key: make(spec) for spec in INSTRUMENTS}
+        except ValueError as exc:  # a name already taken: register all or none
+            self.unregister()
             raise ValueError(
                 f"llmtap could not register its Prometheus metrics: {exc}. Another llmtap (or library) "
                 "already uses these names in this registry: uninstrument it first, or pass registry="
             ) from exc
+        self.duration = m["duration"]
+        self.ttfc = m["ttfc"]
+        self.gap = m["gap"]
+        self.usage = m["usage"]
+        self.ttft = m["ttft"]
+        self.attempts = m["attempts"]
+        self.retries = m["retries"]
+        self.retry_after = m["retry_after"]
+        self.streams = m["streams"]
+        self.in_flight = m["in_flight"]
+        self.stalls = m["stalls"]
+        self.tokens = m["tokens"]
+        self.stop_reasons = m["stop_reasons"]
+        self.rl_limit = m["ratelimit_limit"]
+        self.rl_remaining = m["ratelimit_remaining"]
+        self.rl_reset = m["ratelimit_reset"]
+        self.call_duration = m["call_duration"]
+        self.call_ttft = m["call_ttft"]
+        self.parse_errors = m["parse_errors"]
 
     # -- label children, cached --------------------------------------------------------------
 
@@ -289,7 +213,6 @@ class PrometheusExporter:
             children = _Children(self, key)
             # pre-create the series alert rules divide by, so rates start at zero
             self.attempts.labels(*key, "200", "")
-            self.duration.labels(*key, "")
             self.retries.labels(*key, "429")
             self.retries.labels(*key, "529")
             self._children[key] = children
@@ -329,26 +252,44 @@ class PrometheusExporter:
             duration = self._durations[dkey] = self.duration.labels(*dkey)
         duration.observe(record.duration)
         if record.retry_after is not None:
-            children.retry_after.observe(record.retry_after)
+            retry_after = children.retry_after
+            if retry_after is None:
+                retry_after = children.retry_after = self.retry_after.labels(*key)
+            retry_after.observe(record.retry_after)
         if record.parse_errors:
             children.parse_errors.inc(record.parse_errors)
         if record.streamed or record.request_stream:
             children.streams[record.outcome.value].inc()
         if record.streamed:
             if record.first_chunk_at is not None:
-                children.ttfc.observe(record.first_chunk_at - record.started_at)
+                ttfc = children.ttfc
+                if ttfc is None:
+                    ttfc = children.ttfc = self.ttfc.labels(*key)
+                ttfc.observe(record.first_chunk_at - record.started_at)
             if record.first_token_at is not None:
-                children.ttft.observe(record.first_token_at - record.started_at)
+                ttft = children.ttft
+                if ttft is None:
+                    ttft = children.ttft = self.ttft.labels(*key)
+                ttft.observe(record.first_token_at - record.started_at)
             if record.chunks > 1:
-                _merge_histogram(children.gap, record.gap_bucket_counts, record.gap_sum)
+                gap = children.gap
+                if gap is None:
+                    gap = children.gap = self.gap.labels(*key)
+                _merge_histogram(gap, record.gap_bucket_counts, record.gap_sum)
             if record.stalls:
                 children.stalls.inc(record.stalls)
         usage = record.usage
         if usage.input_tokens is not None:
-            children.usage_input.observe(usage.input_tokens)
+            usage_input = children.usage_input
+            if usage_input is None:
+                usage_input = children.usage_input = self.usage.labels(*key, "input")
+            usage_input.observe(usage.input_tokens)
             children.tokens["input"].inc(usage.input_tokens)
         if usage.output_tokens is not None:
-            children.usage_output.observe(usage.output_tokens)
+            usage_output = children.usage_output
+            if usage_output is None:
+                usage_output = children.usage_output = self.usage.labels(*key, "output")
+            usage_output.observe(usage.output_tokens)
             children.tokens["output"].inc(usage.output_tokens)
         if usage.cache_read_tokens:
             children.tokens["cache_read"].inc(usage.cache_read_tokens)
@@ -387,11 +328,14 @@ class PrometheusExporter:
             duration = children.call_durations[outcome] = self.call_duration.labels(*key)
         duration.observe(record.ended_at - record.started_at)
         if record.first_token_at is not None:
-            children.call_ttft.observe(record.first_token_at - record.started_at)
+            call_ttft = children.call_ttft
+            if call_ttft is None:
+                call_ttft = children.call_ttft = self.call_ttft.labels(*children.key)
+            call_ttft.observe(record.first_token_at - record.started_at)
 
     def unregister(self) -> None:
         """Remove every llmtap metric from the registry."""
-        for metric in self._metrics():
+        for metric in self._registered:
             with contextlib.suppress(KeyError):
                 self.registry.unregister(metric)
 

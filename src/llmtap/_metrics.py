@@ -1,0 +1,226 @@
+"""The metric contract, written once: every instrument llmtap records, its bucket boundaries, and the
+name it has in Prometheus.
+
+Both exporters build their instruments from :data:`INSTRUMENTS`; the tests and
+``dashboards/build.py`` read names from it. Instrument names, units and attribute names are chosen
+so that the OpenTelemetry-to-Prometheus translation (the "Prometheus and OpenMetrics compatibility"
+rules that ``opentelemetry-exporter-prometheus``, the Collector's ``prometheus`` /
+``prometheusremotewrite`` exporters and Prometheus' own OTLP receiver apply) yields exactly the
+names the native Prometheus exporter registers: dots become underscores, a unit ``s`` appends
+``_seconds``, ``{annotation}`` units append nothing, monotonic sums get ``_total``, and an
+up-down counter becomes a gauge. :func:`prometheus_name` is that translation for the units used here.
+
+Standard library only: ``dashboards/build.py`` loads this file without installing the package.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+__all__ = [
+    "BASE_ATTRIBUTES",
+    "CHUNK_GAP_BUCKETS",
+    "COUNTER",
+    "DURATION_BUCKETS",
+    "GAUGE",
+    "HISTOGRAM",
+    "INSTRUMENTS",
+    "RETRY_AFTER_BUCKETS",
+    "SEMCONV_ATTRIBUTES",
+    "TOKEN_BUCKETS",
+    "TOKEN_TYPES",
+    "UP_DOWN",
+    "Instrument",
+    "by_key",
+    "label_name",
+    "prometheus_name",
+    "resolve_names",
+]
+
+# OpenTelemetry GenAI semantic conventions: explicit bucket boundaries.
+DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+CHUNK_GAP_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
+TOKEN_BUCKETS = (
+    1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
+)  # fmt: skip
+RETRY_AFTER_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+TOKEN_TYPES = ("input", "output", "cache_read", "cache_write", "reasoning")
+"""Values of ``gen_ai.token.type`` on ``llmtap.tokens``; input includes cache_read and cache_write."""
+
+COUNTER = "counter"
+UP_DOWN = "up_down_counter"
+HISTOGRAM = "histogram"
+GAUGE = "gauge"
+
+BASE_ATTRIBUTES = ("gen_ai.provider.name", "gen_ai.operation.name", "gen_ai.request.model")
+"""On every llmtap measurement (Prometheus labels ``gen_ai_provider_name`` ...)."""
+
+SEMCONV_ATTRIBUTES = ("server.address", "server.port", "gen_ai.response.model")
+"""Added by the OpenTelemetry exporter to the GenAI semconv histograms only (the conventions
+recommend them); the native Prometheus exporter leaves them out to keep its series count down."""
+
+
+class Instrument(NamedTuple):
+    """One measurement, as an OpenTelemetry instrument; the Prometheus family follows from it."""
+
+    key: str
+    """Short identifier used in code (``attempts``)."""
+    name: str
+    """OpenTelemetry instrument name (``llmtap.attempts``)."""
+    kind: str
+    """:data:`COUNTER`, :data:`UP_DOWN`, :data:`HISTOGRAM` or :data:`GAUGE`."""
+    unit: str
+    """UCUM unit; ``{annotation}`` units add no Prometheus suffix."""
+    attributes: tuple[str, ...]
+    """Attributes beyond :data:`BASE_ATTRIBUTES`."""
+    description: str
+    buckets: tuple[float, ...] = ()
+    """Explicit bucket boundaries (histograms only)."""
+    semconv: bool = False
+    """Named by the OpenTelemetry GenAI semantic conventions: never namespaced."""
+
+    def prometheus(self, namespace: str = "") -> str:
+        """The family name as Prometheus stores it (counters with ``_total``)."""
+        name = self.name if self.semconv or not namespace else f"{namespace}.{self.name}"
+        return prometheus_name(name, self.unit, self.kind)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Prometheus label names, base labels first."""
+        return tuple(label_name(a) for a in (*BASE_ATTRIBUTES, *self.attributes))
+
+
+_UNITS = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds", "By": "bytes", "1": ""}
+_TOKEN_SPLIT = re.compile(r"[^a-zA-Z0-9:]+")
+_INVALID_LABEL = re.compile(r"[^a-zA-Z0-9]+")
+
+
+def prometheus_name(name: str, unit: str, kind: str) -> str:
+    """The OpenTelemetry-to-Prometheus name translation (suffixes on, legacy character set), as the
+    Collector's and Prometheus' ``otlptranslator`` applies it, for the units llmtap uses.
+
+    The name is split into tokens at every invalid character (dots) and joined with ``_``; the unit's
+    Prometheus word (``s`` -> ``seconds``) is appended unless a token already equals it, and units with
+    a ``{...}`` annotation add nothing; monotonic counters end in ``_total`` (any other ``total``
+    token is dropped), gauges with unit ``1`` in ``_ratio``.
+    """
+    tokens = [t for t in _TOKEN_SPLIT.split(name) if t]
+    main = unit.split("/", 1)[0].strip()
+    word = "" if not main or "{" in main or "}" in main else _UNITS.get(main, main)
+    if word and word not in tokens:
+        tokens.append(word)
+    if kind == COUNTER:
+        tokens = [t for t in tokens if t != "total"] + ["total"]
+    if kind == GAUGE and unit == "1":
+        tokens = [t for t in tokens if t != "ratio"] + ["ratio"]
+    return "_".join(tokens)
+
+
+def label_name(attribute: str) -> str:
+    """An attribute name as a Prometheus label (``gen_ai.provider.name`` -> ``gen_ai_provider_name``)."""
+    return _INVALID_LABEL.sub("_", attribute)
+
+
+INSTRUMENTS: tuple[Instrument, ...] = (
+    Instrument(
+        "duration", "gen_ai.client.operation.duration", HISTOGRAM, "s", ("error.type",),
+        "GenAI operation duration (one HTTP attempt, until its body ended).", DURATION_BUCKETS, semconv=True,
+    ),
+    Instrument(
+        "ttfc", "gen_ai.client.operation.time_to_first_chunk", HISTOGRAM, "s", (),
+        "Time from sending the request to the first response body chunk (streams).", DURATION_BUCKETS, semconv=True,
+    ),
+    Instrument(
+        "gap", "gen_ai.client.operation.time_per_output_chunk", HISTOGRAM, "s", (),
+        "Time between consecutive response body chunks after the first (streams).", CHUNK_GAP_BUCKETS, semconv=True,
+    ),
+    Instrument(
+        "usage", "gen_ai.client.token.usage", HISTOGRAM, "{token}", ("gen_ai.token.type",),
+        "Input and output tokens per attempt, as reported by the provider.", TOKEN_BUCKETS, semconv=True,
+    ),
+    Instrument(
+        "ttft", "llmtap.time_to_first_token", HISTOGRAM, "s", (),
+        "Time from sending the request to the first chunk carrying generated content.", DURATION_BUCKETS,
+    ),
+    Instrument(
+        "attempts", "llmtap.attempts", COUNTER, "{attempt}", ("status_code", "error.type"),
+        "HTTP attempts to LLM APIs, by status code ('' when no response) and error type.",
+    ),
+    Instrument(
+        "retries", "llmtap.retries", COUNTER, "{attempt}", ("reason",),
+        "Attempts that were retries, by what the previous attempt failed with.",
+    ),
+    Instrument(
+        "retry_after", "llmtap.retry_after", HISTOGRAM, "s", (),
+        "Waits advised by the server (retry-after / retry-after-ms).", RETRY_AFTER_BUCKETS,
+    ),
+    Instrument(
+        "streams", "llmtap.streams", COUNTER, "{stream}", ("outcome",),
+        "Streamed responses by how they ended.",
+    ),
+    Instrument(
+        "in_flight", "llmtap.streams_in_flight", UP_DOWN, "{stream}", (),
+        "Streaming attempts sent and not yet ended.",
+    ),
+    Instrument(
+        "stalls", "llmtap.stream_stalls", COUNTER, "{stall}", (),
+        "Gaps between stream chunks longer than the stall threshold.",
+    ),
+    Instrument(
+        "tokens", "llmtap.tokens", COUNTER, "{token}", ("gen_ai.token.type",),
+        "Tokens reported by the provider; input includes cache_read and cache_write.",
+    ),
+    Instrument(
+        "stop_reasons", "llmtap.stop_reasons", COUNTER, "{response}", ("reason",),
+        "Why the model stopped generating (end_turn, max_tokens, tool_use, ...).",
+    ),
+    Instrument(
+        "ratelimit_limit", "llmtap.ratelimit.limit", GAUGE, "", ("resource",),
+        "Rate limit per resource, from the last response's headers.",
+    ),
+    Instrument(
+        "ratelimit_remaining", "llmtap.ratelimit.remaining", GAUGE, "", ("resource",),
+        "Remaining rate-limit headroom per resource, from the last response's headers.",
+    ),
+    Instrument(
+        "ratelimit_reset", "llmtap.ratelimit.reset", GAUGE, "s", ("resource",),
+        "Seconds until the rate limit resets, from the last response's headers.",
+    ),
+    Instrument(
+        "call_duration", "llmtap.call.duration", HISTOGRAM, "s", ("outcome",),
+        "Logical SDK call duration: first attempt start to last attempt end, backoff included.", DURATION_BUCKETS,
+    ),
+    Instrument(
+        "call_ttft", "llmtap.call.time_to_first_token", HISTOGRAM, "s", (),
+        "Logical SDK call time to first content token, from the first attempt's start.", DURATION_BUCKETS,
+    ),
+    Instrument(
+        "parse_errors", "llmtap.parse_errors", COUNTER, "{error}", (),
+        "Response data llmtap could not parse (malformed SSE, bad encoding, oversized events).",
+    ),
+)  # fmt: skip
+
+
+def by_key() -> dict[str, Instrument]:
+    """:data:`INSTRUMENTS` by :attr:`Instrument.key`."""
+    return {i.key: i for i in INSTRUMENTS}
+
+
+def resolve_names(names: tuple[str, ...] | list[str]) -> frozenset[str]:
+    """Instrument keys for ``names``, each an OpenTelemetry name (``llmtap.retry_after``) or a
+    Prometheus family name (``llmtap_retry_after_seconds``, counters with or without ``_total``).
+
+    Raises:
+        ValueError: a name is not one of :data:`INSTRUMENTS`.
+    """
+    table: dict[str, str] = {}
+    for i in INSTRUMENTS:
+        prom = i.prometheus()
+        for alias in (i.name, prom, prom.removesuffix("_total")):
+            table[alias] = i.key
+    unknown = [n for n in names if n not in table]
+    if unknown:
+        raise ValueError(f"unknown metric name(s) {unknown}; known: {sorted(i.prometheus() for i in INSTRUMENTS)}")
+    return frozenset(table[n] for n in names)

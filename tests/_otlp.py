@@ -1,0 +1,107 @@
+"""An OTLP/HTTP receiver on 127.0.0.1 that keeps what it gets, decoded with ``opentelemetry-proto``."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+_RESPONSES = {
+    "/v1/metrics": ExportMetricsServiceResponse().SerializeToString(),
+    "/v1/traces": ExportTraceServiceResponse().SerializeToString(),
+}
+
+
+class Receiver(ThreadingHTTPServer):
+    """``POST /v1/metrics`` and ``/v1/traces`` (protobuf, optionally gzip), answered like a Collector."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.received: list[tuple[str, str, bytes]] = []  # (path, content type, decompressed body)
+        self.lock = threading.Lock()
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL (append ``/v1/metrics`` or ``/v1/traces``)."""
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def _bodies(self, path: str) -> list[bytes]:
+        with self.lock:
+            for got_path, content_type, _ in self.received:
+                assert content_type == "application/x-protobuf", (got_path, content_type)
+            return [body for p, _, body in self.received if p == path]
+
+    def metrics(self) -> list[ExportMetricsServiceRequest]:
+        out = []
+        for body in self._bodies("/v1/metrics"):
+            request = ExportMetricsServiceRequest()
+            request.ParseFromString(body)
+            out.append(request)
+        return out
+
+    def traces(self) -> list[ExportTraceServiceRequest]:
+        out = []
+        for body in self._bodies("/v1/traces"):
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(body)
+            out.append(request)
+        return out
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: Receiver
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        if self.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        with self.server.lock:
+            self.server.received.append((self.path, self.headers.get("Content-Type", ""), body))
+        out = _RESPONSES.get(self.path)
+        if out is None:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    server = Receiver()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def value_of(v: AnyValue) -> str | int | float | bool:
+    """A scalar OTLP attribute value."""
+    kind = v.WhichOneof("value")
+    assert kind in ("string_value", "int_value", "double_value", "bool_value"), kind
+    out: str | int | float | bool = getattr(v, kind)
+    return out

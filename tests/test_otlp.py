@@ -1,0 +1,464 @@
+"""Real OTLP bytes: llmtap's OpenTelemetry metrics exported by ``opentelemetry-exporter-otlp-proto-http``
+to a receiver on 127.0.0.1 that decodes them with ``opentelemetry-proto``.
+
+One known traffic mix goes through the real ``anthropic`` SDK to the simulator, with both exporters
+on in the same tap. The decoded payload is checked against
+
+* the contract (``llmtap._metrics.INSTRUMENTS``): every instrument's name, type, temporality,
+  monotonicity, unit, bucket boundaries and attribute names;
+* the simulator's truth (``Simulator.served``): attempts by status code, stream outcomes and tokens
+  exactly, per model (each scenario uses its own model name, so series do not mix);
+* the native Prometheus exporter, fed the very same records: after the OTel-to-Prometheus name
+  translation, every non-zero counter, gauge and histogram series (bucket counts, count, sum) is equal.
+  That includes the per-chunk gap histogram, which the OpenTelemetry exporter rebuilds from the
+  core's pre-bucketed counts (``otel_metrics.spread``).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+import httpx2
+import pytest
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality, Metric
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from prometheus_client import CollectorRegistry
+
+import llmtap
+from llmtap import Outcome
+from llmtap._metrics import (
+    BASE_ATTRIBUTES,
+    CHUNK_GAP_BUCKETS,
+    COUNTER,
+    GAUGE,
+    HISTOGRAM,
+    INSTRUMENTS,
+    SEMCONV_ATTRIBUTES,
+    UP_DOWN,
+    label_name,
+)
+from llmtap.exporters.otel_metrics import spread
+from llmtap.simulator import Scenario, Simulator
+
+from ._otlp import Receiver, receiver, value_of
+
+__all__ = ["receiver"]  # the fixture
+
+# ---------------------------------------------------------------------------------------------
+# The traffic mix
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Mix:
+    model: str
+    action: str  # full | create | break
+    scenario: Scenario
+    outcomes: tuple[Outcome, ...]  # one per attempt
+    times: int = 1
+
+    @property
+    def clean(self) -> bool:
+        """The call completed (earlier attempts of this mix were refused with an error status, which
+        carries no usage): the tokens llmtap counts must equal what the simulator sent."""
+        return self.outcomes[-1] is Outcome.COMPLETED
+
+
+MIX = (
+    Mix("m-completed", "full", Scenario(tokens=6, gap=0.002, input=100, cache_read=30, cache_write=5),
+        (Outcome.COMPLETED,), times=3),
+    Mix("m-non-stream", "create", Scenario(tokens=4, input=50), (Outcome.COMPLETED,), times=2),
+    Mix("m-max-tokens", "full", Scenario(tokens=5, stop_reason="max_tokens"), (Outcome.COMPLETED,)),
+    Mix("m-retried", "full", Scenario(tokens=3, fail=1, fail_status=429, retry_after=0.01),
+        (Outcome.SERVER_ERROR, Outcome.COMPLETED)),
+    Mix("m-stall", "full", Scenario(tokens=4, stall_at=2, stall=0.25), (Outcome.COMPLETED,)),
+    Mix("m-closed", "break", Scenario(tokens=40, gap=0.002), (Outcome.CLIENT_CLOSED,)),
+    Mix("m-sse-error", "full", Scenario(tokens=6, error_event_at=2), (Outcome.SERVER_ERROR,)),
+    Mix("m-dropped", "full", Scenario(tokens=6, drop_at=2), (Outcome.CONNECTION_ERROR,)),
+    Mix("m-incomplete", "full", Scenario(tokens=6, no_stop=True), (Outcome.INCOMPLETE,)),
+)  # fmt: skip
+
+
+def run_mix(sim: Simulator) -> None:
+    client = anthropic.Anthropic(base_url=sim.base_url, api_key="sk-test", max_retries=2)
+    try:
+        for mix in MIX:
+            for _ in range(mix.times):
+                params: dict[str, Any] = {
+                    "model": mix.model,
+                    "max_tokens": 64,
+                    "messages": [{"role": "user", "content": "hi"}],
+                    "extra_headers": mix.scenario.headers(),
+                }
+                try:
+                    if mix.action == "create":
+                        client.messages.create(**params)
+                    elif mix.action == "full":
+                        for _ in client.messages.create(stream=True, **params):
+                            pass
+                    else:
+                        with client.messages.create(stream=True, **params) as stream:
+                            for i, _ in enumerate(stream):
+                                if i == 3:
+                                    break
+                except (anthropic.APIStatusError, anthropic.APIConnectionError, httpx2.TransportError):
+                    pass  # the sse_error and dropped scenarios surface as SDK errors
+    finally:
+        client.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def attrs_of(point: Any) -> dict[str, str | int | float | bool]:
+    return {kv.key: value_of(kv.value) for kv in point.attributes}
+
+
+Key = tuple[str, frozenset[tuple[str, str]]]
+
+
+def prom_key(family: str, attrs: dict[str, Any], drop: tuple[str, ...] = ()) -> Key:
+    """``attrs`` as Prometheus labels (values as strings), ``drop``ped keys removed."""
+    return family, frozenset((label_name(k), str(v)) for k, v in attrs.items() if k not in drop)
+
+
+@dataclass
+class Hist:
+    count: int
+    total: float
+    buckets: tuple[int, ...]  # cumulative, as Prometheus stores them (le=+Inf last)
+
+
+def otlp_series(metrics: dict[str, Metric]) -> tuple[dict[Key, float], dict[Key, Hist]]:
+    """The OTLP points in Prometheus terms; semconv-only attributes dropped and their points merged."""
+    scalars: dict[Key, float] = {}
+    hists: dict[Key, Hist] = {}
+    for spec in INSTRUMENTS:
+        metric = metrics.get(spec.name)
+        if metric is None:
+            continue
+        family = spec.prometheus()
+        if spec.kind == HISTOGRAM:
+            for hp in metric.histogram.data_points:
+                key = prom_key(family, attrs_of(hp), SEMCONV_ATTRIBUTES)
+                cumulative = tuple(sum(hp.bucket_counts[: i + 1]) for i in range(len(hp.bucket_counts)))
+                seen = hists.get(key)
+                if seen is not None:
+                    cumulative = tuple(a + b for a, b in zip(seen.buckets, cumulative, strict=True))
+                hists[key] = Hist(
+                    hp.count + (seen.count if seen else 0), hp.sum + (seen.total if seen else 0.0), cumulative
+                )
+        else:
+            points = metric.sum.data_points if spec.kind in (COUNTER, UP_DOWN) else metric.gauge.data_points
+            for p in points:
+                value = p.as_double if p.WhichOneof("value") == "as_double" else p.as_int
+                key = prom_key(family, attrs_of(p), SEMCONV_ATTRIBUTES)
+                scalars[key] = scalars.get(key, 0.0) + value
+    return scalars, hists
+
+
+def native_series(registry: CollectorRegistry) -> tuple[dict[Key, float], dict[Key, Hist]]:
+    scalars: dict[Key, float] = {}
+    parts: dict[Key, dict[str, Any]] = {}
+    families = {i.prometheus().removesuffix("_total"): i for i in INSTRUMENTS}
+    for metric in registry.collect():
+        spec = families[metric.name]
+        family = spec.prometheus()
+        for s in metric.samples:
+            labels = {k: v for k, v in s.labels.items() if k != "le" and v != ""}
+            key: Key = (family, frozenset(labels.items()))
+            if spec.kind != HISTOGRAM:
+                scalars[key] = s.value
+                continue
+            entry = parts.setdefault(key, {"buckets": []})
+            if s.name.endswith("_bucket"):
+                entry["buckets"].append((float(s.labels["le"]), int(s.value)))
+            elif s.name.endswith("_count"):
+                entry["count"] = int(s.value)
+            elif s.name.endswith("_sum"):
+                entry["sum"] = s.value
+    hists = {
+        k: Hist(e["count"], e["sum"], tuple(c for _, c in sorted(e["buckets"]))) for k, e in parts.items() if e["count"]
+    }
+    return scalars, hists
+
+
+# ---------------------------------------------------------------------------------------------
+# The test
+# ---------------------------------------------------------------------------------------------
+
+Exported = tuple[dict[str, Metric], tuple[dict[Key, float], dict[Key, Hist]], list[Any]]
+
+
+@pytest.fixture
+def exported(sim: Simulator, receiver: Receiver) -> Iterator[Exported]:
+    """Run the mix with both exporters on; yield (OTLP metrics by name, native series, served)."""
+    sim.clear()
+    registry = CollectorRegistry()
+    reader = PeriodicExportingMetricReader(
+        OTLPMetricExporter(endpoint=receiver.endpoint + "/v1/metrics", timeout=10), export_interval_millis=3_600_000
+    )
+    provider = MeterProvider(metric_readers=[reader], resource=Resource.create({"service.name": "llmtap-otlp-test"}))
+    settings = llmtap.Settings(base_urls=(sim.base_url,), traces=False, stall_threshold_seconds=0.15)
+    llmtap.instrument(settings, registry=registry, meter_provider=provider)
+    try:
+        run_mix(sim)
+        attempts = sum(len(m.outcomes) * m.times for m in MIX)
+        served = sim.wait_served(attempts, timeout=10)
+        assert provider.force_flush(10_000)
+        native = native_series(registry)  # before uninstrument() unregisters the families
+    finally:
+        llmtap.uninstrument()
+        provider.shutdown()
+    requests = receiver.metrics()
+    assert requests, "the OTLP exporter sent nothing"
+    request = requests[-1]  # cumulative: the last export holds the totals
+    (rm,) = request.resource_metrics
+    assert {kv.key: value_of(kv.value) for kv in rm.resource.attributes}["service.name"] == "llmtap-otlp-test"
+    (sm,) = rm.scope_metrics
+    assert sm.scope.name == "llmtap" and sm.scope.version == llmtap.__version__
+    yield {m.name: m for m in sm.metrics}, native, served
+
+
+def test_otlp_payload_matches_the_contract(exported: Exported) -> None:
+    metrics, _, _ = exported
+    missing = {i.name for i in INSTRUMENTS} - set(metrics)
+    assert missing == set(), f"instruments never exported: {missing}"
+    cumulative = AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
+    for spec in INSTRUMENTS:
+        metric = metrics[spec.name]
+        assert metric.unit == spec.unit, spec.name
+        assert metric.description == spec.description, spec.name
+        kind = metric.WhichOneof("data")
+        if spec.kind in (COUNTER, UP_DOWN):
+            assert kind == "sum", spec.name
+            assert metric.sum.is_monotonic == (spec.kind == COUNTER), spec.name
+            assert metric.sum.aggregation_temporality == cumulative, spec.name
+            points: Any = metric.sum.data_points
+        elif spec.kind == HISTOGRAM:
+            assert kind == "histogram", spec.name
+            assert metric.histogram.aggregation_temporality == cumulative, spec.name
+            points = metric.histogram.data_points
+            for p in points:
+                assert tuple(p.explicit_bounds) == tuple(float(b) for b in spec.buckets), spec.name
+                assert len(p.bucket_counts) == len(spec.buckets) + 1
+                assert sum(p.bucket_counts) == p.count
+        else:
+            assert spec.kind == GAUGE and kind == "gauge", spec.name
+            points = metric.gauge.data_points
+        assert points, spec.name
+        allowed = set(BASE_ATTRIBUTES) | set(spec.attributes) | (set(SEMCONV_ATTRIBUTES) if spec.semconv else set())
+        for p in points:
+            keys = set(attrs_of(p))
+            assert set(BASE_ATTRIBUTES) <= keys <= allowed, (spec.name, keys)
+
+
+def _points(metric: Metric) -> list[tuple[dict[str, Any], float]]:
+    return [
+        (attrs_of(p), p.as_int if p.WhichOneof("value") == "as_int" else p.as_double) for p in metric.sum.data_points
+    ]
+
+
+def test_otlp_values_match_the_simulator(exported: Exported) -> None:
+    metrics, _, served = exported
+    # attempts: one per request the simulator served, by model and status code
+    attempts: Counter[tuple[str, str]] = Counter()
+    for attrs, value in _points(metrics["llmtap.attempts"]):
+        attempts[(str(attrs["gen_ai.request.model"]), str(attrs.get("status_code", "")))] += int(value)
+    truth = Counter((s.model, str(s.status)) for s in served)
+    assert +attempts == truth
+    assert sum(attempts.values()) == sum(len(m.outcomes) * m.times for m in MIX)
+
+    # stream outcomes: exactly the mix's (all 8 outcomes exist per model, at 0 when unseen)
+    streams: Counter[tuple[str, str]] = Counter()
+    outcomes_per_model: dict[str, set[str]] = {}
+    for attrs, value in _points(metrics["llmtap.streams"]):
+        model = str(attrs["gen_ai.request.model"])
+        streams[(model, str(attrs["outcome"]))] += int(value)
+        outcomes_per_model.setdefault(model, set()).add(str(attrs["outcome"]))
+    expected: Counter[tuple[str, str]] = Counter()
+    for mix in MIX:
+        if mix.action != "create":
+            for outcome in mix.outcomes:
+                expected[(mix.model, outcome.value)] += mix.times
+    assert +streams == expected
+    assert all(seen == {o.value for o in Outcome} for seen in outcomes_per_model.values())
+
+    # tokens: what the simulator sent (Anthropic's input excludes the cache; llmtap's includes it)
+    tokens: Counter[tuple[str, str]] = Counter()
+    for attrs, value in _points(metrics["llmtap.tokens"]):
+        tokens[(str(attrs["gen_ai.request.model"]), str(attrs["gen_ai.token.type"]))] += int(value)
+    checked = 0
+    for mix in MIX:
+        if not mix.clean:
+            continue
+        sent = [s for s in served if s.model == mix.model]
+        assert tokens[(mix.model, "input")] == sum(s.input_tokens + s.cache_read + s.cache_write for s in sent)
+        assert tokens[(mix.model, "output")] == sum(s.output_tokens for s in sent)
+        assert tokens[(mix.model, "cache_read")] == sum(s.cache_read for s in sent)
+        assert tokens[(mix.model, "cache_write")] == sum(s.cache_write for s in sent)
+        checked += 1
+    assert checked >= 5 and tokens[("m-completed", "cache_read")] == 90  # positive control: the cache counted
+
+    # retries and stalls, from the mix
+    retries = {(str(a["gen_ai.request.model"]), str(a["reason"])): v for a, v in _points(metrics["llmtap.retries"])}
+    assert retries[("m-retried", "429")] == 1
+    assert sum(retries.values()) == 1
+    stalls = {str(a["gen_ai.request.model"]): v for a, v in _points(metrics["llmtap.stream_stalls"])}
+    assert stalls["m-stall"] == 1 and sum(stalls.values()) == 1
+    in_flight = [v for _, v in _points(metrics["llmtap.streams_in_flight"])]
+    assert in_flight and all(v == 0 for v in in_flight)
+
+
+def test_otlp_equals_the_native_exporter(exported: Exported) -> None:
+    """Same records, two exporters: after translation every non-zero series is the same."""
+    metrics, (native_scalars, native_hists), _ = exported
+    otlp_scalars, otlp_hists = otlp_series(metrics)
+    assert {k: v for k, v in otlp_scalars.items() if v} == {k: v for k, v in native_scalars.items() if v}
+    assert set(otlp_hists) == set(native_hists)
+    for key, native in native_hists.items():
+        otlp = otlp_hists[key]
+        assert (otlp.count, otlp.buckets) == (native.count, native.buckets), key
+        assert otlp.total == pytest.approx(native.total, rel=1e-9, abs=1e-12), key
+    families = {k[0] for k in native_hists}
+    gap = next(i for i in INSTRUMENTS if i.key == "gap").prometheus()
+    assert gap in families  # positive control: the rebuilt gap histogram was compared
+
+
+# ---------------------------------------------------------------------------------------------
+# spread(): the gap histogram rebuilt from the core's pre-bucketed counts
+# ---------------------------------------------------------------------------------------------
+
+
+def test_spread_keeps_counts_sum_and_max() -> None:
+    import random
+
+    bounds = CHUNK_GAP_BUCKETS
+    for seed in range(300):
+        rng = random.Random(seed)
+        values = [
+            rng.choice((rng.uniform(0, 0.03), rng.expovariate(20), rng.uniform(0, 4), 0.0, 0.01, 2.5, 0.1))
+            for _ in range(rng.randint(1, 400))
+        ]
+        counts = [0] * (len(bounds) + 1)
+        for v in values:
+            counts[bisect.bisect_left(bounds, v)] += 1
+        pairs = spread(counts, sum(values), bounds, max(values))
+        rebuilt = [0] * (len(bounds) + 1)
+        for v, k in pairs:
+            rebuilt[bisect.bisect_left(bounds, v)] += k
+        assert rebuilt == counts, seed
+        assert sum(v * k for v, k in pairs) == pytest.approx(sum(values), rel=1e-9, abs=1e-12), seed
+        assert max(v for v, _ in pairs) == max(values), seed
+
+
+def test_spread_of_nothing() -> None:
+    assert spread([0] * 14, 0.0, CHUNK_GAP_BUCKETS, 0.0) == []
+
+
+@pytest.mark.parametrize("namespace", ["", "acme"])
+def test_instrument_names_translate_to_the_native_names(namespace: str) -> None:
+    """opentelemetry-exporter-prometheus turns every instrument into the native exporter's family,
+    with ``Settings.metric_prefix_namespace`` too."""
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+
+    from llmtap.exporters.otel_metrics import OtelMetricsExporter
+    from llmtap.exporters.prometheus import PrometheusExporter
+
+    def families(registry: CollectorRegistry) -> set[str]:
+        return {m.name + ("_total" if m.type == "counter" else "") for m in registry.collect()} - {"target"}
+
+    native = CollectorRegistry()
+    PrometheusExporter(native, namespace)
+    registry = CollectorRegistry()
+    provider = MeterProvider(metric_readers=[PrometheusMetricReader(registry=registry)])
+    try:
+        exporter = OtelMetricsExporter(provider, namespace=namespace)
+        base = exporter._base("anthropic", "chat", "m")  # pre-creates the counters at 0
+        for name in dir(exporter):
+            instrument = getattr(exporter, name)
+            if hasattr(instrument, "record"):
+                instrument.record(1.0, base)
+            elif hasattr(instrument, "add"):
+                instrument.add(1, base)
+        exporter._rate_limits[("anthropic", "chat", "m", "requests")] = [10.0, 5.0, 1.0]
+        translated = families(registry)
+    finally:
+        provider.shutdown()
+    assert translated == families(native) == {i.prometheus(namespace) for i in INSTRUMENTS}
+    assert ("acme_llmtap_attempts_total" in translated) == (namespace == "acme")
+
+
+@pytest.mark.parametrize(
+    ("name", "unit", "kind", "expected"),
+    [  # the otlptranslator's documented examples, and llmtap's own shapes
+        ("http.server.request.duration", "s", HISTOGRAM, "http_server_request_duration_seconds"),
+        ("requests.count", "1", COUNTER, "requests_count_total"),
+        ("memory.usage", "By", GAUGE, "memory_usage_bytes"),
+        ("cpu.utilization", "1", GAUGE, "cpu_utilization_ratio"),
+        ("gen_ai.client.token.usage", "{token}", HISTOGRAM, "gen_ai_client_token_usage"),
+        ("llmtap.total.things", "{thing}", COUNTER, "llmtap_things_total"),
+        ("llmtap.wait_seconds", "s", HISTOGRAM, "llmtap_wait_seconds"),
+        ("llmtap.streams_in_flight", "{stream}", UP_DOWN, "llmtap_streams_in_flight"),
+    ],
+)
+def test_prometheus_name(name: str, unit: str, kind: str, expected: str) -> None:
+    from llmtap._metrics import prometheus_name
+
+    assert prometheus_name(name, unit, kind) == expected
+
+
+def test_gaps_are_recorded_at_collection_not_at_the_attempts_end() -> None:
+    """The application's thread only merges bucket counts; the reader's collection records the gaps."""
+    from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
+
+    from llmtap._record import AttemptRecord, Usage
+    from llmtap.exporters.otel_metrics import OtelMetricsExporter
+
+    counts = (3, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1)  # 6 gaps, one above the last bound
+    fields: dict[str, object] = dict.fromkeys(AttemptRecord._fields)
+    fields.update(
+        provider="anthropic", operation="chat", request_model="m", server_address="h", server_port=443,
+        request_stream=True, outcome=Outcome.COMPLETED, status_code=200, streamed=True, started_at=0.0,
+        first_chunk_at=0.1, first_token_at=0.2, ended_at=5.0, chunks=7, max_gap=3.0, stalls=0,
+        gap_bucket_counts=counts, gap_sum=3.05, usage=Usage(), stop_reasons=(), rate_limits=(), parse_errors=0,
+    )  # fmt: skip
+    record = AttemptRecord._make(fields[f] for f in AttemptRecord._fields)
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    try:
+        exporter = OtelMetricsExporter(provider)
+        recorded: list[float] = []
+        original = exporter._gap.record
+
+        def spy(value: float, attributes: Any = None) -> None:
+            recorded.append(value)
+            original(value, attributes)
+
+        exporter._gap.record = spy
+        exporter.end(record, None)
+        exporter.end(record, None)
+        assert recorded == []  # nothing per gap on the application's thread
+        data = reader.get_metrics_data()
+        assert len(recorded) == 12  # positive control: the collection recorded every gap
+        assert data is not None
+        (gap,) = [m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+                  if m.name == "gen_ai.client.operation.time_per_output_chunk"]  # fmt: skip
+        (point,) = gap.data.data_points
+        assert isinstance(point, HistogramDataPoint)
+        assert point.count == 12 and tuple(point.bucket_counts) == tuple(2 * c for c in counts)
+        assert point.sum == pytest.approx(6.1) and point.max == 3.0
+        names = {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+        assert "llmtap.internal.gap_flush" not in names
+    finally:
+        provider.shutdown()
