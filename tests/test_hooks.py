@@ -217,7 +217,7 @@ def test_provider_name_override(sim: Simulator) -> None:
 
 def test_public_api_is_small_and_documented() -> None:
     public = {name for name in dir(llmtap) if not name.startswith("_")}
-    modules = {"providers", "exporters", "simulator", "testing", "cli", "demo"}
+    modules = {"providers", "exporters", "simulator", "testing", "cli", "demo", "probe"}
     assert set(llmtap.__all__) - {"__version__"} == public - modules
     for name in llmtap.__all__:
         if name != "__version__":

@@ -1,4 +1,4 @@
-"""The ``llmtap`` command: ``llmtap demo``, ``llmtap simulate`` and ``llmtap run``."""
+"""The ``llmtap`` command: ``llmtap demo``, ``llmtap simulate``, ``llmtap probe`` and ``llmtap run``."""
 
 from __future__ import annotations
 
@@ -54,6 +54,10 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--port", type=int, default=8787)
     simulate.add_argument("--scenario", default="", help="default behaviour, same syntax as the header")
     simulate.add_argument("--verbose", action="store_true")
+
+    from llmtap.probe._cli import add_parser as add_probe
+
+    add_probe(sub)
     _add_run_parser(sub)
     return parser
 
@@ -120,6 +124,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"simulator on http://{args.host}:{args.port} (Ctrl-C stops)", flush=True)
         serve_forever(args.host, args.port, default, verbose=args.verbose)
         return 0
+    if args.command == "probe":
+        from llmtap.probe._cli import main as probe_main
+
+        return probe_main(args)
     if args.command == "run":
         return _run(args)
     _parser().print_help()

@@ -50,3 +50,18 @@ def read_records() -> list[tuple[llmtap.Outcome, float | None, int | None]]:
 
 def is_service_fault(record: llmtap.AttemptRecord) -> bool:
     return record.is_error and record.outcome is not llmtap.Outcome.CLIENT_CLOSED
+
+
+def probe_the_simulator() -> tuple[str, list[bool | None]]:
+    from llmtap.probe import ProbeOptions, ProbeReport, render_text, run_probe
+
+    def progress(phase: str, done: int, total: int) -> None:
+        pass
+
+    options = ProbeOptions(requests=8, expect_ttft="0.42±0.03", expect_headers=("X-Anthropic-RRSM",))
+    report: ProbeReport = run_probe(options, progress=progress)
+    for model in report.latency:
+        if model.duration_fit is not None:
+            low, high = model.duration_fit.b_ci
+            assert low <= model.duration_fit.b <= high
+    return render_text(report), [claim.holds for claim in report.claims]

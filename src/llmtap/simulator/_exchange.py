@@ -92,6 +92,15 @@ class Api:
         return body.get("stream") is True
 
     @classmethod
+    def request_max_tokens(cls, path: str, body: dict[str, Any]) -> int | None:
+        """The output-length cap the request sets (``fill`` uses it)."""
+        for key in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+            value = body.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return None
+
+    @classmethod
     def request_problem(cls, path: str, query: str, body: dict[str, Any]) -> str | None:
         """Why this request is answered with 400 (None: it is fine)."""
         return None
@@ -135,6 +144,23 @@ class Api:
         raise NotImplementedError
 
 
+_NOT_TEXT = frozenset({"model", "role", "type"})
+
+
+def count_words(obj: Any, depth: int = 0) -> int:
+    """Whitespace-separated words in the string values of ``obj`` (``count_input``), not counting
+    the ``model``, ``role`` and ``type`` fields."""
+    if depth > 20:
+        return 0
+    if isinstance(obj, str):
+        return len(obj.split())
+    if isinstance(obj, dict):
+        return sum(count_words(v, depth + 1) for k, v in obj.items() if k not in _NOT_TEXT)
+    if isinstance(obj, list):
+        return sum(count_words(v, depth + 1) for v in obj)
+    return 0
+
+
 def error_status_for(error_type: str) -> int:
     for status, etype in FAIL_STATUSES.items():
         if etype == error_type and status != 503:
@@ -158,6 +184,11 @@ class Exchange:
     def sleep(self, seconds: float) -> None:
         if seconds > 0 and self._stop.wait(seconds):
             raise Stopping
+
+    def sleep_until(self, due: float) -> None:
+        """Sleep until ``time.perf_counter() >= due`` (a wait may wake a little early)."""
+        while (left := due - time.perf_counter()) > 0:
+            self.sleep(left)
 
     def _write(self, data: bytes) -> float:
         """Write and flush ``data``; returns the perf_counter reading taken just before the write.
@@ -290,9 +321,15 @@ def run(api: Api, ex: Exchange, retry_count: int) -> RunResult:
     n = sc.tokens
     err_at = None if sc.error_event_at is None else min(sc.error_event_at, n)
     drop_at = None if sc.drop_at is None else min(sc.drop_at, n)
+    # Deltas follow a schedule from the end of the preamble: delta i is due at ttft + i * gap (plus
+    # any stall), so the sleeps' overshoot (~0.1 ms each) does not accumulate into the per-token
+    # time. A thread woken far too late (a loaded machine) re-anchors instead of bursting to catch up.
+    late = max(sc.gap, 0.001)
+    due = time.perf_counter()
     for i in range(n + 1):
         if i == sc.stall_at:
             ex.sleep(sc.stall)
+            due += sc.stall
         if i == err_at:
             ex.event(api.error_event())
             ex.end_stream()
@@ -302,7 +339,10 @@ def run(api: Api, ex: Exchange, retry_count: int) -> RunResult:
             return RunResult("dropped", f"after {i} deltas")
         if i == n:
             break
-        ex.sleep(sc.ttft if i == 0 else sc.gap)
+        due += sc.ttft if i == 0 else sc.gap
+        ex.sleep_until(due)
+        if (now := time.perf_counter()) - due > late:
+            due = now
         ex.event(api.delta_event(i, delta_text(i)), is_delta=True)
 
     for ev in api.close_events():

@@ -102,6 +102,12 @@ class GeminiGenerate(Api):
         return match.group(2) if match else None
 
     @classmethod
+    def request_max_tokens(cls, path: str, body: dict[str, Any]) -> int | None:
+        config = body.get("generationConfig")
+        value = config.get("maxOutputTokens") if isinstance(config, dict) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+    @classmethod
     def request_stream(cls, path: str, query: str, body: dict[str, Any]) -> bool:
         return path.endswith(":streamGenerateContent")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import re
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
@@ -70,10 +71,21 @@ class Scenario:
     headers_delay: float = 0.0
     #: seconds between the headers and the first content delta (streaming)
     ttft: float = 0.0
-    #: seconds between subsequent content deltas
+    #: seconds between subsequent content deltas (a schedule: delta ``i`` is due ``ttft + i * gap``
+    #: after the preamble, so sleep overshoot does not accumulate)
     gap: float = 0.0
     #: number of content deltas (one word each); also the output-token usage
     tokens: int = 5
+    #: TTFT jitter: the time to the first delta is drawn uniformly from ``ttft ± jitter`` (>= 0)
+    jitter: float = 0.0
+    #: prefill time: seconds added to the time to the first delta per input token
+    prefill: float = 0.0
+    #: the answer is as long as the request allows: ``tokens`` = the request's max_tokens
+    #: (``max_completion_tokens``, ``max_output_tokens``, ``maxOutputTokens``), stop reason ``max_tokens``
+    fill: bool = False
+    #: input tokens are counted from the request (one per whitespace-separated word of its text)
+    #: instead of taken from ``input``
+    count_input: bool = False
     #: attempts whose ``x-stainless-retry-count`` is below this are answered with ``fail_status``
     fail: int = 0
     fail_status: int = 529
@@ -103,7 +115,7 @@ class Scenario:
     #: overrides the requests-remaining rate-limit header
     ratelimit_remaining: int | None = None
 
-    _FLAGS: ClassVar[frozenset[str]] = frozenset({"gzip", "no_stop"})
+    _FLAGS: ClassVar[frozenset[str]] = frozenset({"gzip", "no_stop", "fill", "count_input"})
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -189,6 +201,23 @@ class Scenario:
 
     def replace(self, **changes: Any) -> Scenario:
         """A copy with some knobs changed (validated)."""
+        return dataclasses.replace(self, **changes)
+
+    def resolve(self, max_tokens: int | None, input_words: int, rng: random.Random | None = None) -> Scenario:
+        """The concrete behaviour for one request: ``fill``, ``count_input``, ``jitter`` and ``prefill``
+        applied (and reset), so :attr:`Served.scenario` carries what was really injected."""
+        if not (self.fill or self.count_input or self.jitter or self.prefill):
+            return self
+        changes: dict[str, Any] = {"fill": False, "count_input": False, "jitter": 0.0, "prefill": 0.0}
+        if self.fill and max_tokens is not None:
+            changes["tokens"] = max_tokens
+            changes["stop_reason"] = "max_tokens"
+        inp = input_words if self.count_input else self.input
+        changes["input"] = inp
+        ttft = self.ttft + self.prefill * inp
+        if self.jitter:
+            ttft += (rng or random).uniform(-self.jitter, self.jitter)
+        changes["ttft"] = max(0.0, ttft)
         return dataclasses.replace(self, **changes)
 
     def expected_text(self) -> str:

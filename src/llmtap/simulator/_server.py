@@ -27,6 +27,7 @@ from ._exchange import (
     RateLimitSnapshot,
     RunResult,
     Stopping,
+    count_words,
     json_bytes,
     rand_id,
     run,
@@ -402,6 +403,9 @@ class Simulator:
             except ValueError as exc:
                 problem = problem or f"request body is not valid JSON: {exc}"
             stream = api_cls.request_stream(path, url.query, body_obj)
+            scenario = scenario.resolve(
+                api_cls.request_max_tokens(path, body_obj), count_words(body_obj) if scenario.count_input else 0
+            )
             model = scenario.model or api_cls.request_model(path, body_obj) or api_cls.default_model
             problem = problem or api_cls.request_problem(path, url.query, body_obj)
             family = {AnthropicMessages: "anthropic", GeminiGenerate: "gemini"}.get(api_cls, "openai")
