@@ -31,7 +31,11 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from anthropic.types import MessageParam
+    from openai.types.chat import ChatCompletionMessageParam
 
 # Worker imports stay minimal at module level: anything imported here is in the baseline's RSS too.
 
@@ -73,7 +77,8 @@ TARGETS: dict[str, float] = {
 RSS_TARGET_BYTES = 2 << 20
 TARGET_CONFIG = "all"  # "with metrics and spans on"
 
-MESSAGES = [{"role": "user", "content": "Write a haiku about telemetry."}]
+MESSAGES: list[MessageParam] = [{"role": "user", "content": "Write a haiku about telemetry."}]
+CHAT: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Write a haiku about telemetry."}]
 
 
 @dataclass(frozen=True)
@@ -201,7 +206,9 @@ class Workloads:
         self.aa = anthropic.AsyncAnthropic(base_url=base_url, api_key="bench", max_retries=0, default_headers=scenario)
         self.a_short = anthropic.Anthropic(base_url=base_url, api_key="bench", max_retries=0, default_headers=short)
         self.o = openai.OpenAI(base_url=base_url + "/v1", api_key="bench", max_retries=0, default_headers=scenario)
-        self.oa = openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="bench", max_retries=0, default_headers=scenario)
+        self.oa = openai.AsyncOpenAI(
+            base_url=base_url + "/v1", api_key="bench", max_retries=0, default_headers=scenario
+        )
         self.o_short = openai.OpenAI(base_url=base_url + "/v1", api_key="bench", max_retries=0, default_headers=short)
         self.loop = asyncio.Runner()
 
@@ -219,7 +226,12 @@ class Workloads:
     def anthropic_stream(self, loops: int) -> int:
         n = 0
         for _ in range(loops):
-            for _event in self.a.messages.create(model="claude-sonnet-4-5", max_tokens=4096, messages=MESSAGES, stream=True):  # type: ignore[arg-type]
+            for _event in self.a.messages.create(
+                model="claude-sonnet-4-5",
+                max_tokens=4096,
+                messages=MESSAGES,
+                stream=True,
+            ):
                 n += 1
         return n
 
@@ -230,7 +242,7 @@ class Workloads:
                 stream = await self.aa.messages.create(
                     model="claude-sonnet-4-5",
                     max_tokens=4096,
-                    messages=MESSAGES,  # type: ignore[arg-type]
+                    messages=MESSAGES,
                     stream=True,
                 )
                 async for _event in stream:
@@ -241,7 +253,7 @@ class Workloads:
 
     def anthropic_create(self, loops: int) -> int:
         for _ in range(loops):
-            self.a_short.messages.create(model="claude-sonnet-4-5", max_tokens=1024, messages=MESSAGES)  # type: ignore[arg-type]
+            self.a_short.messages.create(model="claude-sonnet-4-5", max_tokens=1024, messages=MESSAGES)
         return loops
 
     def openai_stream(self, loops: int) -> int:
@@ -249,7 +261,7 @@ class Workloads:
         for _ in range(loops):
             for _chunk in self.o.chat.completions.create(
                 model="gpt-4o-mini",
-                messages=MESSAGES,  # type: ignore[arg-type]
+                messages=CHAT,
                 stream=True,
                 stream_options={"include_usage": True},
             ):
@@ -262,7 +274,7 @@ class Workloads:
             for _ in range(loops):
                 stream = await self.oa.chat.completions.create(
                     model="gpt-4o-mini",
-                    messages=MESSAGES,  # type: ignore[arg-type]
+                    messages=CHAT,
                     stream=True,
                     stream_options={"include_usage": True},
                 )
@@ -274,7 +286,7 @@ class Workloads:
 
     def openai_create(self, loops: int) -> int:
         for _ in range(loops):
-            self.o_short.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)  # type: ignore[arg-type]
+            self.o_short.chat.completions.create(model="gpt-4o-mini", messages=CHAT)
         return loops
 
 
@@ -374,6 +386,49 @@ def calibrate(plan: Plan, min_time: float) -> dict[str, int]:
         loops[name] = n
     wl.close()
     return loops
+
+
+def stream_memory(base_url: str, sizes: Sequence[int], gzip: bool) -> dict[int, int]:
+    """Bytes held by allocations made in llmtap's own code while one stream is open, after ``n`` content
+    events, for each ``n`` in ``sizes`` (all exporters on; raw httpx2, which llmtap patches, so that 100k
+    events take seconds rather than the SDK's minute)."""
+    import tracemalloc
+
+    import httpx2
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.trace import TracerProvider
+    from prometheus_client import CollectorRegistry
+
+    import llmtap
+
+    llmtap.instrument(
+        llmtap.Settings(base_urls=(base_url,)),
+        registry=CollectorRegistry(),
+        tracer_provider=TracerProvider(),
+        meter_provider=MeterProvider(),
+    )
+    only_llmtap = [tracemalloc.Filter(True, "*/llmtap/*")]
+    out: dict[int, int] = {}
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 4096, "messages": MESSAGES, "stream": True}
+    with httpx2.Client(timeout=60) as client:
+        for n in sizes:
+            scenario = f"tokens={n + 10}" + (",gzip" if gzip else "")
+            tracemalloc.start()
+            try:
+                with client.stream(
+                    "POST", base_url + "/v1/messages", json=body, headers={"x-llmtap-sim": scenario}
+                ) as response:
+                    chunks = response.iter_raw()
+                    for _ in range(3 + n):  # the preamble, then n deltas: one HTTP chunk each
+                        next(chunks)
+                    snapshot = tracemalloc.take_snapshot().filter_traces(only_llmtap)
+                    out[n] = sum(stat.size for stat in snapshot.statistics("filename"))
+                    for _ in chunks:
+                        pass
+            finally:
+                tracemalloc.stop()
+    llmtap.uninstrument()
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -482,15 +537,13 @@ def rss_deltas(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, list[float]
     out: dict[str, list[float]] = {}
     for config in CONFIGS[1:]:
         key = "rss_after_anthropic" if config == "anthropic_tracing" else "rss_end"
-        out[config] = [
-            float(r[config][key] - r["baseline"][key]) for r in rounds if config in r and "baseline" in r
-        ]
+        out[config] = [float(r[config][key] - r["baseline"][key]) for r in rounds if config in r and "baseline" in r]
     return out
 
 
 def _ratio(values: Sequence[float]) -> str:
     lo, mid, hi = quartiles(values)
-    return f"×{mid:.3f} ({lo:.3f}..{hi:.3f})"
+    return f"x{mid:.3f} ({lo:.3f}..{hi:.3f})"
 
 
 def _us(seconds: float) -> str:
@@ -538,9 +591,11 @@ def print_table(rows: list[Row], rss: dict[str, list[float]], rounds: int) -> li
                 ok = False
                 failed.append(f"{workload}: not below the Anthropic SDK's own tracing")
         if ratio > target:
-            failed.append(f"{workload}: ×{ratio:.3f} > ×{target}")
-        print(f"{WORKLOAD_TITLES[workload]:<40} {'≤ ×' + str(target):>8} {_ratio(mine.cpu_ratio):>26} {sdk_text:>26} "
-              f"{'PASS' if ok else 'FAIL':>7}")
+            failed.append(f"{workload}: x{ratio:.3f} > x{target}")
+        print(
+            f"{WORKLOAD_TITLES[workload]:<40} {'≤ x' + str(target):>8} {_ratio(mine.cpu_ratio):>26} {sdk_text:>26} "
+            f"{'PASS' if ok else 'FAIL':>7}"
+        )
     deltas = rss.get(TARGET_CONFIG, [])
     if deltas:
         rss_mib = statistics.median(deltas) / 2**20
@@ -549,13 +604,39 @@ def print_table(rows: list[Row], rss: dict[str, list[float]], rounds: int) -> li
         ok = statistics.median(deltas) <= RSS_TARGET_BYTES
         if not ok:
             failed.append(f"peak RSS: {rss_mib:+.1f} MiB > +2 MiB")
-        print(f"{'peak RSS over the baseline':<40} {'≤ +2 MiB':>8} {f'{rss_mib:+.1f} MiB':>26} {sdk_text:>26} "
-              f"{'PASS' if ok else 'FAIL':>7}")
+        print(
+            f"{'peak RSS over the baseline':<40} {'≤ +2 MiB':>8} {f'{rss_mib:+.1f} MiB':>26} {sdk_text:>26} "
+            f"{'PASS' if ok else 'FAIL':>7}"
+        )
+    return failed
+
+
+MEMORY_GROWTH_TARGET_BYTES = 4096
+
+
+def print_memory(memory: dict[str, dict[str, int]]) -> list[str]:
+    """Memory per stream: what llmtap's code holds mid-stream after 1, 1k and 100k events."""
+    failed: list[str] = []
+    for encoding, sizes in memory.items():
+        held = {int(n): b for n, b in sizes.items()}
+        first, last = held[min(held)], held[max(held)]
+        growth = last - first
+        ok = growth <= MEMORY_GROWTH_TARGET_BYTES
+        if not ok:
+            failed.append(f"memory per stream ({encoding}) grows by {growth} B")
+        figures = " / ".join(f"{b:,}" for _, b in sorted(held.items()))
+        sizes_text = " / ".join(f"{n:,}" for n in sorted(held))
+        print(
+            f"{'llmtap memory per open stream, ' + encoding:<40} {'constant':>8} {figures + ' B':>26} {'':>26} "
+            f"{'PASS' if ok else 'FAIL':>7}"
+        )
+        if encoding == "identity":
+            print(f"{'  (after ' + sizes_text + ' events)':<40}")
     return failed
 
 
 def pyperf_suite(rounds: list[dict[str, dict[str, Any]]], path: str) -> None:
-    """Every value as a pyperf BenchmarkSuite: one benchmark per workload × configuration × clock, one run per
+    """Every value as a pyperf BenchmarkSuite: one benchmark per workload x configuration x clock, one run per
     round (pyperf's JSON, for ``python -m pyperf stats/hist/compare_to``)."""
     import pyperf
 
@@ -595,7 +676,7 @@ def machine_line() -> str:
 def master(args: argparse.Namespace) -> int:
     started = time.monotonic()
     if args.quick:
-        rounds, values, warmups, tokens, min_time = 3, 2, 1, 500, 0.04
+        rounds, values, warmups, tokens, min_time = 3, 1, 1, 300, 0.02
     elif args.rigorous:
         rounds, values, warmups, tokens, min_time = 12, 5, 1, 1000, 0.1
     else:
@@ -605,7 +686,7 @@ def master(args: argparse.Namespace) -> int:
     workloads = tuple(w for w in WORKLOADS if not args.workloads or w in args.workloads)
     load = os.getloadavg()[0]
     print(f"llmtap in-SDK benchmark{' (quick)' if args.quick else ''}: {machine_line()}; 1-min load {load:.2f}")
-    print(f"  {rounds} rounds × {len(configs)} configurations, {values} values each, streams of {tokens} deltas")
+    print(f"  {rounds} rounds x {len(configs)} configurations, {values} values each, streams of {tokens} deltas")
     with ChildSimulator() as sim:
         plan = Plan(sim.base_url, tokens, {}, values, warmups, workloads)
         calibration = run_worker(["--calibrate", str(min_time)], plan_payload(plan))
@@ -623,8 +704,13 @@ def master(args: argparse.Namespace) -> int:
                 results[config] = run_worker(["--worker", config], payload)
             all_rounds.append(results)
             print(f"  round {index + 1}/{rounds} done, {time.monotonic() - started:.0f} s", flush=True)
+        memory: dict[str, dict[str, int]] = {}
+        if not args.no_memory:
+            events = 10_000 if args.quick else 100_000
+            memory = run_worker(["--memory"], plan_payload(Plan(sim.base_url, events, {}, 0, 0)))
     check_controls(all_rounds)
     failed = print_table(rows_from(all_rounds), rss_deltas(all_rounds), rounds)
+    failed += print_memory(memory)
     if args.output:
         pyperf_suite(all_rounds, args.output)
         print(f"\npyperf suite written to {args.output}")
@@ -671,6 +757,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--workloads", nargs="*", choices=tuple(WORKLOADS), help="only these workloads")
     parser.add_argument("-o", "--output", metavar="JSON", help="write every value as a pyperf suite")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory-per-stream check")
+    parser.add_argument("--pure", action="store_true", help="run the pure-path benchmarks (benchmarks/run.py) instead")
+    parser.add_argument("--memory", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", metavar="CONFIG", help=argparse.SUPPRESS)
     parser.add_argument("--calibrate", metavar="MIN_TIME", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--plan", metavar="PATH", help=argparse.SUPPRESS)
@@ -684,7 +773,21 @@ def _load_plan(path: str) -> Plan:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--pure" in argv:
+        # the pure-path benchmarks (observer, shells, exporters outside the SDK): a profiling tool
+        argv.remove("--pure")
+        pure = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run.py")
+        return subprocess.call([sys.executable, pure, *argv])
     args = parse_args(argv)
+    if args.memory:
+        plan = _load_plan(args.plan)
+        sizes = (1, 1_000, plan.tokens)
+        json.dump(
+            {"identity": stream_memory(plan.base_url, sizes, False), "gzip": stream_memory(plan.base_url, sizes, True)},
+            sys.stdout,
+        )
+        return 0
     if args.worker or args.calibrate:
         import warnings
 
