@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from anthropic.types import MessageParam
     from prometheus_client import CollectorRegistry
 
+STREAMS_PER_CLIENT = 200
 MESSAGES: list[MessageParam] = [{"role": "user", "content": "Say hello."}]
 
 # The child simulator: a larger listen backlog (10k clients connect at once; the default 128 would make the
@@ -134,14 +135,14 @@ class Report:
     in_flight_peak: float = 0.0
     in_flight_end: float = 0.0
     llmtap_bytes_open: int = 0
-    llmtap_bytes_before: int = 0
+    traced: int = 0
     seconds_async: float = 0.0
     seconds_threads: float = 0.0
     mismatches: list[str] = field(default_factory=list)
 
     @property
     def bytes_per_stream(self) -> float:
-        return (self.llmtap_bytes_open - self.llmtap_bytes_before) / max(1, self.streams)
+        return self.llmtap_bytes_open / max(1, self.traced)
 
 
 def _llmtap_bytes() -> int:
@@ -149,14 +150,18 @@ def _llmtap_bytes() -> int:
     return sum(stat.size for stat in snapshot.statistics("filename"))
 
 
-async def _open_streams(client: Any, count: int, tokens: int, trace_memory: bool) -> tuple[float, int, int]:
-    """Open ``count`` streams, read each to its first content delta, hold them all open, then read them all
-    to the end. Returns (in-flight gauge while all were open, llmtap bytes before, llmtap bytes while open)."""
+async def _open_streams(clients: Sequence[Any], count: int, tokens: int, traced: int) -> tuple[float, int]:
+    """Open ``count`` streams, read each to its first content delta and hold them all open, then read them all
+    to the end. tracemalloc runs only while the last ``traced`` streams open (it slows every allocation of the
+    process several-fold). Returns the in-flight gauge while all were open and the bytes that allocations
+    in llmtap's code made during the traced openings still hold then."""
     opened = 0
-    all_open = asyncio.Event()
+    target = 0
+    reached = asyncio.Event()
     release = asyncio.Event()
+    tasks: list[asyncio.Task[None]] = []
 
-    async def one() -> None:
+    async def one(client: Any) -> None:
         nonlocal opened
         stream = await client.messages.create(
             model="claude-scale", max_tokens=64, messages=MESSAGES, stream=True, extra_headers=_scenario(tokens)
@@ -166,25 +171,40 @@ async def _open_streams(client: Any, count: int, tokens: int, trace_memory: bool
             while (await events.__anext__()).type != "content_block_delta":
                 pass
             opened += 1
-            if opened == count:
-                all_open.set()
+            if opened >= target:
+                reached.set()
             await release.wait()
             async for _event in events:
                 pass
 
-    before = _llmtap_bytes() if trace_memory else 0
-    tasks = [asyncio.create_task(one()) for _ in range(count)]
-    waiter = asyncio.create_task(all_open.wait())
-    done, _ = await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_EXCEPTION)
-    for task in done:
-        if task is not waiter and task.exception() is not None:
-            release.set()
-            raise task.exception()  # type: ignore[misc]
+    async def open_more(n: int) -> None:
+        nonlocal target
+        target = opened + n
+        reached.clear()
+        tasks.extend(asyncio.create_task(one(clients[(len(tasks) + i) % len(clients)])) for i in range(n))
+        waiter = asyncio.create_task(reached.wait())
+        pending: set[asyncio.Task[Any]] = {waiter, *tasks}
+        while not waiter.done():
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task is not waiter and task.exception() is not None:
+                    release.set()
+                    raise task.exception()  # type: ignore[misc]
+
+    if count > traced:
+        await open_more(count - traced)
+    held = 0
+    if traced:
+        tracemalloc.start()
+        try:
+            await open_more(traced)
+            held = _llmtap_bytes()
+        finally:
+            tracemalloc.stop()
     gauge = _IN_FLIGHT()
-    during = _llmtap_bytes() if trace_memory else 0
     release.set()
     await asyncio.gather(*tasks)
-    return gauge, before, during
+    return gauge, held
 
 
 _IN_FLIGHT: Any = None
@@ -223,7 +243,7 @@ def instrumented(base_url: str) -> Iterator[CollectorRegistry]:
         meter_provider.shutdown()
 
 
-def run(streams: int, threads: int, calls_per_thread: int, tokens: int = 20, *, trace_memory: bool = True) -> Report:
+def run(streams: int, threads: int, calls_per_thread: int, tokens: int = 20, *, traced: int = 1000) -> Report:
     """The scale check; see the module docstring. Never raises on a mismatch: see ``Report.mismatches``."""
     import anthropic
     import httpx2
@@ -233,27 +253,32 @@ def run(streams: int, threads: int, calls_per_thread: int, tokens: int = 20, *, 
     report = Report(streams, threads, calls_per_thread)
     with ScaleSimulator() as sim, instrumented(sim.base_url) as registry:
         _IN_FLIGHT = lambda: samples(registry, "llmtap_streams_in_flight")  # noqa: E731
-        # 1. many concurrent async streams on one client (one connection each)
-        limits = httpx2.Limits(max_connections=streams + 10, max_keepalive_connections=streams + 10)
+        # 1. many concurrent async streams (one connection each)
+        limits = httpx2.Limits(max_connections=STREAMS_PER_CLIENT, max_keepalive_connections=STREAMS_PER_CLIENT)
         started = time.perf_counter()
-        if trace_memory:
-            tracemalloc.start()
-        try:
+        traced = min(traced, streams)
 
-            async def main() -> tuple[float, int, int]:
-                async with anthropic.AsyncAnthropic(
+        async def main() -> tuple[float, int]:
+            # httpcore's pool scans all its connections for every request (quadratic in connections per
+            # client), so the streams are spread over clients of STREAMS_PER_CLIENT connections each.
+            clients = [
+                anthropic.AsyncAnthropic(
                     base_url=sim.base_url,
                     api_key="scale",
                     max_retries=0,
-                    timeout=120,
-                    http_client=anthropic.DefaultAsyncHttpxClient(limits=limits, timeout=120),
-                ) as client:
-                    return await _open_streams(client, streams, tokens, trace_memory)
+                    timeout=300,
+                    http_client=anthropic.DefaultAsyncHttpxClient(limits=limits, timeout=300, verify=False),
+                )
+                for _ in range(-(-streams // STREAMS_PER_CLIENT))
+            ]
+            try:
+                return await _open_streams(clients, streams, tokens, traced)
+            finally:
+                for client in clients:
+                    await client.close()
 
-            report.in_flight_peak, report.llmtap_bytes_before, report.llmtap_bytes_open = asyncio.run(main())
-        finally:
-            if trace_memory:
-                tracemalloc.stop()
+        report.in_flight_peak, report.llmtap_bytes_open = asyncio.run(main())
+        report.traced = traced
         report.seconds_async = time.perf_counter() - started
 
         # 2. many threads sharing one sync client: streams and non-streaming calls, alternately
@@ -341,9 +366,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=64, help="threads sharing one sync client (default 64)")
     parser.add_argument("--calls", type=int, default=20, help="calls per thread (default 20)")
     parser.add_argument("--tokens", type=int, default=20, help="content deltas per response (default 20)")
+    parser.add_argument("--traced", type=int, default=1000, help="streams opened under tracemalloc (default 1,000)")
     args = parser.parse_args(argv)
     print(f"fd limit {raise_fd_limit()}; {args.streams:,} async streams, {args.threads} threads x {args.calls} calls")
-    report = run(args.streams, args.threads, args.calls, args.tokens)
+    report = run(args.streams, args.threads, args.calls, args.tokens, traced=args.traced)
     served = report.served
     print(f"async streams: {report.seconds_async:.1f} s; threads: {report.seconds_threads:.1f} s")
     print(
@@ -357,9 +383,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(f"llmtap_streams_in_flight: {report.in_flight_peak:,.0f} with all open, {report.in_flight_end:.0f} at end")
     print(
-        f"memory in llmtap's code with {report.streams:,} streams open: "
-        f"{(report.llmtap_bytes_open - report.llmtap_bytes_before) / 2**20:.1f} MiB, "
-        f"{report.bytes_per_stream:,.0f} B per in-flight stream (tracemalloc)"
+        f"memory held by llmtap's code for the last {report.traced:,} of {report.streams:,} open streams: "
+        f"{report.llmtap_bytes_open:,} B, {report.bytes_per_stream:,.0f} B per in-flight stream (tracemalloc)"
     )
     for problem in report.mismatches:
         print("MISMATCH:", problem)
