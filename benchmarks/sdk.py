@@ -39,8 +39,18 @@ if TYPE_CHECKING:
 
 # Worker imports stay minimal at module level: anything imported here is in the baseline's RSS too.
 
-CONFIGS: tuple[str, ...] = ("baseline", "core", "prometheus", "spans", "otel_metrics", "all", "anthropic_tracing")
+CONFIGS: tuple[str, ...] = (
+    "baseline",
+    "baseline_again",
+    "core",
+    "prometheus",
+    "spans",
+    "otel_metrics",
+    "all",
+    "anthropic_tracing",
+)
 CONFIG_TITLES: dict[str, str] = {
+    "baseline_again": "none again (A/A: the noise floor)",
     "core": "llmtap core only",
     "prometheus": "+ Prometheus",
     "spans": "+ spans (BatchSpanProcessor)",
@@ -144,7 +154,7 @@ class Configured:
 def configure(config: str, base_url: str) -> Configured:
     """Switch ``config`` on in this process, importing only what it uses."""
     out = Configured()
-    if config == "baseline":
+    if config in ("baseline", "baseline_again"):
         return out
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -641,7 +651,7 @@ def pyperf_suite(rounds: list[dict[str, dict[str, Any]]], path: str) -> None:
     import pyperf
 
     runs: dict[str, list[Any]] = {}
-    for index, results in enumerate(rounds):
+    for results in rounds:
         for config, result in results.items():
             for workload, data in result["workloads"].items():
                 for clock in ("cpu", "wall"):
@@ -652,9 +662,8 @@ def pyperf_suite(rounds: list[dict[str, dict[str, Any]]], path: str) -> None:
                         "inner_loops": data["units_per_value"] // data["loops"],
                         "unit": "second",
                         "mem_max_rss": int(result["rss_end"]),
-                        "description": f"round {index}",
                     }
-                    run = pyperf.Run(data[clock], metadata=metadata, collect_metadata=not runs)
+                    run = pyperf.Run(data[clock], metadata=metadata, collect_metadata=False)
                     runs.setdefault(name, []).append(run)
     suite = pyperf.BenchmarkSuite([pyperf.Benchmark(r) for r in runs.values()])
     suite.dump(path, replace=True)
@@ -712,8 +721,10 @@ def master(args: argparse.Namespace) -> int:
     failed = print_table(rows_from(all_rounds), rss_deltas(all_rounds), rounds)
     failed += print_memory(memory)
     if args.output:
+        with open(args.output + ".rounds.json", "w", encoding="utf-8") as f:
+            json.dump(all_rounds, f)
         pyperf_suite(all_rounds, args.output)
-        print(f"\npyperf suite written to {args.output}")
+        print(f"\npyperf suite written to {args.output} (raw rounds: {args.output}.rounds.json)")
     print(
         f"\n{len(failed)} target(s) missed; {time.monotonic() - started:.0f} s; 1-min load {load:.2f} at start, "
         f"{os.getloadavg()[0]:.2f} at end (a loaded machine widens the IQR)."
@@ -730,7 +741,10 @@ def check_controls(rounds: list[dict[str, dict[str, Any]]]) -> None:
             want_sdk = config == "anthropic_tracing"
             if checks["anthropic_sdk_tracing"] is not want_sdk:
                 raise SystemExit(f"{config}: the Anthropic SDK's own tracing was {checks['anthropic_sdk_tracing']}")
-            if config not in ("baseline", "anthropic_tracing") and checks.get("llmtap_attempts_seen") != 2:
+            if (
+                config not in ("baseline", "baseline_again", "anthropic_tracing")
+                and checks.get("llmtap_attempts_seen") != 2
+            ):
                 raise SystemExit(f"{config}: llmtap did not observe the probe requests: {checks}")
             if config in ("spans", "all", "anthropic_tracing") and not checks.get("spans_exported"):
                 raise SystemExit(f"{config}: no span was exported: {checks}")
