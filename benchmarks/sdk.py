@@ -156,13 +156,12 @@ def configure(config: str, base_url: str) -> Configured:
     out = Configured()
     if config in ("baseline", "baseline_again"):
         return out
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
     if config == "anthropic_tracing":
         # The Anthropic SDK traces every API call when a global tracer provider exists (anthropic/_tracing.py:
         # get_tracer(); ANTHROPIC_OPEN_TELEMETRY=false or open_telemetry=False turn it off).
         from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         out.span_exporter = _CountingSpanExporter()
         provider = TracerProvider()
@@ -183,6 +182,9 @@ def configure(config: str, base_url: str) -> Configured:
     if traces:
         # Handed to llmtap, never made global: a global provider would switch the Anthropic SDK's own
         # tracing on as well (see the "anthropic_tracing" configuration).
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
         out.span_exporter = _CountingSpanExporter()
         provider = TracerProvider()
         provider.add_span_processor(BatchSpanProcessor(out.span_exporter))  # type: ignore[arg-type]
