@@ -752,6 +752,40 @@ def check_controls(rounds: list[dict[str, dict[str, Any]]]) -> None:
                 raise SystemExit(f"{config}: no span was exported: {checks}")
 
 
+def markdown(paths: Sequence[str]) -> None:
+    """Markdown tables (for benchmarks/README.md) from the raw rounds of one or more runs (``-o X`` writes
+    ``X.rounds.json``), side by side: CPU ratio (IQR) per workload and configuration, then peak RSS."""
+    runs = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            runs.append(json.load(f))
+    names = [os.path.basename(p).split(".")[0] for p in paths]
+    tables = [{(r.workload, r.config): r for r in rows_from(rounds)} for rounds in runs]
+    print(
+        "| workload | configuration | "
+        + " | ".join(f"CPU {n}" for n in names)
+        + " | "
+        + " | ".join(f"added µs {n}" for n in names)
+        + " |"
+    )
+    print("|---|---|" + "---:|" * (2 * len(names)))
+    for workload in WORKLOADS:
+        for config in CONFIGS[1:]:
+            cells = [t.get((workload, config)) for t in tables]
+            if not any(cells):
+                continue
+            ratios = [_ratio(c.cpu_ratio) if c else "n/a" for c in cells]
+            added = [_us(statistics.median(c.added_cpu)) if c else "n/a" for c in cells]
+            print(f"| {WORKLOAD_TITLES[workload]} | {CONFIG_TITLES[config]} | " + " | ".join(ratios + added) + " |")
+    print()
+    print("| peak RSS over the baseline | " + " | ".join(names) + " |")
+    print("|---|" + "---:|" * len(names))
+    deltas = [rss_deltas(rounds) for rounds in runs]
+    for config in CONFIGS[1:]:
+        rss_cells = [f"{statistics.median(d[config]) / 2**20:+.1f} MiB" if d.get(config) else "n/a" for d in deltas]
+        print(f"| {CONFIG_TITLES[config]} | " + " | ".join(rss_cells) + " |")
+
+
 def plan_payload(plan: Plan) -> dict[str, Any]:
     return {
         "base_url": plan.base_url,
@@ -776,6 +810,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-memory", action="store_true", help="skip the memory-per-stream check")
     parser.add_argument("--pure", action="store_true", help="run the pure-path benchmarks (benchmarks/run.py) instead")
     parser.add_argument("--memory", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--markdown", nargs="+", metavar="ROUNDS_JSON", help="print markdown tables of earlier runs' raw rounds"
+    )
     parser.add_argument("--worker", metavar="CONFIG", help=argparse.SUPPRESS)
     parser.add_argument("--calibrate", metavar="MIN_TIME", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--plan", metavar="PATH", help=argparse.SUPPRESS)
@@ -796,6 +833,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         pure = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run.py")
         return subprocess.call([sys.executable, pure, *argv])
     args = parse_args(argv)
+    if args.markdown:
+        markdown(args.markdown)
+        return 0
     if args.memory:
         plan = _load_plan(args.plan)
         sizes = (1, 1_000, plan.tokens)
