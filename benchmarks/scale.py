@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
 STREAMS_PER_CLIENT = 200
+CONNECTIONS_PER_SIMULATOR = 2500
 MESSAGES: list[MessageParam] = [{"role": "user", "content": "Say hello."}]
 
 # The child simulator: a larger listen backlog (10k clients connect at once; the default 128 would make the
@@ -115,6 +116,46 @@ class ScaleSimulator:
         self.close()
 
 
+class SimulatorGroup:
+    """Several child simulators: one simulator process serves a thread per connection, and at about 9,000
+    concurrent connections it spends its time in the kernel (measured: 86 % system time, no progress), so
+    ``make scale`` spreads the connections over processes of at most CONNECTIONS_PER_SIMULATOR each."""
+
+    def __init__(self, count: int) -> None:
+        self.sims: list[ScaleSimulator] = []
+        try:
+            for _ in range(count):
+                self.sims.append(ScaleSimulator())
+        except BaseException:
+            self.close()
+            raise
+        self.base_urls = [sim.base_url for sim in self.sims]
+
+    def wait_totals(self, requests: int, timeout: float = 60.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            parts = [sim.totals() for sim in self.sims]
+            total: dict[str, Any] = {"outcomes": Counter()}
+            for part in parts:
+                total["outcomes"].update(part["outcomes"])
+                for key in ("requests", "streams", "input_tokens", "output_tokens", "deltas"):
+                    total[key] = total.get(key, 0) + part[key]
+            if total["requests"] >= requests or time.monotonic() > deadline:
+                total["outcomes"] = dict(total["outcomes"])
+                return total
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        for sim in self.sims:
+            sim.close()
+
+    def __enter__(self) -> SimulatorGroup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def samples(registry: CollectorRegistry, name: str, **labels: str) -> float:
     """The sum of every sample called ``name`` whose labels include ``labels``."""
     total = 0.0
@@ -181,7 +222,8 @@ async def _open_streams(clients: Sequence[Any], count: int, tokens: int, traced:
         nonlocal target
         target = opened + n
         reached.clear()
-        tasks.extend(asyncio.create_task(one(clients[(len(tasks) + i) % len(clients)])) for i in range(n))
+        first = len(tasks)
+        tasks.extend([asyncio.create_task(one(clients[(first + i) % len(clients)])) for i in range(n)])
         waiter = asyncio.create_task(reached.wait())
         pending: set[asyncio.Task[Any]] = {waiter, *tasks}
         while not waiter.done():
@@ -215,7 +257,7 @@ def _scenario(tokens: int) -> dict[str, str]:
 
 
 @contextmanager
-def instrumented(base_url: str) -> Iterator[CollectorRegistry]:
+def instrumented(base_urls: Sequence[str]) -> Iterator[CollectorRegistry]:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     from opentelemetry.sdk.trace import TracerProvider
@@ -230,7 +272,7 @@ def instrumented(base_url: str) -> Iterator[CollectorRegistry]:
     tracer_provider.add_span_processor(BatchSpanProcessor(InMemorySpanExporter(), max_queue_size=1 << 16))
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
     llmtap.instrument(
-        llmtap.Settings(base_urls=(base_url,)),
+        llmtap.Settings(base_urls=tuple(base_urls)),
         registry=registry,
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
@@ -251,7 +293,8 @@ def run(streams: int, threads: int, calls_per_thread: int, tokens: int = 20, *, 
     global _IN_FLIGHT
     raise_fd_limit()
     report = Report(streams, threads, calls_per_thread)
-    with ScaleSimulator() as sim, instrumented(sim.base_url) as registry:
+    sims = -(-(streams + threads) // CONNECTIONS_PER_SIMULATOR)
+    with SimulatorGroup(sims) as group, instrumented(group.base_urls) as registry:
         _IN_FLIGHT = lambda: samples(registry, "llmtap_streams_in_flight")  # noqa: E731
         # 1. many concurrent async streams (one connection each)
         limits = httpx2.Limits(max_connections=STREAMS_PER_CLIENT, max_keepalive_connections=STREAMS_PER_CLIENT)
@@ -263,13 +306,13 @@ def run(streams: int, threads: int, calls_per_thread: int, tokens: int = 20, *, 
             # client), so the streams are spread over clients of STREAMS_PER_CLIENT connections each.
             clients = [
                 anthropic.AsyncAnthropic(
-                    base_url=sim.base_url,
+                    base_url=group.base_urls[i % sims],
                     api_key="scale",
                     max_retries=0,
                     timeout=300,
                     http_client=anthropic.DefaultAsyncHttpxClient(limits=limits, timeout=300, verify=False),
                 )
-                for _ in range(-(-streams // STREAMS_PER_CLIENT))
+                for i in range(-(-streams // STREAMS_PER_CLIENT))
             ]
             try:
                 return await _open_streams(clients, streams, tokens, traced)
@@ -284,7 +327,7 @@ def run(streams: int, threads: int, calls_per_thread: int, tokens: int = 20, *, 
         # 2. many threads sharing one sync client: streams and non-streaming calls, alternately
         started = time.perf_counter()
         client = anthropic.Anthropic(
-            base_url=sim.base_url,
+            base_url=group.base_urls[0],
             api_key="scale",
             max_retries=0,
             timeout=60,
@@ -325,7 +368,7 @@ def run(streams: int, threads: int, calls_per_thread: int, tokens: int = 20, *, 
             raise errors[0]
 
         expected = streams + threads * calls_per_thread
-        report.served = sim.wait_totals(expected)
+        report.served = group.wait_totals(expected)
         report.in_flight_end = samples(registry, "llmtap_streams_in_flight")
         report.llmtap = {
             "attempts": samples(registry, "llmtap_attempts_total"),
