@@ -691,7 +691,7 @@ def master(args: argparse.Namespace) -> int:
     elif args.rigorous:
         rounds, values, warmups, tokens, min_time = 12, 5, 1, 1000, 0.1
     else:
-        rounds, values, warmups, tokens, min_time = 6, 3, 1, 1000, 0.06
+        rounds, values, warmups, tokens, min_time = 5, 3, 1, 1000, 0.06
     rounds = args.rounds or rounds
     configs = [c for c in CONFIGS if not args.configs or c in args.configs or c == "baseline"]
     workloads = tuple(w for w in WORKLOADS if not args.workloads or w in args.workloads)
