@@ -7,9 +7,6 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.metrics import MeterProvider
-from opentelemetry.trace import TracerProvider
-from prometheus_client import CollectorRegistry
 
 from llmtap import _patch, _tap
 from llmtap._log import logger
@@ -17,6 +14,10 @@ from llmtap._settings import Settings
 from llmtap._tap import Tap
 
 if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+    from prometheus_client import CollectorRegistry
+
     from llmtap._serve import MetricsServer
 
 __all__ = ["LlmtapInstrumentor", "instrument", "uninstrument"]
