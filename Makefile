@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit prometheus bench dashboards fuzz soak clean
+.PHONY: demo test lint typecheck unit prometheus bench scale dashboards fuzz soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,9 +42,14 @@ dashboards: $(STAMP)
 test: $(STAMP) prometheus lint typecheck dashboards
 	LLMTAP_REQUIRE_PROMETHEUS=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
-## bench: the hot-path benchmarks (figures in benchmarks/README.md)
+## bench: llmtap's cost inside the real SDKs vs the issue's targets, ~5 min (BENCH_ARGS=--quick: ~1 min;
+## BENCH_ARGS=--pure: the pure-path profiling benchmarks). Method and figures: benchmarks/README.md
 bench: $(STAMP)
-	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/sdk.py $(BENCH_ARGS)
+
+## scale: 10,000 concurrent async streams and 64 threads on one sync client, in one process
+scale: $(STAMP)
+	$(BIN)/python benchmarks/scale.py $(SCALE_ARGS)
 
 ## fuzz: long differential fuzz of the real SDKs with and without llmtap (LLMTAP_FUZZ_EXAMPLES, default 5000)
 fuzz: $(STAMP)

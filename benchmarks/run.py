@@ -55,7 +55,9 @@ from llmtap._settings import CHUNK_GAP_BUCKETS
 from llmtap._stream import observe_sync, shells_for
 from llmtap._tap import Attempt
 from llmtap.providers.anthropic import PROVIDER
-from llmtap.simulator import Scenario, Simulator
+from llmtap.simulator import Scenario, Simulator, delta_text
+from llmtap.simulator._anthropic import AnthropicMessages
+from llmtap.simulator._exchange import Context, RateLimitSnapshot, json_bytes
 from llmtap.testing import capture
 
 Thunk = Callable[[], object]
@@ -185,69 +187,32 @@ def figure_from(
 # ------------------------------------------------------------------------------------------------
 # Realistic Anthropic wire data
 
-_WORDS = (
-    " the", " model", " returns", " a", " streamed", " answer", ",", " one", " token", " at", " a", " time",
-    ".", " Here", " is", " an", " example", ":", "\n\n", "```python", "\n", "def", " main", "():",
-)  # fmt: skip
 
-
-def rfc3339(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def sse(event: str, payload: dict[str, Any], pad: int = 0) -> bytes:
-    data = json.dumps(payload, separators=(",", ":")).encode()
-    if pad:  # the real API pads some data lines with spaces before the closing brace
-        data = data[:-1] + b" " * pad + b"}"
-    return b"event: " + event.encode() + b"\ndata: " + data + b"\n\n"
-
-
-def _usage(output_tokens: int) -> dict[str, Any]:
-    return {
-        "input_tokens": 472,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 1024,
-        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
-        "output_tokens": output_tokens,
-        "service_tier": "standard",
-    }
+def _sim_api(deltas: int, *, stream: bool) -> AnthropicMessages:
+    """The simulator's own Anthropic renderer, set up for one response (no second SSE renderer here)."""
+    now = time.time()
+    ctx = Context(
+        path="/v1/messages",
+        body={},
+        scenario=Scenario(tokens=deltas, input=472, cache_read=1024),
+        request_id="req_011CVbvh7Mhx3RrEeU5Jr2Qz",
+        model=MODEL,
+        stream=stream,
+        received_at=time.perf_counter(),
+        ratelimit=RateLimitSnapshot(
+            4000, 3999, 2_400_000, 2_398_000, 2_000_000, 1_999_000, 400_000, 399_000, 7.0, now + 7
+        ),
+    )
+    return AnthropicMessages(ctx)
 
 
 def anthropic_stream(deltas: int) -> list[bytes]:
-    """The SSE events of one streamed Message with ``deltas`` text deltas (one bytes object each)."""
-    message: dict[str, Any] = {
-        "model": MODEL,
-        "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
-        "type": "message",
-        "role": "assistant",
-        "content": [],
-        "stop_reason": None,
-        "stop_sequence": None,
-        "usage": _usage(1),
-    }
-    events = [
-        sse("message_start", {"type": "message_start", "message": message}, pad=15),
-        sse(
-            "content_block_start",
-            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-        ),
-        sse("ping", {"type": "ping"}),
-    ]
-    for i in range(deltas):
-        text = _WORDS[i % len(_WORDS)] + _WORDS[(i * 7 + 3) % len(_WORDS)]
-        delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
-        events.append(sse("content_block_delta", delta))
-    usage = {"input_tokens": 472, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 1024}
-    usage["output_tokens"] = deltas
-    events += [
-        sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        sse(
-            "message_delta",
-            {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": usage},
-        ),
-        sse("message_stop", {"type": "message_stop"}),
-    ]
-    return events
+    """The SSE events of one streamed Message with ``deltas`` text deltas (one bytes object each), as the
+    simulator renders them."""
+    api = _sim_api(deltas, stream=True)
+    events = api.preamble_events()
+    events += [api.delta_event(i, delta_text(i)) for i in range(deltas)]
+    return events + api.close_events() + api.stop_events()
 
 
 def gzip_chunks(events: Sequence[bytes]) -> list[bytes]:
@@ -267,7 +232,6 @@ def response_headers(
 ) -> list[tuple[bytes, bytes]]:
     """What api.anthropic.com answers with (names as HTTP/1.1 clients receive them)."""
     now = time.time()
-    reset = rfc3339(now + 7).encode()
     headers = [
         (b"Date", datetime.fromtimestamp(now, UTC).strftime("%a, %d %b %Y %H:%M:%S GMT").encode()),
         (b"Content-Type", content_type),
@@ -279,18 +243,8 @@ def response_headers(
         headers.append((b"Transfer-Encoding", b"chunked"))
     if gzip:
         headers.append((b"Content-Encoding", b"gzip"))
-    for resource, limit, remaining in (
-        (b"requests", 4000, 3999),
-        (b"tokens", 2_400_000, 2_398_000),
-        (b"input-tokens", 2_000_000, 1_999_000),
-        (b"output-tokens", 400_000, 399_000),
-    ):
-        prefix = b"anthropic-ratelimit-" + resource
-        headers.append((prefix + b"-limit", str(limit).encode()))
-        headers.append((prefix + b"-remaining", str(remaining).encode()))
-        headers.append((prefix + b"-reset", reset))
+    headers += [(k.encode(), v.encode()) for k, v in _sim_api(1, stream=False).common_headers()]
     headers += [
-        (b"request-id", b"req_011CVbvh7Mhx3RrEeU5Jr2Qz"),
         (b"strict-transport-security", b"max-age=31536000; includeSubDomains; preload"),
         (b"anthropic-organization-id", b"2b0a8e2c-6c1d-4a51-9d3b-8c7c3f1e0a55"),
         (b"via", b"1.1 google"),
@@ -303,23 +257,8 @@ def response_headers(
 
 
 def message_body() -> bytes:
-    """A ~600-byte non-streaming Message, as the API returns it."""
-    text = (
-        "Prometheus scrapes metrics over HTTP at a fixed interval and stores them as time series. "
-        "A histogram exposes cumulative bucket counters, a sum and a count, so quantiles can be "
-        "estimated at query time with histogram_quantile over a rate() of the buckets."
-    )
-    body = {
-        "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
-        "type": "message",
-        "role": "assistant",
-        "model": MODEL,
-        "content": [{"type": "text", "text": text}],
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": _usage(57),
-    }
-    return json.dumps(body, separators=(",", ":")).encode()
+    """A non-streaming Message (57 deltas of text), as the simulator renders it."""
+    return json_bytes(_sim_api(57, stream=False).json_body())
 
 
 def request_body() -> dict[str, Any]:

@@ -14,6 +14,9 @@ from prometheus_client import generate_latest
 import llmtap
 from llmtap.simulator import Scenario, Simulator
 
+# a few of the series llmtap exports (all of them: `curl localhost:9464/metrics` with LLMTAP_METRICS_PORT)
+SHOWN = ("llmtap_attempts_total", "llmtap_streams_total", "llmtap_tokens_total", "llmtap_retries_total")
+
 
 def main() -> None:
     with Simulator() as sim:
@@ -21,15 +24,15 @@ def main() -> None:
         client = anthropic.Anthropic(base_url=sim.base_url, api_key="not-needed")
         # the simulator fails the first attempt with 529: the SDK retries, llmtap counts both attempts
         with client.messages.stream(
-            model="claude-sonnet-4-5",
+            model="claude-haiku-4-5",
             max_tokens=100,
             messages=[{"role": "user", "content": "Hello"}],
             extra_headers=Scenario(fail=1, retry_after=0.1, ttft=0.3, tokens=10).headers(),
         ) as stream:
             print(stream.get_final_text())
         client.close()
-        llmtap_lines = [line for line in generate_latest().decode().splitlines() if line.startswith("llmtap_")]
-        print("\n".join(line for line in llmtap_lines if not line.endswith(" 0.0")))
+        lines = generate_latest().decode().splitlines()
+        print("\n".join(line for line in lines if line.startswith(SHOWN) and not line.endswith(" 0.0")))
         llmtap.uninstrument()
 
 

@@ -33,6 +33,7 @@ SDK_MODULES = ("anthropic._base_client", "openai._base_client")
 _patched: list[tuple[Any, str, Any]] = []
 _hooked: list[int] = []  # non-empty while patched (or waiting for imports to patch)
 _generation = 0  # bumped by patch() and unpatch(): import hooks of an older generation do nothing
+_patching_now = False  # True while patch() runs: a hook failing then is raised, not only logged
 
 
 # -- the httpx / httpx2 client patch --------------------------------------------------------------
@@ -152,6 +153,8 @@ def _guarded(hook: Any, generation: int) -> Any:
         try:
             hook(generation, module)
         except Exception as exc:  # a module of another version we cannot patch is not ours to break
+            if _patching_now:
+                raise  # inside instrument(): it undoes everything and says why (all or nothing)
             logger.warning("llmtap: could not instrument %s: %r", module.__name__, exc)
 
     return run
@@ -163,7 +166,7 @@ def patch(sdk_calls: bool = True) -> list[str]:
     not use). Returns the installed module names that are or will be patched."""
     from wrapt import register_post_import_hook
 
-    global _generation
+    global _generation, _patching_now
     if _hooked:
         return []
     _generation += 1
@@ -171,10 +174,14 @@ def patch(sdk_calls: bool = True) -> list[str]:
     if sdk_calls:
         targets += [(name, _patch_sdk) for name in SDK_MODULES]
     done: list[str] = []
-    for name, hook in targets:
-        if _installed(name.split(".")[0]):
-            done.append(name.split(".")[0])
-            register_post_import_hook(_guarded(hook, _generation), name)
+    _patching_now = True  # hooks of modules already imported run now; their failure raises
+    try:
+        for name, hook in targets:
+            if _installed(name.split(".")[0]):
+                done.append(name.split(".")[0])
+                register_post_import_hook(_guarded(hook, _generation), name)
+    finally:
+        _patching_now = False
     _hooked.append(_generation)
     return done
 

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import difflib
+import ipaddress
 import os
+import typing
+from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from llmtap._log import logger
 from llmtap._metrics import (  # re-exported: the bucket boundaries used to live here
     CHUNK_GAP_BUCKETS,
     DURATION_BUCKETS,
@@ -15,9 +21,23 @@ from llmtap._metrics import (  # re-exported: the bucket boundaries used to live
     resolve_names,
 )
 
-__all__ = ["CHUNK_GAP_BUCKETS", "DURATION_BUCKETS", "RETRY_AFTER_BUCKETS", "TOKEN_BUCKETS", "Settings"]
+__all__ = [
+    "CHUNK_GAP_BUCKETS",
+    "DURATION_BUCKETS",
+    "ENV_PREFIX",
+    "NON_SETTINGS_ENV",
+    "RETRY_AFTER_BUCKETS",
+    "TOKEN_BUCKETS",
+    "Settings",
+]
 
-_ENV_PREFIX = "LLMTAP_"
+ENV_PREFIX = "LLMTAP_"
+NON_SETTINGS_ENV = frozenset({"LLMTAP_FIXTURES", "LLMTAP_REQUIRE_FIXTURES", "LLMTAP_REQUIRE_PROMETHEUS"})
+"""``LLMTAP_*`` variables that are not settings (read by the test-suite), so never reported as unknown."""
+
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off")
+_BOOL_HELP = "true/false, 1/0, yes/no or on/off (any case)"
 
 
 class Settings(BaseModel):
@@ -84,6 +104,24 @@ class Settings(BaseModel):
         resolve_names(names)  # ValueError names the unknown ones
         return names
 
+    # -- the /metrics endpoint llmtap serves itself (deploy) ---------------------------------------
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    """Serve ``/metrics`` on this port from :func:`llmtap.instrument` until :func:`llmtap.uninstrument`
+    (``0``: any free port; ``None``: do not serve, your app exposes the registry itself). Under
+    prometheus-client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``) it serves the sum over every
+    process, and a port already taken means a sibling worker serves it."""
+    metrics_addr: str = "127.0.0.1"
+    """The IP address ``/metrics`` binds to (``0.0.0.0`` or ``::`` for every interface)."""
+
+    @field_validator("metrics_addr")
+    @classmethod
+    def _check_addr(cls, addr: str) -> str:
+        try:
+            ipaddress.ip_address(addr)
+        except ValueError:
+            raise ValueError(f"must be an IP address such as 127.0.0.1, 0.0.0.0 or ::, got {addr!r}") from None
+        return addr
+
     @field_validator("base_urls")
     @classmethod
     def _check_urls(cls, urls: tuple[str, ...]) -> tuple[str, ...]:
@@ -97,29 +135,94 @@ class Settings(BaseModel):
         for url in self.provider_names:
             if url.rstrip("/") not in self.base_urls:
                 raise ValueError(f"provider_names key {url!r} is not one of base_urls")
+        if self.metrics_port is not None and not self.metrics:
+            raise ValueError("metrics_port serves the Prometheus metrics, which metrics=False turns off")
         return self
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
-        """Settings from ``LLMTAP_*`` variables, then ``overrides``.
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from ``LLMTAP_<FIELD>`` variables, then ``overrides``.
+
+        Every value is checked: booleans accept true/false, 1/0, yes/no, on/off (any case) and
+        nothing else; lists are comma-separated (``LLMTAP_BASE_URLS=http://a,http://b``); mappings
+        are ``key=value`` pairs (``LLMTAP_PROVIDER_NAMES=http://a=vllm``). ``LLMTAP_*`` variables
+        that name no setting are logged as a warning (a typo would otherwise be silently ignored).
 
         Raises:
-            pydantic.ValidationError: a value is invalid (the message names the variable's field).
+            pydantic.ValidationError: a value is invalid; each error is located at the variable's
+                name (``LLMTAP_TRACES``) and says what is accepted, and the message shows the value.
         """
         env = os.environ if environ is None else environ
+        fields = cls.model_fields
         values: dict[str, Any] = {}
-        for name, field in cls.model_fields.items():
-            raw = env.get(_ENV_PREFIX + name.upper())
-            if raw is None:
+        raw_by_field: dict[str, str] = {}
+        problems: list[InitErrorDetails] = []
+        for key, raw in env.items():
+            if not key.startswith(ENV_PREFIX):
                 continue
-            if name in ("base_urls", "exclude_metrics"):
-                values[name] = tuple(p.strip() for p in raw.split(",") if p.strip())
-            elif name == "provider_names":
-                pairs = (p.split("=", 1) for p in raw.split(",") if "=" in p)
-                values[name] = {k.strip(): v.strip() for k, v in pairs}
-            elif field.annotation is bool:
-                values[name] = raw.strip().lower() in ("1", "true", "yes", "on")
-            else:
-                values[name] = raw
+            name = key[len(ENV_PREFIX) :].lower()
+            if name not in fields or key != ENV_PREFIX + name.upper():
+                if key not in NON_SETTINGS_ENV:
+                    _warn_unknown(key)
+                continue
+            raw_by_field[name] = raw
+            try:
+                values[name] = _from_text(name, fields[name].annotation, raw)
+            except ValueError as exc:
+                problems.append(_error(key, raw, str(exc)))
+        if problems:
+            raise ValidationError.from_exception_data("Settings from the environment", problems)
         values.update(overrides)
-        return cls.model_validate(values)
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            errors = [_relocate(e, raw_by_field, overrides) for e in exc.errors()]
+            raise ValidationError.from_exception_data("Settings from the environment", errors) from None
+
+
+def _from_text(name: str, annotation: Any, raw: str) -> Any:
+    """One environment value, as the field's type (numbers and strings are left to pydantic)."""
+    if annotation is bool:
+        word = raw.strip().lower()
+        if word in _TRUE:
+            return True
+        if word in _FALSE:
+            return False
+        raise ValueError(f"expected a boolean: {_BOOL_HELP}")
+    origin = typing.get_origin(annotation)
+    if origin is tuple:
+        return tuple(p.strip() for p in raw.split(",") if p.strip())
+    if origin is dict:
+        pairs: dict[str, str] = {}
+        for part in (p.strip() for p in raw.split(",")):
+            if not part:
+                continue
+            key, sep, value = part.partition("=")
+            if not sep or not key.strip() or not value.strip():
+                raise ValueError(f"expected comma-separated key=value pairs, got {part!r}")
+            pairs[key.strip()] = value.strip()
+        return pairs
+    return raw.strip()
+
+
+def _error(where: str, value: object, message: str) -> InitErrorDetails:
+    return {
+        "type": PydanticCustomError("llmtap_setting", "{message}", {"message": message}),
+        "loc": (where,),
+        "input": value,
+    }
+
+
+def _relocate(error: Any, raw_by_field: Mapping[str, str], overrides: Mapping[str, Any]) -> InitErrorDetails:
+    """A pydantic error about a field, located at the environment variable it came from."""
+    loc = error["loc"]
+    name = str(loc[0]) if loc else ""
+    where = f"{ENV_PREFIX}{name.upper()}" if name in raw_by_field and name not in overrides else (name or "settings")
+    return _error(where, error["input"], str(error["msg"]))
+
+
+def _warn_unknown(key: str) -> None:
+    known = [ENV_PREFIX + n.upper() for n in Settings.model_fields]
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    logger.warning("llmtap: ignoring %s: no such setting%s", key, hint)

@@ -108,31 +108,35 @@ class Tap:
         self.prometheus: PrometheusExporter | None = None
         self._tracing: TracingExporter | None = None
         built: list[Sink] = []
-        if settings.metrics:
-            from llmtap.exporters.prometheus import PrometheusExporter
-
-            self.prometheus = PrometheusExporter(
-                registry,
-                settings.metric_prefix_namespace,
-                exclude=settings.exclude_metrics,
-                created_series=settings.prometheus_created_series,
-            )
-            built.append(self.prometheus)
         self._tracing_index = -1
-        if settings.traces:
-            from llmtap.exporters.tracing import TracingExporter
+        try:
+            if settings.metrics:
+                from llmtap.exporters.prometheus import PrometheusExporter
 
-            self._tracing_index = len(built)
-            self._tracing = TracingExporter(tracer_provider)
-            built.append(self._tracing)
-        if settings.otel_metrics:
-            from llmtap.exporters.otel_metrics import OtelMetricsExporter
-
-            built.append(
-                OtelMetricsExporter(
-                    meter_provider, namespace=settings.metric_prefix_namespace, exclude=settings.exclude_metrics
+                self.prometheus = PrometheusExporter(
+                    registry,
+                    settings.metric_prefix_namespace,
+                    exclude=settings.exclude_metrics,
+                    created_series=settings.prometheus_created_series,
                 )
-            )
+                built.append(self.prometheus)
+            if settings.traces:
+                from llmtap.exporters.tracing import TracingExporter
+
+                self._tracing_index = len(built)
+                self._tracing = TracingExporter(tracer_provider)
+                built.append(self._tracing)
+            if settings.otel_metrics:
+                from llmtap.exporters.otel_metrics import OtelMetricsExporter
+
+                built.append(
+                    OtelMetricsExporter(
+                        meter_provider, namespace=settings.metric_prefix_namespace, exclude=settings.exclude_metrics
+                    )
+                )
+        except BaseException:
+            self.close()  # all or nothing: no metric stays registered
+            raise
         self.sinks: tuple[Sink, ...] = tuple(built + list(sinks or ()))
 
     # -- request path ----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The ``llmtap`` command: ``llmtap demo``, ``llmtap simulate`` and ``llmtap probe``."""
+"""The ``llmtap`` command: ``llmtap demo``, ``llmtap simulate``, ``llmtap probe`` and ``llmtap run``."""
 
 from __future__ import annotations
 
@@ -58,7 +58,37 @@ def _parser() -> argparse.ArgumentParser:
     from llmtap.probe._cli import add_parser as add_probe
 
     add_probe(sub)
+    _add_run_parser(sub)
     return parser
+
+
+# -- llmtap run --------------------------------------------------------------------------------------
+
+
+def _add_run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = sub.add_parser(
+        "run",
+        help="run an unmodified Python program with llmtap (and OpenTelemetry) instrumentation",
+        description="Instrument COMMAND before it imports its SDKs (opentelemetry-instrument's machinery), "
+        "serve /metrics when --metrics-port (LLMTAP_METRICS_PORT) is set, and send OTLP traces and metrics "
+        "when OTEL_EXPORTER_OTLP_ENDPOINT is set (OTEL_SERVICE_NAME, OTEL_TRACES_EXPORTER, "
+        "OTEL_METRICS_EXPORTER are honoured). Needs pip install 'llmtap[run]'.",
+        usage="llmtap run [--metrics-port N] [--metrics-addr ADDR] -- COMMAND [ARGS...]",
+    )
+    run.add_argument("--metrics-port", type=int, default=None, help="serve /metrics on this port (LLMTAP_METRICS_PORT)")
+    run.add_argument("--metrics-addr", default=None, help="bind address for /metrics (127.0.0.1; LLMTAP_METRICS_ADDR)")
+    run.add_argument(
+        "program", nargs=argparse.REMAINDER, metavar="COMMAND", help="the program and its arguments, after --"
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    from llmtap._run import run
+
+    command = list(args.program)
+    if command and command[0] == "--":
+        command = command[1:]
+    return run(command, metrics_port=args.metrics_port, metrics_addr=args.metrics_addr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -98,6 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from llmtap.probe._cli import main as probe_main
 
         return probe_main(args)
+    if args.command == "run":
+        return _run(args)
     _parser().print_help()
     return 2
 

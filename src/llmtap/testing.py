@@ -111,16 +111,32 @@ def capture(settings: Settings | None = None, *, patch: bool = True) -> Iterator
 
     The capture's ``tracer_provider`` can be handed to an SDK (e.g. the Anthropic client's
     ``open_telemetry={"tracer_provider": ...}``) so its spans land in the same exporter.
+
+    Raises:
+        RuntimeError: llmtap is already instrumented in this process (by the app,
+            ``opentelemetry-instrument`` / ``llmtap run``, or another ``capture()``). Capturing would
+            have to take the app's instrumentation over and then remove it, so it refuses and
+            leaves the app's instrumentation as it is: call :func:`llmtap.uninstrument` first.
     """
+    instrumentor = LlmtapInstrumentor()
+    if instrumentor.is_instrumented_by_opentelemetry:
+        raise RuntimeError(
+            "llmtap.testing.capture(): llmtap is already instrumented in this process (llmtap.instrument(), "
+            "opentelemetry-instrument / llmtap run, or an enclosing capture()); it is left as it is. "
+            "Call llmtap.uninstrument() before capturing"
+        )
     registry = CollectorRegistry()
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     sink = RecordingSink()
-    instrumentor = LlmtapInstrumentor()
-    instrumentor.instrument(
-        settings=settings, registry=registry, tracer_provider=provider, patch=patch, extra_sinks=[sink]
-    )
+    try:
+        instrumentor.instrument(
+            settings=settings, registry=registry, tracer_provider=provider, patch=patch, extra_sinks=[sink]
+        )
+    except BaseException:
+        provider.shutdown()
+        raise
     tap = _tap.active()
     if tap is None:  # pragma: no cover - instrument() activates one or raises
         raise RuntimeError("llmtap.testing.capture: instrument() did not activate a tap")

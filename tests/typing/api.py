@@ -18,6 +18,17 @@ def configure() -> llmtap.Tap:
     return llmtap.instrument(settings, registry=CollectorRegistry())
 
 
+def serve_metrics() -> tuple[str, int] | None:
+    llmtap.instrument(llmtap.Settings(metrics_port=9464, metrics_addr="0.0.0.0"))
+    address: tuple[str, int] | None = llmtap.LlmtapInstrumentor.metrics_address
+    llmtap.uninstrument()
+    return address
+
+
+def from_environment() -> llmtap.Settings:
+    return llmtap.Settings.from_env({"LLMTAP_METRICS_PORT": "9464", "LLMTAP_TRACES": "off"})
+
+
 def explicit_transport() -> httpx2.Client:
     transport = llmtap.wrap_transport(httpx2.HTTPTransport())
     return httpx2.Client(transport=transport)

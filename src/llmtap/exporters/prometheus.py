@@ -173,7 +173,14 @@ class PrometheusExporter:
             self._registered.append(metric)
             return metric
 
-        m = {spec.key: make(spec) for spec in INSTRUMENTS}
+        try:
+            m = {spec.key: make(spec) for spec in INSTRUMENTS}
+        except ValueError as exc:  # a name already taken: register all or none
+            self.unregister()
+            raise ValueError(
+                f"llmtap could not register its Prometheus metrics: {exc}. Another llmtap (or library) "
+                "already uses these names in this registry: uninstrument it first, or pass registry="
+            ) from exc
         self.duration = m["duration"]
         self.ttfc = m["ttfc"]
         self.gap = m["gap"]

@@ -1,0 +1,439 @@
+"""Scale in one process: many concurrent async streams, and many threads sharing one sync client.
+
+    python benchmarks/scale.py                      # 10,000 async streams + 64 threads x 20 calls (make scale)
+    python benchmarks/scale.py --streams 1000 --calls 3
+
+Everything goes through the real ``anthropic`` SDK against ``llmtap.simulator`` in a child process, with
+llmtap instrumented (Prometheus, spans and OTel metrics on). Checked: llmtap's totals (attempts, streams by
+outcome, tokens) equal what the simulator served, exactly; the in-flight gauge is back to 0; and while every
+async stream is open at once, the memory held by allocations in llmtap's own code (tracemalloc), per stream.
+``tests/test_scale.py`` runs a reduced version in ``make test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import subprocess
+import sys
+import threading
+import time
+import tracemalloc
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from anthropic.types import MessageParam
+    from prometheus_client import CollectorRegistry
+
+STREAMS_PER_CLIENT = 200
+CONNECTIONS_PER_SIMULATOR = 2500
+MESSAGES: list[MessageParam] = [{"role": "user", "content": "Say hello."}]
+
+# The child simulator: a larger listen backlog (10k clients connect at once; the default 128 would make the
+# kernel drop SYNs and the clients retry after 1 s, 3 s, ...) and every file descriptor the hard limit allows.
+# It answers "totals" on stdin with what it served, as JSON.
+_SIM_CHILD = """
+import collections, json, resource, sys, threading
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+threading.stack_size(256 * 1024)
+from llmtap.simulator import Simulator
+from llmtap.simulator import _server
+_server._HTTPServer.request_queue_size = 4096
+sim = Simulator().start()
+print(sim.base_url, flush=True)
+for line in sys.stdin:
+    served = [s for s in sim.served if s.api != "health"]
+    totals = {
+        "requests": len(served),
+        "outcomes": dict(collections.Counter(s.outcome_sent for s in served)),
+        "streams": sum(s.stream for s in served),
+        "input_tokens": sum(s.input_tokens for s in served),
+        "output_tokens": sum(s.output_tokens for s in served),
+        "deltas": sum(s.deltas_sent for s in served),
+    }
+    print(json.dumps(totals), flush=True)
+sim.stop()
+"""
+
+
+def raise_fd_limit() -> int:
+    """Soft RLIMIT_NOFILE up to the hard limit (one socket per open stream); returns the new soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+class ScaleSimulator:
+    """``llmtap.simulator.Simulator`` in a child process (its own GIL and threads), with served totals."""
+
+    def __init__(self) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _SIM_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self._proc.stdout is not None
+        self.base_url = self._proc.stdout.readline().strip()
+        if not self.base_url.startswith("http://"):
+            self.close()
+            raise RuntimeError("the child simulator did not start")
+
+    def totals(self) -> dict[str, Any]:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write("totals\n")
+        self._proc.stdin.flush()
+        result: dict[str, Any] = json.loads(self._proc.stdout.readline())
+        return result
+
+    def wait_totals(self, requests: int, timeout: float = 30.0) -> dict[str, Any]:
+        """The totals once ``requests`` requests have been recorded (the client can see an end first)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            totals = self.totals()
+            if totals["requests"] >= requests or time.monotonic() > deadline:
+                return totals
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+    def __enter__(self) -> ScaleSimulator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SimulatorGroup:
+    """Several child simulators: one simulator process serves a thread per connection, and at about 9,000
+    concurrent connections it spends its time in the kernel (measured: 86 % system time, no progress), so
+    ``make scale`` spreads the connections over processes of at most CONNECTIONS_PER_SIMULATOR each."""
+
+    def __init__(self, count: int) -> None:
+        self.sims: list[ScaleSimulator] = []
+        try:
+            for _ in range(count):
+                self.sims.append(ScaleSimulator())
+        except BaseException:
+            self.close()
+            raise
+        self.base_urls = [sim.base_url for sim in self.sims]
+
+    def wait_totals(self, requests: int, timeout: float = 60.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            parts = [sim.totals() for sim in self.sims]
+            total: dict[str, Any] = {"outcomes": Counter()}
+            for part in parts:
+                total["outcomes"].update(part["outcomes"])
+                for key in ("requests", "streams", "input_tokens", "output_tokens", "deltas"):
+                    total[key] = total.get(key, 0) + part[key]
+            if total["requests"] >= requests or time.monotonic() > deadline:
+                total["outcomes"] = dict(total["outcomes"])
+                return total
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        for sim in self.sims:
+            sim.close()
+
+    def __enter__(self) -> SimulatorGroup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def samples(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    """The sum of every sample called ``name`` whose labels include ``labels``."""
+    total = 0.0
+    for metric in registry.collect():
+        for sample in metric.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                total += sample.value
+    return total
+
+
+@dataclass
+class Report:
+    streams: int
+    threads: int
+    calls_per_thread: int
+    served: dict[str, Any] = field(default_factory=dict)
+    llmtap: dict[str, Any] = field(default_factory=dict)
+    in_flight_peak: float = 0.0
+    in_flight_end: float = 0.0
+    llmtap_bytes_open: int = 0
+    traced: int = 0
+    seconds_async: float = 0.0
+    seconds_threads: float = 0.0
+    mismatches: list[str] = field(default_factory=list)
+
+    @property
+    def bytes_per_stream(self) -> float:
+        return self.llmtap_bytes_open / max(1, self.traced)
+
+
+def _llmtap_bytes() -> int:
+    snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, "*/llmtap/*")])
+    return sum(stat.size for stat in snapshot.statistics("filename"))
+
+
+async def _open_streams(clients: Sequence[Any], count: int, tokens: int, traced: int) -> tuple[float, int]:
+    """Open ``count`` streams, read each to its first content delta and hold them all open, then read them all
+    to the end. tracemalloc runs only while the last ``traced`` streams open (it slows every allocation of the
+    process several-fold). Returns the in-flight gauge while all were open and the bytes that allocations
+    in llmtap's code made during the traced openings still hold then."""
+    opened = 0
+    target = 0
+    reached = asyncio.Event()
+    release = asyncio.Event()
+    tasks: list[asyncio.Task[None]] = []
+
+    async def one(client: Any) -> None:
+        nonlocal opened
+        stream = await client.messages.create(
+            model="claude-scale", max_tokens=64, messages=MESSAGES, stream=True, extra_headers=_scenario(tokens)
+        )
+        async with stream:
+            events = stream.__aiter__()
+            while (await events.__anext__()).type != "content_block_delta":
+                pass
+            opened += 1
+            if opened >= target:
+                reached.set()
+            await release.wait()
+            async for _event in events:
+                pass
+
+    async def open_more(n: int) -> None:
+        nonlocal target
+        target = opened + n
+        reached.clear()
+        first = len(tasks)
+        tasks.extend([asyncio.create_task(one(clients[(first + i) % len(clients)])) for i in range(n)])
+        waiter = asyncio.create_task(reached.wait())
+        pending: set[asyncio.Task[Any]] = {waiter, *tasks}
+        while not waiter.done():
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task is not waiter and task.exception() is not None:
+                    release.set()
+                    raise task.exception()  # type: ignore[misc]
+
+    if count > traced:
+        await open_more(count - traced)
+    held = 0
+    if traced:
+        tracemalloc.start()
+        try:
+            await open_more(traced)
+            held = _llmtap_bytes()
+        finally:
+            tracemalloc.stop()
+    gauge = _IN_FLIGHT()
+    release.set()
+    await asyncio.gather(*tasks)
+    return gauge, held
+
+
+_IN_FLIGHT: Any = None
+
+
+def _scenario(tokens: int) -> dict[str, str]:
+    return {"x-llmtap-sim": f"tokens={tokens}"}
+
+
+@contextmanager
+def instrumented(base_urls: Sequence[str]) -> Iterator[CollectorRegistry]:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from prometheus_client import CollectorRegistry
+
+    import llmtap
+
+    registry = CollectorRegistry()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(InMemorySpanExporter(), max_queue_size=1 << 16))
+    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    llmtap.instrument(
+        llmtap.Settings(base_urls=tuple(base_urls)),
+        registry=registry,
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+    )
+    try:
+        yield registry
+    finally:
+        llmtap.uninstrument()
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
+
+
+def run(streams: int, threads: int, calls_per_thread: int, tokens: int = 20, *, traced: int = 1000) -> Report:
+    """The scale check; see the module docstring. Never raises on a mismatch: see ``Report.mismatches``."""
+    import anthropic
+    import httpx2
+
+    global _IN_FLIGHT
+    raise_fd_limit()
+    report = Report(streams, threads, calls_per_thread)
+    sims = -(-(streams + threads) // CONNECTIONS_PER_SIMULATOR)
+    with SimulatorGroup(sims) as group, instrumented(group.base_urls) as registry:
+        _IN_FLIGHT = lambda: samples(registry, "llmtap_streams_in_flight")  # noqa: E731
+        # 1. many concurrent async streams (one connection each)
+        limits = httpx2.Limits(max_connections=STREAMS_PER_CLIENT, max_keepalive_connections=STREAMS_PER_CLIENT)
+        started = time.perf_counter()
+        traced = min(traced, streams)
+
+        async def main() -> tuple[float, int]:
+            # httpcore's pool scans all its connections for every request (quadratic in connections per
+            # client), so the streams are spread over clients of STREAMS_PER_CLIENT connections each.
+            clients = [
+                anthropic.AsyncAnthropic(
+                    base_url=group.base_urls[i % sims],
+                    api_key="scale",
+                    max_retries=0,
+                    timeout=300,
+                    http_client=anthropic.DefaultAsyncHttpxClient(limits=limits, timeout=300, verify=False),
+                )
+                for i in range(-(-streams // STREAMS_PER_CLIENT))
+            ]
+            try:
+                return await _open_streams(clients, streams, tokens, traced)
+            finally:
+                for client in clients:
+                    await client.close()
+
+        report.in_flight_peak, report.llmtap_bytes_open = asyncio.run(main())
+        report.traced = traced
+        report.seconds_async = time.perf_counter() - started
+
+        # 2. many threads sharing one sync client: streams and non-streaming calls, alternately
+        started = time.perf_counter()
+        client = anthropic.Anthropic(
+            base_url=group.base_urls[0],
+            api_key="scale",
+            max_retries=0,
+            timeout=60,
+            http_client=anthropic.DefaultHttpxClient(
+                limits=httpx2.Limits(max_connections=threads, max_keepalive_connections=threads)
+            ),
+        )
+        errors: list[BaseException] = []
+
+        def worker(index: int) -> None:
+            try:
+                for call in range(calls_per_thread):
+                    if (index + call) % 2:
+                        with client.messages.create(
+                            model="claude-scale",
+                            max_tokens=64,
+                            messages=MESSAGES,
+                            stream=True,
+                            extra_headers=_scenario(tokens),
+                        ) as stream:
+                            for _event in stream:
+                                pass
+                    else:
+                        client.messages.create(
+                            model="claude-scale", max_tokens=64, messages=MESSAGES, extra_headers=_scenario(tokens)
+                        )
+            except BaseException as exc:
+                errors.append(exc)
+
+        pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        client.close()
+        report.seconds_threads = time.perf_counter() - started
+        if errors:
+            raise errors[0]
+
+        expected = streams + threads * calls_per_thread
+        report.served = group.wait_totals(expected)
+        report.in_flight_end = samples(registry, "llmtap_streams_in_flight")
+        report.llmtap = {
+            "attempts": samples(registry, "llmtap_attempts_total"),
+            "streams": {
+                outcome: samples(registry, "llmtap_streams_total", outcome=outcome)
+                for outcome in report.served["outcomes"]
+            },
+            "input_tokens": samples(registry, "llmtap_tokens_total", gen_ai_token_type="input"),
+            "output_tokens": samples(registry, "llmtap_tokens_total", gen_ai_token_type="output"),
+        }
+    report.mismatches = compare(report, expected)
+    return report
+
+
+def compare(report: Report, expected: int) -> list[str]:
+    served, seen = report.served, report.llmtap
+    problems: list[str] = []
+    if served["requests"] != expected:
+        problems.append(f"the simulator served {served['requests']} requests, {expected} were sent")
+    if seen["attempts"] != served["requests"]:
+        problems.append(f"llmtap counted {seen['attempts']:.0f} attempts, the simulator served {served['requests']}")
+    streams_completed = served["outcomes"].get("completed", 0) - (served["requests"] - served["streams"])
+    if seen["streams"].get("completed", 0) != streams_completed:
+        problems.append(f"llmtap counted {seen['streams']} streams, the simulator completed {streams_completed}")
+    for key in ("input_tokens", "output_tokens"):
+        if seen[key] != served[key]:
+            problems.append(f"llmtap counted {seen[key]:.0f} {key}, the simulator served {served[key]}")
+    if report.in_flight_end != 0:
+        problems.append(f"llmtap_streams_in_flight is {report.in_flight_end} after the end")
+    if report.in_flight_peak != report.streams:
+        problems.append(f"llmtap_streams_in_flight was {report.in_flight_peak} with {report.streams} streams open")
+    return problems
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--streams", type=int, default=10_000, help="concurrent async streams (default 10,000)")
+    parser.add_argument("--threads", type=int, default=64, help="threads sharing one sync client (default 64)")
+    parser.add_argument("--calls", type=int, default=20, help="calls per thread (default 20)")
+    parser.add_argument("--tokens", type=int, default=20, help="content deltas per response (default 20)")
+    parser.add_argument("--traced", type=int, default=1000, help="streams opened under tracemalloc (default 1,000)")
+    args = parser.parse_args(argv)
+    print(f"fd limit {raise_fd_limit()}; {args.streams:,} async streams, {args.threads} threads x {args.calls} calls")
+    report = run(args.streams, args.threads, args.calls, args.tokens, traced=args.traced)
+    served = report.served
+    print(f"async streams: {report.seconds_async:.1f} s; threads: {report.seconds_threads:.1f} s")
+    print(
+        f"simulator served {served['requests']:,} requests ({served['streams']:,} streams), outcomes "
+        f"{dict(Counter(served['outcomes']))}, {served['input_tokens']:,} input / {served['output_tokens']:,} "
+        "output tokens"
+    )
+    print(
+        f"llmtap counted {report.llmtap['attempts']:,.0f} attempts, streams {report.llmtap['streams']}, "
+        f"{report.llmtap['input_tokens']:,.0f} input / {report.llmtap['output_tokens']:,.0f} output tokens"
+    )
+    print(f"llmtap_streams_in_flight: {report.in_flight_peak:,.0f} with all open, {report.in_flight_end:.0f} at end")
+    print(
+        f"memory held by llmtap's code for the last {report.traced:,} of {report.streams:,} open streams: "
+        f"{report.llmtap_bytes_open:,} B, {report.bytes_per_stream:,.0f} B per in-flight stream (tracemalloc)"
+    )
+    for problem in report.mismatches:
+        print("MISMATCH:", problem)
+    print("PASS" if not report.mismatches else "FAIL")
+    return 1 if report.mismatches else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,861 @@
+"""What llmtap costs inside the real ``anthropic`` and ``openai`` SDKs (the default of ``make bench``).
+
+Every configuration (no instrumentation, llmtap with each exporter, the Anthropic SDK's own tracing) runs in
+its own worker process, in interleaved rounds, against one ``llmtap.simulator`` in a separate process. Each
+figure is the ratio to the baseline worker of the same round, for the client process's CPU time and for
+wall time, per stream event / chunk or per request; the table shows the median over rounds and the
+interquartile range. Method and results: ``benchmarks/README.md``.
+
+    python benchmarks/sdk.py              # ~4-5 min on 2 cores
+    python benchmarks/sdk.py --quick      # ~1 min, rough
+    python benchmarks/sdk.py --rigorous   # twice the rounds and values
+    python benchmarks/sdk.py -o out.json  # every value as a pyperf suite (python -m pyperf stats/compare_to)
+
+The worker (``--worker CONFIG``) imports nothing of llmtap unless its configuration uses it, so the peak-RSS
+deltas show what each configuration loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from anthropic.types import MessageParam
+    from openai.types.chat import ChatCompletionMessageParam
+
+# Worker imports stay minimal at module level: anything imported here is in the baseline's RSS too.
+
+CONFIGS: tuple[str, ...] = (
+    "baseline",
+    "baseline_again",
+    "core",
+    "prometheus",
+    "spans",
+    "otel_metrics",
+    "all",
+    "anthropic_tracing",
+)
+CONFIG_TITLES: dict[str, str] = {
+    "baseline_again": "none again (A/A: the noise floor)",
+    "core": "llmtap core only",
+    "prometheus": "+ Prometheus",
+    "spans": "+ spans (BatchSpanProcessor)",
+    "otel_metrics": "+ OTel metrics",
+    "all": "all (Prometheus + spans + OTel metrics)",
+    "anthropic_tracing": "Anthropic SDK's own tracing",
+}
+# name -> (SDK, streams?)
+WORKLOADS: dict[str, tuple[str, bool]] = {
+    "anthropic_stream": ("anthropic", True),
+    "anthropic_async_stream": ("anthropic", True),
+    "anthropic_create": ("anthropic", False),
+    "openai_stream": ("openai", True),
+    "openai_async_stream": ("openai", True),
+    "openai_create": ("openai", False),
+}
+WORKLOAD_TITLES: dict[str, str] = {
+    "anthropic_stream": "anthropic stream (sync), per event",
+    "anthropic_async_stream": "anthropic stream (async), per event",
+    "anthropic_create": "anthropic non-stream, per request",
+    "openai_stream": "openai chat stream (sync), per chunk",
+    "openai_async_stream": "openai chat stream (async), per chunk",
+    "openai_create": "openai chat non-stream, per request",
+}
+# The issue's targets, as ratios to the baseline (CPU time).
+TARGETS: dict[str, float] = {
+    "anthropic_stream": 1.01,
+    "anthropic_async_stream": 1.01,
+    "anthropic_create": 1.05,
+    "openai_stream": 1.01,
+    "openai_async_stream": 1.01,
+    "openai_create": 1.05,
+}
+RSS_TARGET_BYTES = 2 << 20
+TARGET_CONFIG = "all"  # "with metrics and spans on"
+
+MESSAGES: list[MessageParam] = [{"role": "user", "content": "Write a haiku about telemetry."}]
+CHAT: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Write a haiku about telemetry."}]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one worker measures: per workload, loops per value (calibrated), values and warm-ups."""
+
+    base_url: str
+    tokens: int
+    loops: dict[str, int]
+    values: int
+    warmups: int
+    workloads: tuple[str, ...] = tuple(WORKLOADS)
+
+
+# ------------------------------------------------------------------------------------------------
+# worker
+
+
+class _CountingSpanExporter:
+    """A span exporter that only counts (what a no-op exporter costs, with a positive control)."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+
+    def export(self, spans: Sequence[Any]) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        self.spans += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+class _CountingSink:
+    """Appended to llmtap's sinks after the timed runs: proves llmtap saw the traffic."""
+
+    name = "bench-count"
+
+    def __init__(self) -> None:
+        self.ended = 0
+
+    def start(self, attempt: object) -> object:
+        return None
+
+    def end(self, record: object, state: object) -> None:
+        self.ended += 1
+
+    def call_end(self, record: object) -> None:
+        pass
+
+
+@dataclass
+class Configured:
+    tap: Any = None
+    span_exporter: _CountingSpanExporter | None = None
+    providers: list[Any] = field(default_factory=list)
+
+
+def configure(config: str, base_url: str) -> Configured:
+    """Switch ``config`` on in this process, importing only what it uses."""
+    out = Configured()
+    if config in ("baseline", "baseline_again"):
+        return out
+    if config == "anthropic_tracing":
+        # The Anthropic SDK traces every API call when a global tracer provider exists (anthropic/_tracing.py:
+        # get_tracer(); ANTHROPIC_OPEN_TELEMETRY=false or open_telemetry=False turn it off).
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        out.span_exporter = _CountingSpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(BatchSpanProcessor(out.span_exporter))  # type: ignore[arg-type]
+        trace.set_tracer_provider(provider)
+        out.providers.append(provider)
+        return out
+    metrics = config in ("prometheus", "all")
+    traces = config in ("spans", "all")
+    otel_metrics = config in ("otel_metrics", "all")
+    if config not in ("core", "prometheus", "spans", "otel_metrics", "all"):
+        raise SystemExit(f"unknown configuration {config!r}")
+    kwargs: dict[str, Any] = {}
+    if metrics:
+        from prometheus_client import CollectorRegistry
+
+        kwargs["registry"] = CollectorRegistry()
+    if traces:
+        # Handed to llmtap, never made global: a global provider would switch the Anthropic SDK's own
+        # tracing on as well (see the "anthropic_tracing" configuration).
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        out.span_exporter = _CountingSpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(BatchSpanProcessor(out.span_exporter))  # type: ignore[arg-type]
+        kwargs["tracer_provider"] = provider
+        out.providers.append(provider)
+    if otel_metrics:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+        kwargs["meter_provider"] = meter_provider
+        out.providers.append(meter_provider)
+    import llmtap
+
+    out.tap = llmtap.instrument(
+        llmtap.Settings(metrics=metrics, traces=traces, otel_metrics=otel_metrics, base_urls=(base_url,)), **kwargs
+    )
+    return out
+
+
+class Workloads:
+    """The SDK calls; one unit is one stream read to its end, or one request."""
+
+    def __init__(self, base_url: str, tokens: int) -> None:
+        import anthropic
+        import openai
+
+        scenario = {"x-llmtap-sim": f"tokens={tokens}"}
+        short = {"x-llmtap-sim": "tokens=5"}
+        self.a = anthropic.Anthropic(base_url=base_url, api_key="bench", max_retries=0, default_headers=scenario)
+        self.aa = anthropic.AsyncAnthropic(base_url=base_url, api_key="bench", max_retries=0, default_headers=scenario)
+        self.a_short = anthropic.Anthropic(base_url=base_url, api_key="bench", max_retries=0, default_headers=short)
+        self.o = openai.OpenAI(base_url=base_url + "/v1", api_key="bench", max_retries=0, default_headers=scenario)
+        self.oa = openai.AsyncOpenAI(
+            base_url=base_url + "/v1", api_key="bench", max_retries=0, default_headers=scenario
+        )
+        self.o_short = openai.OpenAI(base_url=base_url + "/v1", api_key="bench", max_retries=0, default_headers=short)
+        self.loop = asyncio.Runner()
+
+    def close(self) -> None:
+        self.loop.run(self.aa.close())
+        self.loop.run(self.oa.close())
+        self.loop.close()
+        for client in (self.a, self.a_short, self.o, self.o_short):
+            client.close()
+
+    def unit(self, name: str) -> Callable[[int], int]:
+        """A function running ``loops`` units and returning the events (or requests) it saw."""
+        return getattr(self, name)  # type: ignore[no-any-return]
+
+    def anthropic_stream(self, loops: int) -> int:
+        n = 0
+        for _ in range(loops):
+            for _event in self.a.messages.create(
+                model="claude-sonnet-4-5",
+                max_tokens=4096,
+                messages=MESSAGES,
+                stream=True,
+            ):
+                n += 1
+        return n
+
+    def anthropic_async_stream(self, loops: int) -> int:
+        async def run() -> int:
+            n = 0
+            for _ in range(loops):
+                stream = await self.aa.messages.create(
+                    model="claude-sonnet-4-5",
+                    max_tokens=4096,
+                    messages=MESSAGES,
+                    stream=True,
+                )
+                async for _event in stream:
+                    n += 1
+            return n
+
+        return self.loop.run(run())
+
+    def anthropic_create(self, loops: int) -> int:
+        for _ in range(loops):
+            self.a_short.messages.create(model="claude-sonnet-4-5", max_tokens=1024, messages=MESSAGES)
+        return loops
+
+    def openai_stream(self, loops: int) -> int:
+        n = 0
+        for _ in range(loops):
+            for _chunk in self.o.chat.completions.create(
+                model="gpt-4o-mini",
+                messages=CHAT,
+                stream=True,
+                stream_options={"include_usage": True},
+            ):
+                n += 1
+        return n
+
+    def openai_async_stream(self, loops: int) -> int:
+        async def run() -> int:
+            n = 0
+            for _ in range(loops):
+                stream = await self.oa.chat.completions.create(
+                    model="gpt-4o-mini",
+                    messages=CHAT,
+                    stream=True,
+                    stream_options={"include_usage": True},
+                )
+                async for _chunk in stream:
+                    n += 1
+            return n
+
+        return self.loop.run(run())
+
+    def openai_create(self, loops: int) -> int:
+        for _ in range(loops):
+            self.o_short.chat.completions.create(model="gpt-4o-mini", messages=CHAT)
+        return loops
+
+
+def timed(fn: Callable[[int], int], loops: int) -> tuple[float, float, int]:
+    """(process CPU seconds, wall seconds, units seen) for ``fn(loops)``.
+
+    Process CPU time counts every thread of the client process (the BatchSpanProcessor's worker included)
+    and nothing of the simulator's.
+    """
+    c0 = time.process_time()
+    w0 = time.perf_counter()
+    n = fn(loops)
+    w1 = time.perf_counter()
+    c1 = time.process_time()
+    return c1 - c0, w1 - w0, n
+
+
+def max_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+def worker(config: str, plan: Plan) -> dict[str, Any]:
+    """Measure every workload of ``plan`` under ``config``; returns the raw values."""
+    import anthropic
+    import openai
+
+    imported_rss = max_rss_bytes()
+    configured = configure(config, plan.base_url)
+    wl = Workloads(plan.base_url, plan.tokens)
+    results: dict[str, Any] = {}
+    rss_after_anthropic = 0
+    for name in plan.workloads:
+        fn = wl.unit(name)
+        loops = plan.loops.get(name, 1)
+        for _ in range(plan.warmups):
+            timed(fn, loops)
+        cpu: list[float] = []
+        wall: list[float] = []
+        units = 0
+        for _ in range(plan.values):
+            c, w, units = timed(fn, loops)
+            cpu.append(c / units)
+            wall.append(w / units)
+        results[name] = {"cpu": cpu, "wall": wall, "loops": loops, "units_per_value": units}
+        if WORKLOADS[name][0] == "anthropic":
+            rss_after_anthropic = max_rss_bytes()
+    rss_end = max_rss_bytes()
+    checks = positive_controls(config, configured, wl)
+    wl.close()
+    for provider in configured.providers:
+        provider.shutdown()
+    return {
+        "config": config,
+        "workloads": results,
+        "rss_imported": imported_rss,
+        "rss_after_anthropic": rss_after_anthropic,
+        "rss_end": rss_end,
+        "checks": checks,
+        "versions": {"anthropic": anthropic.__version__, "openai": openai.__version__},
+    }
+
+
+def positive_controls(config: str, configured: Configured, wl: Workloads) -> dict[str, Any]:
+    """After the timed runs: llmtap saw the traffic; the SDK's own tracing is on only where meant."""
+    from opentelemetry import trace
+
+    checks: dict[str, Any] = {"global_tracer_provider": type(trace.get_tracer_provider()).__name__}
+    sdk_tracing = wl.a._tracer is not None and wl.a._tracer.start_span("probe").is_recording()
+    checks["anthropic_sdk_tracing"] = bool(sdk_tracing)
+    if configured.tap is not None:
+        sink = _CountingSink()
+        configured.tap.sinks = (*configured.tap.sinks, sink)
+        wl.anthropic_create(1)
+        wl.openai_create(1)
+        checks["llmtap_attempts_seen"] = sink.ended
+    if configured.span_exporter is not None:
+        for provider in configured.providers:
+            if hasattr(provider, "force_flush"):
+                provider.force_flush()
+        checks["spans_exported"] = configured.span_exporter.spans
+    return checks
+
+
+def calibrate(plan: Plan, min_time: float) -> dict[str, int]:
+    """pyperf's rule: double the loops until one value takes at least ``min_time`` (wall)."""
+    wl = Workloads(plan.base_url, plan.tokens)
+    loops: dict[str, int] = {}
+    for name in plan.workloads:
+        fn = wl.unit(name)
+        n = 1
+        timed(fn, 1)  # connection, first-use work
+        while True:
+            _, w, _ = timed(fn, n)
+            if w >= min_time or n >= 1 << 16:
+                break
+            n *= 2
+        loops[name] = n
+    wl.close()
+    return loops
+
+
+def stream_memory(base_url: str, sizes: Sequence[int], gzip: bool) -> dict[int, int]:
+    """Bytes held by allocations made in llmtap's own code while one stream is open, after ``n`` content
+    events, for each ``n`` in ``sizes`` (all exporters on; raw httpx2, which llmtap patches, so that 100k
+    events take seconds rather than the SDK's minute)."""
+    import tracemalloc
+
+    import httpx2
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.trace import TracerProvider
+    from prometheus_client import CollectorRegistry
+
+    import llmtap
+
+    llmtap.instrument(
+        llmtap.Settings(base_urls=(base_url,)),
+        registry=CollectorRegistry(),
+        tracer_provider=TracerProvider(),
+        meter_provider=MeterProvider(),
+    )
+    only_llmtap = [tracemalloc.Filter(True, "*/llmtap/*")]
+    out: dict[int, int] = {}
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 4096, "messages": MESSAGES, "stream": True}
+    with httpx2.Client(timeout=60) as client:
+        for n in sizes:
+            scenario = f"tokens={n + 10}" + (",gzip" if gzip else "")
+            tracemalloc.start()
+            try:
+                with client.stream(
+                    "POST", base_url + "/v1/messages", json=body, headers={"x-llmtap-sim": scenario}
+                ) as response:
+                    chunks = response.iter_raw()
+                    for _ in range(3 + n):  # the preamble, then n deltas: one HTTP chunk each
+                        next(chunks)
+                    snapshot = tracemalloc.take_snapshot().filter_traces(only_llmtap)
+                    out[n] = sum(stat.size for stat in snapshot.statistics("filename"))
+                    for _ in chunks:
+                        pass
+            finally:
+                tracemalloc.stop()
+    llmtap.uninstrument()
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# master
+
+
+_SIM_CHILD = """
+import resource, sys
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+from llmtap.simulator import Simulator
+sim = Simulator().start()
+print(sim.base_url, flush=True)
+sys.stdin.read()
+sim.stop()
+"""
+
+
+class ChildSimulator:
+    """``llmtap.simulator.Simulator`` served from a child process (its own GIL)."""
+
+    def __init__(self) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _SIM_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self._proc.stdout is not None
+        self.base_url = self._proc.stdout.readline().strip()
+        if not self.base_url.startswith("http://"):
+            self.close()
+            raise RuntimeError("the child simulator did not start")
+
+    def close(self) -> None:
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+    def __enter__(self) -> ChildSimulator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def run_worker(args: list[str], payload: dict[str, Any]) -> dict[str, Any]:
+    """Run this script as a worker in a fresh interpreter; the plan goes in and the result comes back as JSON."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "plan.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(payload, f)
+        proc = subprocess.run(
+            [sys.executable, __file__, *args, "--plan", path],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "PYTHONHASHSEED": str(random.randrange(1 << 31))},
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"worker {args} failed:\n{proc.stderr[-4000:]}")
+        result: dict[str, Any] = json.loads(proc.stdout)
+        return result
+
+
+def quartiles(values: Sequence[float]) -> tuple[float, float, float]:
+    if len(values) == 1:
+        return values[0], values[0], values[0]
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[0], q[1], q[2]
+
+
+@dataclass
+class Row:
+    workload: str
+    config: str
+    cpu_ratio: list[float]
+    wall_ratio: list[float]
+    base_cpu: list[float]
+    added_cpu: list[float]
+
+
+def rows_from(rounds: list[dict[str, dict[str, Any]]]) -> list[Row]:
+    rows: list[Row] = []
+    for workload in WORKLOADS:
+        for config in CONFIGS[1:]:
+            row = Row(workload, config, [], [], [], [])
+            for results in rounds:
+                base = results["baseline"]["workloads"].get(workload)
+                mine = results.get(config, {}).get("workloads", {}).get(workload)
+                if base is None or mine is None:
+                    continue
+                b_cpu, m_cpu = statistics.median(base["cpu"]), statistics.median(mine["cpu"])
+                b_wall, m_wall = statistics.median(base["wall"]), statistics.median(mine["wall"])
+                row.cpu_ratio.append(m_cpu / b_cpu)
+                row.wall_ratio.append(m_wall / b_wall)
+                row.base_cpu.append(b_cpu)
+                row.added_cpu.append(m_cpu - b_cpu)
+            if row.cpu_ratio:
+                rows.append(row)
+    return rows
+
+
+def rss_deltas(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for config in CONFIGS[1:]:
+        key = "rss_after_anthropic" if config == "anthropic_tracing" else "rss_end"
+        out[config] = [float(r[config][key] - r["baseline"][key]) for r in rounds if config in r and "baseline" in r]
+    return out
+
+
+def _ratio(values: Sequence[float]) -> str:
+    lo, mid, hi = quartiles(values)
+    return f"x{mid:.3f} ({lo:.3f}..{hi:.3f})"
+
+
+def _us(seconds: float) -> str:
+    us = seconds * 1e6
+    return f"{us:,.2f}" if abs(us) < 100 else f"{us:,.0f}"
+
+
+def print_table(rows: list[Row], rss: dict[str, list[float]], rounds: int) -> list[str]:
+    """The full table, then the side-by-side against the targets. Returns the failed targets."""
+    print(f"\nRatio to the baseline of the same round (median over {rounds} rounds, IQR in brackets).")
+    print("CPU = the client process's CPU time; added = CPU µs per event or request over the baseline.\n")
+    head = f"{'workload':<40} {'configuration':<40} {'CPU':>24} {'wall':>24} {'base µs':>9} {'added µs':>9}"
+    print(head)
+    print("-" * len(head))
+    for row in rows:
+        print(
+            f"{WORKLOAD_TITLES[row.workload]:<40} {CONFIG_TITLES[row.config]:<40} {_ratio(row.cpu_ratio):>24} "
+            f"{_ratio(row.wall_ratio):>24} {_us(statistics.median(row.base_cpu)):>9} "
+            f"{_us(statistics.median(row.added_cpu)):>9}"
+        )
+    print()
+    print("Peak RSS over the baseline worker (median over rounds):")
+    for config, deltas in rss.items():
+        if deltas:
+            print(f"  {CONFIG_TITLES[config]:<40} {statistics.median(deltas) / 2**20:+.1f} MiB")
+
+    failed: list[str] = []
+    print("\nTargets (issue 7), llmtap with metrics and spans on (configuration 'all'), CPU time:\n")
+    head = f"{'workload':<40} {'target':>8} {'llmtap (all)':>26} {'Anthropic SDK tracing':>26} {'status':>7}"
+    print(head)
+    print("-" * len(head))
+    by_key = {(r.workload, r.config): r for r in rows}
+    for workload, target in TARGETS.items():
+        mine = by_key.get((workload, TARGET_CONFIG))
+        sdk = by_key.get((workload, "anthropic_tracing"))
+        if mine is None:
+            continue
+        ratio = statistics.median(mine.cpu_ratio)
+        ok = ratio <= target
+        sdk_text = "n/a"
+        if sdk is not None:
+            sdk_ratio = statistics.median(sdk.cpu_ratio)
+            sdk_text = _ratio(sdk.cpu_ratio)
+            if ratio >= sdk_ratio:
+                ok = False
+                failed.append(f"{workload}: not below the Anthropic SDK's own tracing")
+        if ratio > target:
+            failed.append(f"{workload}: x{ratio:.3f} > x{target}")
+        print(
+            f"{WORKLOAD_TITLES[workload]:<40} {'≤ x' + str(target):>8} {_ratio(mine.cpu_ratio):>26} {sdk_text:>26} "
+            f"{'PASS' if ok else 'FAIL':>7}"
+        )
+    deltas = rss.get(TARGET_CONFIG, [])
+    if deltas:
+        rss_mib = statistics.median(deltas) / 2**20
+        sdk_rss = rss.get("anthropic_tracing", [])
+        sdk_text = f"{statistics.median(sdk_rss) / 2**20:+.1f} MiB" if sdk_rss else "n/a"
+        ok = statistics.median(deltas) <= RSS_TARGET_BYTES
+        if not ok:
+            failed.append(f"peak RSS: {rss_mib:+.1f} MiB > +2 MiB")
+        print(
+            f"{'peak RSS over the baseline':<40} {'≤ +2 MiB':>8} {f'{rss_mib:+.1f} MiB':>26} {sdk_text:>26} "
+            f"{'PASS' if ok else 'FAIL':>7}"
+        )
+    return failed
+
+
+MEMORY_GROWTH_TARGET_BYTES = 4096
+
+
+def print_memory(memory: dict[str, dict[str, int]]) -> list[str]:
+    """Memory per stream: what llmtap's code holds mid-stream after 1, 1k and 100k events."""
+    failed: list[str] = []
+    for encoding, sizes in memory.items():
+        held = {int(n): b for n, b in sizes.items()}
+        first, last = held[min(held)], held[max(held)]
+        growth = last - first
+        ok = growth <= MEMORY_GROWTH_TARGET_BYTES
+        if not ok:
+            failed.append(f"memory per stream ({encoding}) grows by {growth} B")
+        figures = " / ".join(f"{b:,}" for _, b in sorted(held.items()))
+        sizes_text = " / ".join(f"{n:,}" for n in sorted(held))
+        print(
+            f"{'llmtap memory per open stream, ' + encoding:<40} {'constant':>8} {figures + ' B':>26} {'':>26} "
+            f"{'PASS' if ok else 'FAIL':>7}"
+        )
+        if encoding == "identity":
+            print(f"{'  (after ' + sizes_text + ' events)':<40}")
+    return failed
+
+
+def pyperf_suite(rounds: list[dict[str, dict[str, Any]]], path: str) -> None:
+    """Every value as a pyperf BenchmarkSuite: one benchmark per workload x configuration x clock, one run per
+    round (pyperf's JSON, for ``python -m pyperf stats/hist/compare_to``)."""
+    import pyperf
+
+    runs: dict[str, list[Any]] = {}
+    for results in rounds:
+        for config, result in results.items():
+            for workload, data in result["workloads"].items():
+                for clock in ("cpu", "wall"):
+                    name = f"{workload}.{config}.{clock}"
+                    metadata = {
+                        "name": name,
+                        "loops": data["loops"],
+                        "inner_loops": data["units_per_value"] // data["loops"],
+                        "unit": "second",
+                        "mem_max_rss": int(result["rss_end"]),
+                    }
+                    run = pyperf.Run(data[clock], metadata=metadata, collect_metadata=False)
+                    runs.setdefault(name, []).append(run)
+    suite = pyperf.BenchmarkSuite([pyperf.Benchmark(r) for r in runs.values()])
+    suite.dump(path, replace=True)
+
+
+def machine_line() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} CPUs, CPython {platform.python_version()}"
+
+
+def master(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    if args.quick:
+        rounds, values, warmups, tokens, min_time = 3, 1, 1, 300, 0.02
+    elif args.rigorous:
+        rounds, values, warmups, tokens, min_time = 12, 5, 1, 1000, 0.1
+    else:
+        rounds, values, warmups, tokens, min_time = 5, 3, 1, 1000, 0.06
+    rounds = args.rounds or rounds
+    configs = [c for c in CONFIGS if not args.configs or c in args.configs or c == "baseline"]
+    workloads = tuple(w for w in WORKLOADS if not args.workloads or w in args.workloads)
+    load = os.getloadavg()[0]
+    print(f"llmtap in-SDK benchmark{' (quick)' if args.quick else ''}: {machine_line()}; 1-min load {load:.2f}")
+    print(f"  {rounds} rounds x {len(configs)} configurations, {values} values each, streams of {tokens} deltas")
+    with ChildSimulator() as sim:
+        plan = Plan(sim.base_url, tokens, {}, values, warmups, workloads)
+        calibration = run_worker(["--calibrate", str(min_time)], plan_payload(plan))
+        plan = Plan(sim.base_url, tokens, calibration["loops"], values, warmups, workloads)
+        print(f"  loops per value: {calibration['loops']}")
+        all_rounds: list[dict[str, dict[str, Any]]] = []
+        for index in range(rounds):
+            order = configs[index % len(configs) :] + configs[: index % len(configs)]
+            results: dict[str, dict[str, Any]] = {}
+            for config in order:
+                wanted = workloads
+                if config == "anthropic_tracing":
+                    wanted = tuple(w for w in workloads if WORKLOADS[w][0] == "anthropic")
+                payload = plan_payload(Plan(plan.base_url, tokens, plan.loops, values, warmups, wanted))
+                results[config] = run_worker(["--worker", config], payload)
+            all_rounds.append(results)
+            print(f"  round {index + 1}/{rounds} done, {time.monotonic() - started:.0f} s", flush=True)
+        memory: dict[str, dict[str, int]] = {}
+        if not args.no_memory:
+            events = 10_000 if args.quick else 100_000
+            memory = run_worker(["--memory"], plan_payload(Plan(sim.base_url, events, {}, 0, 0)))
+    check_controls(all_rounds)
+    failed = print_table(rows_from(all_rounds), rss_deltas(all_rounds), rounds)
+    failed += print_memory(memory)
+    if args.output:
+        with open(args.output + ".rounds.json", "w", encoding="utf-8") as f:
+            json.dump(all_rounds, f)
+        pyperf_suite(all_rounds, args.output)
+        print(f"\npyperf suite written to {args.output} (raw rounds: {args.output}.rounds.json)")
+    print(
+        f"\n{len(failed)} target(s) missed; {time.monotonic() - started:.0f} s; 1-min load {load:.2f} at start, "
+        f"{os.getloadavg()[0]:.2f} at end (a loaded machine widens the IQR)."
+    )
+    return 1 if args.strict and failed else 0
+
+
+def check_controls(rounds: list[dict[str, dict[str, Any]]]) -> None:
+    """Each configuration measured what it claims: llmtap saw every probe, spans were exported where on, and
+    the Anthropic SDK's own tracing was on only in its own configuration."""
+    for results in rounds:
+        for config, result in results.items():
+            checks = result["checks"]
+            want_sdk = config == "anthropic_tracing"
+            if checks["anthropic_sdk_tracing"] is not want_sdk:
+                raise SystemExit(f"{config}: the Anthropic SDK's own tracing was {checks['anthropic_sdk_tracing']}")
+            if (
+                config not in ("baseline", "baseline_again", "anthropic_tracing")
+                and checks.get("llmtap_attempts_seen") != 2
+            ):
+                raise SystemExit(f"{config}: llmtap did not observe the probe requests: {checks}")
+            if config in ("spans", "all", "anthropic_tracing") and not checks.get("spans_exported"):
+                raise SystemExit(f"{config}: no span was exported: {checks}")
+
+
+def markdown(paths: Sequence[str]) -> None:
+    """Markdown tables (for benchmarks/README.md) from the raw rounds of one or more runs (``-o X`` writes
+    ``X.rounds.json``), side by side: CPU ratio (IQR) per workload and configuration, then peak RSS."""
+    runs = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            runs.append(json.load(f))
+    names = [os.path.basename(p).split(".")[0] for p in paths]
+    tables = [{(r.workload, r.config): r for r in rows_from(rounds)} for rounds in runs]
+    print(
+        "| workload | configuration | "
+        + " | ".join(f"CPU {n}" for n in names)
+        + " | "
+        + " | ".join(f"added µs {n}" for n in names)
+        + " |"
+    )
+    print("|---|---|" + "---:|" * (2 * len(names)))
+    for workload in WORKLOADS:
+        for config in CONFIGS[1:]:
+            cells = [t.get((workload, config)) for t in tables]
+            if not any(cells):
+                continue
+            ratios = [_ratio(c.cpu_ratio) if c else "n/a" for c in cells]
+            added = [_us(statistics.median(c.added_cpu)) if c else "n/a" for c in cells]
+            print(f"| {WORKLOAD_TITLES[workload]} | {CONFIG_TITLES[config]} | " + " | ".join(ratios + added) + " |")
+    print()
+    print("| peak RSS over the baseline | " + " | ".join(names) + " |")
+    print("|---|" + "---:|" * len(names))
+    deltas = [rss_deltas(rounds) for rounds in runs]
+    for config in CONFIGS[1:]:
+        rss_cells = [f"{statistics.median(d[config]) / 2**20:+.1f} MiB" if d.get(config) else "n/a" for d in deltas]
+        print(f"| {CONFIG_TITLES[config]} | " + " | ".join(rss_cells) + " |")
+
+
+def plan_payload(plan: Plan) -> dict[str, Any]:
+    return {
+        "base_url": plan.base_url,
+        "tokens": plan.tokens,
+        "loops": plan.loops,
+        "values": plan.values,
+        "warmups": plan.warmups,
+        "workloads": list(plan.workloads),
+    }
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", "--fast", action="store_true", help="3 short rounds (~1 min)")
+    mode.add_argument("--rigorous", action="store_true", help="twice the rounds, more values")
+    parser.add_argument("--rounds", type=int, help="override the number of rounds")
+    parser.add_argument("--configs", nargs="*", choices=CONFIGS, help="only these configurations (+ baseline)")
+    parser.add_argument("--workloads", nargs="*", choices=tuple(WORKLOADS), help="only these workloads")
+    parser.add_argument("-o", "--output", metavar="JSON", help="write every value as a pyperf suite")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory-per-stream check")
+    parser.add_argument("--pure", action="store_true", help="run the pure-path benchmarks (benchmarks/run.py) instead")
+    parser.add_argument("--memory", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--markdown", nargs="+", metavar="ROUNDS_JSON", help="print markdown tables of earlier runs' raw rounds"
+    )
+    parser.add_argument("--worker", metavar="CONFIG", help=argparse.SUPPRESS)
+    parser.add_argument("--calibrate", metavar="MIN_TIME", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--plan", metavar="PATH", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def _load_plan(path: str) -> Plan:
+    with open(path, encoding="utf-8") as f:
+        raw = json.load(f)
+    return Plan(raw["base_url"], raw["tokens"], raw["loops"], raw["values"], raw["warmups"], tuple(raw["workloads"]))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--pure" in argv:
+        # the pure-path benchmarks (observer, shells, exporters outside the SDK): a profiling tool
+        argv.remove("--pure")
+        pure = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run.py")
+        return subprocess.call([sys.executable, pure, *argv])
+    args = parse_args(argv)
+    if args.markdown:
+        markdown(args.markdown)
+        return 0
+    if args.memory:
+        plan = _load_plan(args.plan)
+        sizes = (1, 1_000, plan.tokens)
+        json.dump(
+            {"identity": stream_memory(plan.base_url, sizes, False), "gzip": stream_memory(plan.base_url, sizes, True)},
+            sys.stdout,
+        )
+        return 0
+    if args.worker or args.calibrate:
+        import warnings
+
+        warnings.simplefilter("ignore")
+        plan = _load_plan(args.plan)
+        out: dict[str, Any] = (
+            {"loops": calibrate(plan, args.calibrate)} if args.calibrate else worker(args.worker, plan)
+        )
+        json.dump(out, sys.stdout)
+        return 0
+    return master(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""Observe the openai SDK with one call, against the built-in simulator (no API key needed).
+
+    python examples/openai_quickstart.py
+
+api.openai.com is observed without configuration; for an OpenAI-compatible server (vLLM, Ollama, a
+gateway) add its base URL to ``Settings.base_urls``.
+"""
+
+from __future__ import annotations
+
+import openai
+from prometheus_client import generate_latest
+
+import llmtap
+from llmtap.simulator import Scenario, Simulator
+
+# a few of the series llmtap exports (all of them: `curl localhost:9464/metrics` with LLMTAP_METRICS_PORT)
+SHOWN = ("llmtap_attempts_total", "llmtap_streams_total", "llmtap_tokens_total", "llmtap_retries_total")
+
+
+def main() -> None:
+    with Simulator() as sim:
+        llmtap.instrument(llmtap.Settings(base_urls=(sim.base_url,)))
+        client = openai.OpenAI(base_url=sim.base_url + "/v1", api_key="not-needed")
+        stream = client.chat.completions.create(
+            model="gpt-5-mini",
+            messages=[{"role": "user", "content": "Hello"}],
+            stream=True,
+            stream_options={"include_usage": True},  # without it OpenAI reports no token usage
+            extra_headers=Scenario(ttft=0.2, tokens=10).headers(),
+        )
+        print("".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices))
+        reply = client.responses.create(model="gpt-5-mini", input="Hello again")  # the Responses API too
+        print(reply.output_text)
+        client.close()
+        lines = generate_latest().decode().splitlines()
+        print("\n".join(line for line in lines if line.startswith(SHOWN) and not line.endswith(" 0.0")))
+        llmtap.uninstrument()
+
+
+if __name__ == "__main__":
+    main()

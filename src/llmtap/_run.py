@@ -1,0 +1,106 @@
+"""``llmtap run [--metrics-port N] -- COMMAND...``: observe an unmodified Python program.
+
+It reuses ``opentelemetry-instrument``'s machinery rather than a sitecustomize of its own: the
+directory holding ``opentelemetry.instrumentation.auto_instrumentation``'s ``sitecustomize`` is put
+first on ``PYTHONPATH`` and the command is exec'd. At interpreter start-up, before the program
+imports anything, that sitecustomize loads the distro and configurator of ``opentelemetry-distro``
+(which build the SDK tracer and meter providers and their exporters from the standard ``OTEL_*``
+variables) and then every ``opentelemetry_instrumentor`` entry point, llmtap's included, which
+reads its settings from ``LLMTAP_*``. Child processes (``uvicorn --workers``, ``multiprocessing``)
+inherit ``PYTHONPATH`` and are instrumented the same way; forked ones (gunicorn workers) inherit
+the instrumented interpreter.
+
+Defaults ``llmtap run`` adds when the variable is unset (it never overrides one you set):
+
+- ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER``: ``otlp`` when an OTLP endpoint is configured
+  (``OTEL_EXPORTER_OTLP_ENDPOINT`` or a per-signal one), else ``none`` (nothing to send to);
+- ``OTEL_LOGS_EXPORTER``: ``none``;
+- ``OTEL_EXPORTER_OTLP_PROTOCOL``: ``http/protobuf`` (the exporter ``llmtap[run]`` installs).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+
+__all__ = ["prepare", "run"]
+
+_ENDPOINTS = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+)
+EXTRA_HINT = "llmtap run needs the OpenTelemetry distro and OTLP exporter: pip install 'llmtap[run]'"
+
+
+class RunError(Exception):
+    """``llmtap run`` cannot start the command; the message says why."""
+
+
+def _sitecustomize_dir() -> str:
+    try:
+        # the distro's configurator builds the SDK providers; the exporter is what it exports with
+        import opentelemetry.distro
+        import opentelemetry.exporter.otlp.proto.http  # noqa: F401
+        from opentelemetry.instrumentation import auto_instrumentation
+    except ImportError as exc:
+        raise RunError(f"{EXTRA_HINT} ({exc})") from exc
+    return os.path.dirname(os.path.abspath(auto_instrumentation.__file__))
+
+
+def prepare(
+    command: Sequence[str],
+    environ: Mapping[str, str],
+    *,
+    metrics_port: int | None = None,
+    metrics_addr: str | None = None,
+) -> tuple[str, list[str], dict[str, str]]:
+    """The executable, argv and environment that ``run`` execs (checked, nothing started).
+
+    Raises:
+        RunError: no command, the command is not found, the ``run`` extra is missing.
+        pydantic.ValidationError: the ``LLMTAP_*`` settings are invalid (named in the message).
+    """
+    from llmtap._settings import Settings
+
+    if not command:
+        raise RunError("usage: llmtap run [--metrics-port N] -- COMMAND [ARGS...]")
+    env = dict(environ)
+    if metrics_port is not None:
+        env["LLMTAP_METRICS_PORT"] = str(metrics_port)
+    if metrics_addr is not None:
+        env["LLMTAP_METRICS_ADDR"] = metrics_addr
+    Settings.from_env(env)  # fail here, with the variable named, rather than inside the program
+    site_dir = _sitecustomize_dir()
+    otlp = "otlp" if any(env.get(name) for name in _ENDPOINTS) else "none"
+    env.setdefault("OTEL_TRACES_EXPORTER", otlp)
+    env.setdefault("OTEL_METRICS_EXPORTER", otlp)
+    env.setdefault("OTEL_LOGS_EXPORTER", "none")
+    env.setdefault("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    # the same PYTHONPATH opentelemetry-instrument builds: its sitecustomize first, then the cwd
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != site_dir]
+    cwd = os.getcwd()
+    if cwd not in paths:
+        paths.insert(0, cwd)
+    env["PYTHONPATH"] = os.pathsep.join([site_dir, *paths])
+    executable = shutil.which(command[0], path=env.get("PATH"))
+    if executable is None:
+        raise RunError(f"llmtap run: command not found: {command[0]}")
+    return executable, list(command), env
+
+
+def run(command: Sequence[str], *, metrics_port: int | None = None, metrics_addr: str | None = None) -> int:
+    """Exec ``command`` instrumented (returns only on error, with the exit status to use)."""
+    from pydantic import ValidationError
+
+    try:
+        executable, argv, env = prepare(command, os.environ, metrics_port=metrics_port, metrics_addr=metrics_addr)
+    except (RunError, ValidationError) as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(executable, argv, env)
+    return 0  # not reached

@@ -1,0 +1,229 @@
+"""The example FastAPI service (examples/fastapi_service) under real multi-worker servers.
+
+gunicorn with uvicorn workers (configured by the example's gunicorn.conf.py), the same zero-code
+under ``llmtap run``, and ``uvicorn --workers`` under ``llmtap run``; real HTTP clients in threads;
+prometheus-client's multiprocess mode. The totals over all workers must equal what the simulator
+served, exactly.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from llmtap import Outcome
+from llmtap.simulator import Scenario, Served, Simulator
+from tests._deploy import Scrape, free_port, histogram_count, otlp_receiver, spans, wait_http, wait_until
+
+SERVICE = Path(__file__).resolve().parents[1] / "examples" / "fastapi_service"
+BIN = Path(sys.executable).parent
+# what llmtap must report for each way the simulator ended a stream the app read to its end
+EXPECTED_OUTCOME = {
+    "completed": Outcome.COMPLETED,
+    "error_status": Outcome.SERVER_ERROR,
+    "error_event": Outcome.SERVER_ERROR,
+    "client_disconnected": Outcome.CANCELLED,
+}
+MIX = (
+    [Scenario(tokens=20, gap=0.005)] * 16
+    + [Scenario(tokens=10, fail=1, retry_after=0.01)] * 4  # a 529, then the SDK's retry succeeds
+    + [Scenario(tokens=10, error_event_at=3)] * 4  # an SSE error event mid-answer
+)
+
+
+@contextmanager
+def serve(
+    command: list[str], sim: Simulator, tmp_path: Path, port: int, **extra_env: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    mp_dir = tmp_path / "prometheus-multiproc"
+    mp_dir.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LLMTAP_", "PROMETHEUS_"))}
+    env.update(
+        PROMETHEUS_MULTIPROC_DIR=str(mp_dir),
+        ANTHROPIC_BASE_URL=sim.base_url,
+        ANTHROPIC_API_KEY="not-needed",
+        LLMTAP_BASE_URLS=sim.base_url,
+        BIND=f"127.0.0.1:{port}",
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        **extra_env,
+    )
+    log = (tmp_path / "server.log").open("wb")
+    proc = subprocess.Popen(command, cwd=SERVICE, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        try:
+            wait_http(f"http://127.0.0.1:{port}/metrics", timeout=40)
+        except TimeoutError:
+            raise AssertionError((tmp_path / "server.log").read_text()) from None
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+    assert "Traceback" not in (tmp_path / "server.log").read_text(), (tmp_path / "server.log").read_text()
+
+
+def chat(port: int, scenario: Scenario) -> tuple[int, str]:
+    """One end user: POST /chat and read the streamed answer. Returns (worker pid, text read)."""
+    with httpx2.Client(timeout=30) as client, open_chat(client, port, scenario) as r:
+        assert r.status_code == 200
+        pid = int(r.headers["x-worker-pid"])
+        text = ""
+        for chunk in r.iter_text():
+            text += chunk
+    return pid, text
+
+
+def open_chat(client: httpx2.Client, port: int, scenario: Scenario) -> Any:
+    return client.stream("POST", f"http://127.0.0.1:{port}/chat", json={"prompt": "hi"}, headers=scenario.headers())
+
+
+def load(port: int, scenarios: list[Scenario], concurrency: int = 8) -> set[int]:
+    with ThreadPoolExecutor(concurrency) as pool:
+        return {pid for pid, _ in pool.map(lambda s: chat(port, s), scenarios)}
+
+
+def reported_output(served: Served) -> int:
+    """Output tokens the wire reported: the final usage of a completed stream; for a 200 stream that
+    ended early, only ``message_start``'s usage (output_tokens 1, simulator/_anthropic.py)."""
+    if served.outcome_sent == "completed":
+        return served.output_tokens
+    return 1 if served.status == 200 and served.headers_sent_at is not None else 0
+
+
+def assert_totals_match(scrape: Scrape, served: list[Served]) -> None:
+    """Every counter llmtap keeps, summed over all workers, equals what the simulator served."""
+    served = [s for s in served if s.api == "anthropic"]
+    assert scrape.total("llmtap_attempts_total") == len(served)
+    by_status = Counter(str(s.status) for s in served)
+    for status, count in by_status.items():
+        assert scrape.total("llmtap_attempts_total", status_code=status) == count, status
+    by_outcome = Counter(EXPECTED_OUTCOME[s.outcome_sent] for s in served)
+    for outcome in Outcome:
+        assert scrape.total("llmtap_streams_total", outcome=outcome.value) == by_outcome.get(outcome, 0), outcome
+    assert scrape.total("llmtap_tokens_total", gen_ai_token_type="output") == sum(map(reported_output, served))
+    assert scrape.total("llmtap_tokens_total", gen_ai_token_type="input") == sum(s.input_tokens for s in served)
+    assert scrape.total("llmtap_retries_total", reason="529") == by_status.get("529", 0)
+    assert scrape.total("llmtap_streams_in_flight") == 0
+
+
+def test_gunicorn_uvicorn_workers(tmp_path: Path) -> None:
+    """gunicorn.conf.py: 4 uvicorn workers, llmtap.instrument() in post_fork, child_exit marks dead workers."""
+    port = free_port()
+    metrics = f"http://127.0.0.1:{port}/metrics"
+    with Simulator() as sim, serve([str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "app:app"], sim, tmp_path, port):
+        pids = load(port, list(MIX))
+        assert len(pids) >= 2, "the load should spread over several workers"
+        served = sim.wait_served(len(MIX) + 4)  # 4 retried
+        assert_totals_match(Scrape.get(metrics), served)
+
+        # an end user who leaves mid-answer: Starlette cancels the app's task that reads the model's stream
+        slow = Scenario(tokens=60, gap=0.05)
+        with httpx2.Client(timeout=30) as client, open_chat(client, port, slow) as r:
+            chunks = r.iter_bytes()  # kept: a dropped iterator would close the response right away
+            next(chunks)
+            assert Scrape.get(metrics).total("llmtap_streams_in_flight") == 1
+        served = sim.wait_served(len(MIX) + 5, timeout=10)
+        assert served[-1].outcome_sent == "client_disconnected" and served[-1].deltas_sent < slow.tokens
+        wait_until(lambda: Scrape.get(metrics).total("llmtap_streams_in_flight") == 0, 10, "in-flight back to 0")
+        assert Scrape.get(metrics).total("llmtap_streams_total", outcome=Outcome.CANCELLED.value) == 1
+        assert_totals_match(Scrape.get(metrics), served)
+
+        # a worker killed mid-stream: its live gauge goes (child_exit -> mark_process_dead), its counts stay
+        before = Scrape.get(metrics).total("llmtap_attempts_total")
+        with httpx2.Client(timeout=30) as client, open_chat(client, port, slow) as r:
+            chunks = r.iter_bytes()
+            next(chunks)
+            assert Scrape.get(metrics).total("llmtap_streams_in_flight") == 1
+            os.kill(int(r.headers["x-worker-pid"]), signal.SIGKILL)
+            with pytest.raises(httpx2.HTTPError):
+                for _ in chunks:
+                    pass
+        wait_until(lambda: Scrape.get(metrics).total("llmtap_streams_in_flight") == 0, 10, "the dead worker's gauge")
+        assert Scrape.get(metrics).total("llmtap_attempts_total") == before
+
+
+def test_llmtap_run_gunicorn_zero_code(tmp_path: Path) -> None:
+    """`llmtap run -- gunicorn app:app -k uvicorn_worker.UvicornWorker -w 4`, no config file, no llmtap code;
+    /metrics from the app and from llmtap, and OTLP traces and metrics from every worker."""
+    port, llmtap_port = free_port(), free_port()
+    empty_config = tmp_path / "empty.conf.py"
+    empty_config.write_text("")
+    command = [
+        str(BIN / "llmtap"), "run", "--metrics-port", str(llmtap_port), "--",
+        "gunicorn", "app:app", "-k", "uvicorn_worker.UvicornWorker", "-w", "4", "--preload",
+        "-b", f"127.0.0.1:{port}", "-c", str(empty_config),
+    ]  # fmt: skip
+    with Simulator() as sim, otlp_receiver() as receiver:
+        otel = {
+            "OTEL_SERVICE_NAME": "chat-service",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "httpx",  # llmtap's spans only, for exact counts
+            # uvicorn ends a worker by re-raising SIGTERM after its graceful shutdown, so atexit (where the
+            # OpenTelemetry SDK flushes) never runs: what arrives is what the periodic exports sent
+            "OTEL_BSP_SCHEDULE_DELAY": "200",
+            "OTEL_METRIC_EXPORT_INTERVAL": "500",
+        }
+        with serve(command, sim, tmp_path, port, **otel):
+            pids = load(port, list(MIX))
+            assert len(pids) >= 2
+            served = sim.wait_served(len(MIX) + 4)
+            # the app's /metrics and llmtap's own server (in the gunicorn master) both sum every worker
+            assert_totals_match(Scrape.get(f"http://127.0.0.1:{port}/metrics"), served)
+            assert_totals_match(Scrape.get(f"http://127.0.0.1:{llmtap_port}/metrics"), served)
+            # OTLP from every forked worker: one span per attempt, and the semconv duration histogram
+            wait_until(lambda: len(spans(receiver, "chat ")) >= len(served), 15, "a span per attempt over OTLP")
+            wait_until(
+                lambda: histogram_count(receiver, "gen_ai.client.operation.duration") >= len(served),
+                15,
+                "the OTLP duration histogram",
+            )
+            chats = spans(receiver, "chat ")
+            assert len(chats) == len(served)
+            assert {resource["service.name"] for _, _, resource in chats} == {"chat-service"}
+            statuses = Counter(attrs["http.response.status_code"] for _, attrs, _ in chats)
+            assert statuses == Counter(s.status for s in served)
+            assert histogram_count(receiver, "gen_ai.client.operation.duration") == len(served)
+
+
+def test_llmtap_run_uvicorn_workers(tmp_path: Path) -> None:
+    """`llmtap run --metrics-port N -- uvicorn app:app --workers 2`: spawned workers instrument themselves;
+    the first process binds /metrics, the others find the port taken and leave it to that one."""
+    port, llmtap_port = free_port(), free_port()
+    command = [
+        str(BIN / "llmtap"), "run", "--metrics-port", str(llmtap_port), "--",
+        "uvicorn", "app:app", "--workers", "2", "--host", "127.0.0.1", "--port", str(port),
+    ]  # fmt: skip
+    metrics = f"http://127.0.0.1:{port}/metrics"
+    with Simulator() as sim, serve(command, sim, tmp_path, port):
+        scenarios = list(MIX[:12]) + list(MIX[16:18])
+        load(port, scenarios)
+        served = sim.wait_served(len(scenarios) + 2)
+        assert_totals_match(Scrape.get(metrics), served)
+        assert_totals_match(Scrape.get(f"http://127.0.0.1:{llmtap_port}/metrics"), served)
+
+        # a worker killed mid-stream: no child_exit here, the app's /metrics forgets dead workers itself
+        with httpx2.Client(timeout=30) as client, open_chat(client, port, Scenario(tokens=60, gap=0.05)) as r:
+            chunks = r.iter_bytes()
+            next(chunks)
+            assert Scrape.get(metrics).total("llmtap_streams_in_flight") == 1
+            os.kill(int(r.headers["x-worker-pid"]), signal.SIGKILL)
+            with pytest.raises(httpx2.HTTPError):
+                for _ in chunks:
+                    pass
+        wait_until(lambda: Scrape.get(metrics).total("llmtap_streams_in_flight") == 0, 15, "the dead worker's gauge")
+        assert Scrape.get(metrics).total("llmtap_attempts_total") == len(served)

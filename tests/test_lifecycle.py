@@ -1,0 +1,311 @@
+"""instrument() / uninstrument(): all or nothing, nothing leaks, settings checked at start-up."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from prometheus_client import CollectorRegistry, Counter
+from pydantic import ValidationError
+
+import llmtap
+from llmtap import _patch, _tap
+from llmtap.exporters.prometheus import METRIC_NAMES
+from llmtap.simulator import Simulator
+from llmtap.testing import capture
+
+HOOKED = (
+    (httpx2.Client, "_send_single_request"),
+    (httpx2.AsyncClient, "_send_single_request"),
+    (httpx.Client, "_send_single_request"),
+    (httpx.AsyncClient, "_send_single_request"),
+)
+
+
+@pytest.fixture(autouse=True)
+def _clean() -> Iterator[None]:
+    assert not llmtap.LlmtapInstrumentor().is_instrumented_by_opentelemetry
+    yield
+    if llmtap.LlmtapInstrumentor().is_instrumented_by_opentelemetry:
+        llmtap.uninstrument()
+
+
+def patched() -> list[str]:
+    return [f"{o.__module__}.{o.__name__}" for o, name in HOOKED if hasattr(o.__dict__[name], "__wrapped__")]
+
+
+def families(registry: CollectorRegistry) -> set[str]:
+    return {metric.name for metric in registry.collect()}
+
+
+def post(sim: Simulator, client: Any = httpx2) -> None:
+    response = client.post(
+        f"{sim.base_url}/v1/messages",
+        json={"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]},
+        headers={"x-api-key": "k", "connection": "close"},
+    )
+    assert response.status_code == 200
+
+
+def scrape(address: tuple[str, int], client: Any = httpx2) -> str:
+    return str(client.get(f"http://{address[0]}:{address[1]}/metrics", headers={"connection": "close"}).text)
+
+
+def attempts(text: str) -> float:
+    lines = text.splitlines()
+    return sum(float(line.rpartition(" ")[2]) for line in lines if line.startswith("llmtap_attempts_total{"))
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def settings(sim: Simulator, **kw: Any) -> llmtap.Settings:
+    return llmtap.Settings(base_urls=(sim.base_url,), traces=False, otel_metrics=False, **kw)
+
+
+def test_served_metrics_count_and_stop_on_uninstrument(sim: Simulator) -> None:
+    registry = CollectorRegistry()
+    llmtap.instrument(settings(sim, metrics_port=0), registry=registry)
+    address = llmtap.LlmtapInstrumentor.metrics_address
+    assert address is not None and address[0] == "127.0.0.1" and address[1] > 0
+    post(sim)
+    assert attempts(scrape(address)) == 1
+    llmtap.uninstrument()
+    assert llmtap.LlmtapInstrumentor.metrics_address is None
+    with pytest.raises(httpx2.ConnectError):
+        scrape(address)
+    with socket.socket() as s:  # the port is free again (for a server: TIME_WAIT does not count)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(address)
+
+
+def test_taken_port_leaves_nothing_behind(sim: Simulator) -> None:
+    registry = CollectorRegistry()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(OSError, match=f"cannot serve /metrics on 127.0.0.1:{port}.*LLMTAP_METRICS_PORT"):
+            llmtap.instrument(settings(sim, metrics_port=port), registry=registry)
+    assert families(registry) == set()
+    assert patched() == []
+    assert _tap.active() is None
+    assert not llmtap.LlmtapInstrumentor().is_instrumented_by_opentelemetry
+    # positive control: the same call works once the port is free, and counts traffic
+    llmtap.instrument(settings(sim, metrics_port=port), registry=registry)
+    assert len(patched()) == len(HOOKED)
+    post(sim)
+    assert attempts(scrape(("127.0.0.1", port))) == 1
+
+
+def test_registration_conflict_leaves_nothing_behind(sim: Simulator) -> None:
+    registry = CollectorRegistry()
+    squatter = Counter("llmtap_streams", "someone else's", registry=registry)
+    with pytest.raises(ValueError, match=r"could not register its Prometheus metrics.*llmtap_streams"):
+        llmtap.instrument(settings(sim, metrics_port=0), registry=registry)
+    assert families(registry) == {"llmtap_streams"}
+    assert patched() == []
+    assert not any(t.name.startswith("llmtap-metrics") for t in threading.enumerate())
+    registry.unregister(squatter)
+    llmtap.instrument(settings(sim), registry=registry)  # control
+    assert families(registry) >= {n.removesuffix("_total") for n in METRIC_NAMES}
+
+
+def test_patch_failure_leaves_nothing_behind(sim: Simulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_wrap = _patch._wrap
+    calls = []
+
+    def failing_wrap(*args: Any) -> None:
+        calls.append(args)
+        if len(calls) == 3:
+            raise TypeError("cannot set attribute")
+        real_wrap(*args)
+
+    monkeypatch.setattr(_patch, "_wrap", failing_wrap)
+    registry = CollectorRegistry()
+    fds = open_fds()
+    with pytest.raises(TypeError, match="cannot set attribute") as info:
+        llmtap.instrument(settings(sim, metrics_port=0), registry=registry)
+    assert "nothing stays patched" in "".join(getattr(info.value, "__notes__", []))
+    assert len(calls) == 3  # two methods were patched before the failure...
+    assert patched() == []  # ...and restored
+    assert families(registry) == set()
+    assert not any(t.name.startswith("llmtap-metrics") for t in threading.enumerate())
+    assert open_fds() == fds
+    monkeypatch.setattr(_patch, "_wrap", real_wrap)
+    llmtap.instrument(settings(sim), registry=registry)  # control
+    assert len(patched()) == len(HOOKED)
+
+
+def _settle(expected_fds: int, expected_threads: set[str]) -> tuple[int, set[str]]:
+    deadline = time.monotonic() + 3
+    while True:
+        fds, threads = open_fds(), {t.name for t in threading.enumerate()}
+        if (fds <= expected_fds and threads <= expected_threads) or time.monotonic() > deadline:
+            return fds, threads
+        time.sleep(0.05)
+
+
+def test_fifty_cycles_leak_nothing(sim: Simulator) -> None:
+    registry = CollectorRegistry()
+    originals = [owner.__dict__[name] for owner, name in HOOKED]
+    llmtap.instrument(settings(sim, metrics_port=0), registry=registry)  # warm up imports and caches
+    llmtap.uninstrument()
+    threads_before = {t.name for t in threading.enumerate()}
+    fds_before = open_fds()
+    with httpx2.Client() as client:
+        for _ in range(50):
+            llmtap.instrument(settings(sim, metrics_port=0), registry=registry)
+            address = llmtap.LlmtapInstrumentor.metrics_address
+            assert address is not None
+            post(sim, client)
+            assert attempts(scrape(address, client)) == 1  # a fresh tap each cycle, really counting
+            llmtap.uninstrument()
+    fds, threads = _settle(fds_before, threads_before)
+    assert threads <= threads_before
+    assert fds <= fds_before
+    assert families(registry) == set()
+    assert [owner.__dict__[name] for owner, name in HOOKED] == originals
+
+
+def test_second_instrument_same_settings_returns_the_tap_other_settings_raise(sim: Simulator) -> None:
+    registry = CollectorRegistry()
+    tap = llmtap.instrument(settings(sim), registry=registry)
+    assert llmtap.instrument(settings(sim), registry=registry) is tap
+    assert llmtap.instrument() is tap  # no settings: whatever is active
+    with pytest.raises(RuntimeError, match=r"other settings \(differing: max_models, stall_threshold_seconds\)"):
+        llmtap.instrument(settings(sim, max_models=3, stall_threshold_seconds=1))
+    with pytest.raises(RuntimeError, match="another Prometheus registry"):
+        llmtap.instrument(settings(sim), registry=CollectorRegistry())
+    assert _tap.active() is tap  # the active instrumentation is untouched
+    post(sim)
+    assert attempts(registry_text(registry)) == 1
+
+
+def registry_text(registry: CollectorRegistry) -> str:
+    from prometheus_client import generate_latest
+
+    return generate_latest(registry).decode()
+
+
+def test_capture_inside_an_instrumented_app_refuses_and_leaves_the_app_alone(sim: Simulator) -> None:
+    registry = CollectorRegistry()
+    tap = llmtap.instrument(settings(sim), registry=registry)
+    with pytest.raises(RuntimeError, match=r"already instrumented.*left as it is"), capture(settings(sim)):
+        pass
+    assert _tap.active() is tap and len(patched()) == len(HOOKED)
+    post(sim)
+    assert attempts(registry_text(registry)) == 1
+    llmtap.uninstrument()
+    # control: without the app's instrumentation, capture works; nested, it refuses and the outer keeps working
+    with capture(settings(sim)) as cap:
+        with pytest.raises(RuntimeError, match="enclosing capture"), capture(settings(sim)):
+            pass
+        post(sim)
+        cap.wait(1)
+        assert cap.sample("llmtap_attempts_total") == 1
+
+
+# -- settings from the environment -------------------------------------------------------------------
+
+TRUE_WORDS = ("true", "TRUE", "True", "1", "yes", "YES", "on", "On", " true ")
+FALSE_WORDS = ("false", "FALSE", "0", "no", "No", "off", "OFF")
+
+
+@pytest.mark.parametrize("word", TRUE_WORDS + FALSE_WORDS)
+def test_boolean_spellings(word: str) -> None:
+    expected = word in TRUE_WORDS
+    assert llmtap.Settings.from_env({"LLMTAP_TRACES": word}).traces is expected
+    assert llmtap.Settings.from_env({"LLMTAP_MATCH_ANY_HOST": word}).match_any_host is expected
+
+
+@pytest.mark.parametrize("word", ["ture", "", "2", "enabled", "y", "t", "nope"])
+def test_boolean_typos_are_rejected_with_variable_value_and_choices(word: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        llmtap.Settings.from_env({"LLMTAP_TRACES": word})
+    text = str(info.value)
+    assert "LLMTAP_TRACES" in text
+    assert f"input_value={word!r}" in text
+    assert "true/false, 1/0, yes/no or on/off" in text
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ({"LLMTAP_METRICS_PORT": "http"}, "LLMTAP_METRICS_PORT"),
+        ({"LLMTAP_METRICS_PORT": "70000"}, "less than or equal to 65535"),
+        ({"LLMTAP_METRICS_PORT": "-1"}, "greater than or equal to 0"),
+        ({"LLMTAP_METRICS_ADDR": "localhost"}, "must be an IP address"),
+        ({"LLMTAP_MAX_MODELS": "lots"}, "LLMTAP_MAX_MODELS"),
+        ({"LLMTAP_STALL_THRESHOLD_SECONDS": "0"}, "greater than 0"),
+        ({"LLMTAP_PROVIDER_NAMES": "http://a"}, "key=value pairs"),
+        ({"LLMTAP_BASE_URLS": "ftp://x"}, "must start with http"),
+        ({"LLMTAP_METRICS": "off", "LLMTAP_METRICS_PORT": "9464"}, "metrics=False"),
+    ],
+)
+def test_invalid_values_name_the_variable(env: dict[str, str], needle: str) -> None:
+    with pytest.raises(ValidationError, match=needle):
+        llmtap.Settings.from_env(env)
+
+
+def test_valid_values_parse() -> None:
+    s = llmtap.Settings.from_env(
+        {"LLMTAP_METRICS_PORT": "9464", "LLMTAP_METRICS_ADDR": "0.0.0.0", "LLMTAP_BASE_URLS": "http://a:1, http://b"}
+    )
+    assert (s.metrics_port, s.metrics_addr, s.base_urls) == (9464, "0.0.0.0", ("http://a:1", "http://b"))
+    assert llmtap.Settings.from_env({"LLMTAP_METRICS_ADDR": "::1"}).metrics_addr == "::1"
+
+
+def test_unknown_variables_are_named_in_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="llmtap"):
+        llmtap.Settings.from_env({"LLMTAP_TRACE": "false", "LLMTAP_TRACES": "false", "LLMTAP_REQUIRE_FIXTURES": "1"})
+    warnings = [r.getMessage() for r in caplog.records]
+    assert warnings == ["llmtap: ignoring LLMTAP_TRACE: no such setting (did you mean LLMTAP_TRACES?)"]
+
+
+def test_bad_environment_fails_at_instrument_not_on_the_request_path(
+    sim: Simulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LLMTAP_TRACES", "ture")
+    with pytest.raises(ValidationError, match="LLMTAP_TRACES"):
+        llmtap.instrument(registry=CollectorRegistry())
+    assert patched() == [] and _tap.active() is None
+    monkeypatch.setenv("LLMTAP_TRACES", "off")
+    registry = CollectorRegistry()
+    assert llmtap.instrument(registry=registry).settings.traces is False
+
+
+FORK = """
+import os, sys, llmtap
+llmtap.instrument(llmtap.Settings(metrics_port=0, traces=False, otel_metrics=False))
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+os.waitpid(pid, 0)
+llmtap.uninstrument()
+"""
+
+
+@pytest.mark.parametrize("multiprocess", [False, True])
+def test_a_forked_worker_is_warned_when_the_served_metrics_cannot_include_it(
+    multiprocess: bool, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLMTAP_", "PROMETHEUS_"))}
+    if multiprocess:
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", FORK], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    warned = "cannot see its metrics; set PROMETHEUS_MULTIPROC_DIR" in out.stderr
+    assert warned is not multiprocess, out.stderr
