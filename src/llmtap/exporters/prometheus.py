@@ -173,8 +173,10 @@ class PrometheusExporter:
             self._registered.append(metric)
             return metric
 
+        self.health: HealthCollector | None = None
         try:
             m = {spec.key: make(spec) for spec in INSTRUMENTS}
+            self.health = HealthCollector(namespace).register(reg)  # llmtap_internal_errors / _label_overflows
         except ValueError as exc:  # a name already taken: register all or none
             self.unregister()
             raise ValueError(
@@ -200,7 +202,6 @@ class PrometheusExporter:
         self.call_duration = m["call_duration"]
         self.call_ttft = m["call_ttft"]
         self.parse_errors = m["parse_errors"]
-        self.health = HealthCollector(namespace).register(reg)  # llmtap_internal_errors / _label_overflows
 
     # -- label children, cached --------------------------------------------------------------
 
@@ -340,8 +341,9 @@ class PrometheusExporter:
         for metric in self._registered:
             with contextlib.suppress(KeyError):
                 self.registry.unregister(metric)
-        with contextlib.suppress(KeyError):
-            self.registry.unregister(self.health)
+        if self.health is not None:
+            with contextlib.suppress(KeyError):
+                self.registry.unregister(self.health)
 
 
 def _merge_histogram(child: Histogram, counts: tuple[int, ...], total: float) -> None:
