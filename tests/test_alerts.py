@@ -27,6 +27,7 @@ EXPECTED_ALERTS = {
     "LlmtapRateLimitHeadroomLow",
     "LlmtapMaxTokensTruncationHigh",
     "LlmtapInstrumentationSilent",
+    "LlmtapDegraded",
 }
 
 
