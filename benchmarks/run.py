@@ -26,7 +26,6 @@ import os
 import platform
 import pstats
 import statistics
-import subprocess
 import sys
 import time
 import tracemalloc
@@ -59,6 +58,9 @@ from llmtap.simulator import Scenario, Simulator, delta_text
 from llmtap.simulator._anthropic import AnthropicMessages
 from llmtap.simulator._exchange import Context, RateLimitSnapshot, json_bytes
 from llmtap.testing import capture
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sdk import ChildSimulator  # benchmarks/sdk.py: the simulator in a child process
 
 Thunk = Callable[[], object]
 
@@ -458,50 +460,6 @@ def profile_observer() -> None:
 
 # ------------------------------------------------------------------------------------------------
 # Simulators: in-process (a thread sharing the GIL) and in a child process
-
-
-_CHILD = """
-import sys
-from llmtap.simulator import Simulator
-sim = Simulator().start()
-print(sim.base_url, flush=True)
-sys.stdin.read()
-sim.stop()
-"""
-
-
-class ChildSimulator:
-    """The same :class:`Simulator`, served from a child Python process.
-
-    In a thread of this process, the simulator would share the GIL with the SDK under test: every
-    event then costs two cross-core GIL hand-offs, which roughly doubled the SDK's own CPU per event
-    (42 vs 25 µs) and widened the spread of the llmtap-added figure about five-fold on the reference machine.
-    """
-
-    def __init__(self) -> None:
-        self._proc = subprocess.Popen(
-            [sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-        assert self._proc.stdout is not None
-        self.base_url = self._proc.stdout.readline().strip()
-        if not self.base_url.startswith("http://"):
-            self.close()
-            raise RuntimeError("the child simulator did not start")
-
-    def close(self) -> None:
-        if self._proc.stdin is not None:
-            self._proc.stdin.close()
-        try:
-            self._proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-
-    def __enter__(self) -> ChildSimulator:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 # ------------------------------------------------------------------------------------------------
