@@ -211,7 +211,9 @@ def exported(sim: Simulator, receiver: Receiver) -> Iterator[Exported]:
         OTLPMetricExporter(endpoint=receiver.endpoint + "/v1/metrics", timeout=10), export_interval_millis=3_600_000
     )
     provider = MeterProvider(metric_readers=[reader], resource=Resource.create({"service.name": "llmtap-otlp-test"}))
-    settings = llmtap.Settings(base_urls=(sim.base_url,), traces=False, stall_threshold_seconds=0.15)
+    settings = llmtap.Settings(
+        base_urls=(sim.base_url,), traces=False, stall_threshold_seconds=0.15, otel_chunk_gaps=True
+    )
     llmtap.instrument(settings, registry=registry, meter_provider=provider)
     try:
         run_mix(sim)
@@ -466,3 +468,36 @@ def test_gaps_are_recorded_at_collection_not_at_the_attempts_end() -> None:
         assert "llmtap.internal.gap_flush" not in names
     finally:
         provider.shutdown()
+
+
+def test_chunk_gaps_are_recorded_over_otel_only_when_asked() -> None:
+    """The per-chunk gap histogram costs one SDK record() per chunk on the OTel path: off by default,
+    on with Settings.otel_chunk_gaps (the positive control), every other instrument either way."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from llmtap._observer import AttemptObserver, Ending
+    from llmtap.exporters.otel_metrics import OtelMetricsExporter
+    from llmtap.providers.anthropic import PROVIDER
+
+    from ._replay import CONFIG, START
+
+    observer = AttemptObserver(START._replace(provider="anthropic"), PROVIDER, CONFIG)
+    observer.on_response(200, [(b"content-type", b"text/event-stream")], 0.0)
+    for i in range(5):
+        observer.on_chunk(b"event: ping\ndata: {}\n\n", 0.1 * (i + 1))
+    record = observer.end(Ending.EOF, 0.6)
+    assert record is not None and record.chunks == 5
+    seen = {}
+    for chunk_gaps in (False, True):
+        reader = InMemoryMetricReader()
+        provider = MeterProvider(metric_readers=[reader])
+        exporter = OtelMetricsExporter(provider, chunk_gaps=chunk_gaps)
+        exporter.end(record, exporter.start(START))
+        data = reader.get_metrics_data()
+        assert data is not None
+        seen[chunk_gaps] = {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+        provider.shutdown()
+    gap = "gen_ai.client.operation.time_per_output_chunk"
+    assert gap not in seen[False] and gap in seen[True]
+    assert seen[True] - {gap} == seen[False]

@@ -131,7 +131,10 @@ class Tap:
 
                 built.append(
                     OtelMetricsExporter(
-                        meter_provider, namespace=settings.metric_prefix_namespace, exclude=settings.exclude_metrics
+                        meter_provider,
+                        namespace=settings.metric_prefix_namespace,
+                        exclude=settings.exclude_metrics,
+                        chunk_gaps=settings.otel_chunk_gaps,
                     )
                 )
         except BaseException:

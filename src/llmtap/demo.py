@@ -419,6 +419,7 @@ def run_demo(
         stall_threshold_seconds=1.0,
         metrics=meter_provider is None,
         otel_metrics=meter_provider is not None,
+        otel_chunk_gaps=meter_provider is not None,  # the demo shows every panel on both paths
     )
     llmtap.instrument(settings, registry=registry, meter_provider=meter_provider)
     url = f"http://127.0.0.1:{metrics_port}"
