@@ -288,3 +288,18 @@ def test_sdks_are_patched_when_imported_not_imported_by_llmtap() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.split("\n")[:4] == ["False False", "True", "True", "False False"]
+
+
+def test_instrument_loads_no_opentelemetry_instrumentation_machinery() -> None:
+    """instrument() needs neither BaseInstrumentor nor prometheus_client when the configuration does not;
+    asking for llmtap.LlmtapInstrumentor (opentelemetry-instrument does) loads it (positive control)."""
+    code = (
+        "import sys, llmtap\n"
+        "llmtap.instrument(llmtap.Settings(metrics=False, traces=False, otel_metrics=False))\n"
+        "print('opentelemetry.instrumentation.instrumentor' in sys.modules, 'prometheus_client' in sys.modules)\n"
+        "llmtap.LlmtapInstrumentor\n"
+        "print('opentelemetry.instrumentation.instrumentor' in sys.modules)\n"
+        "llmtap.uninstrument()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.split("\n")[:2] == ["False False", "True"]

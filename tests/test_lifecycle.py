@@ -35,9 +35,9 @@ HOOKED = (
 
 @pytest.fixture(autouse=True)
 def _clean() -> Iterator[None]:
-    assert not llmtap.LlmtapInstrumentor().is_instrumented_by_opentelemetry
+    assert _tap.active() is None
     yield
-    if llmtap.LlmtapInstrumentor().is_instrumented_by_opentelemetry:
+    if _tap.active() is not None:
         llmtap.uninstrument()
 
 
@@ -77,13 +77,13 @@ def settings(sim: Simulator, **kw: Any) -> llmtap.Settings:
 
 def test_served_metrics_count_and_stop_on_uninstrument(sim: Simulator) -> None:
     registry = CollectorRegistry()
-    llmtap.instrument(settings(sim, metrics_port=0), registry=registry)
-    address = llmtap.LlmtapInstrumentor.metrics_address
+    tap = llmtap.instrument(settings(sim, metrics_port=0), registry=registry)
+    address = tap.metrics_address
     assert address is not None and address[0] == "127.0.0.1" and address[1] > 0
     post(sim)
     assert attempts(scrape(address)) == 1
     llmtap.uninstrument()
-    assert llmtap.LlmtapInstrumentor.metrics_address is None
+    assert tap.metrics_address is None
     with pytest.raises(httpx2.ConnectError):
         scrape(address)
     with socket.socket() as s:  # the port is free again (for a server: TIME_WAIT does not count)
@@ -102,7 +102,7 @@ def test_taken_port_leaves_nothing_behind(sim: Simulator) -> None:
     assert families(registry) == set()
     assert patched() == []
     assert _tap.active() is None
-    assert not llmtap.LlmtapInstrumentor().is_instrumented_by_opentelemetry
+    assert _tap.active() is None
     # positive control: the same call works once the port is free, and counts traffic
     llmtap.instrument(settings(sim, metrics_port=port), registry=registry)
     assert len(patched()) == len(HOOKED)
@@ -167,8 +167,7 @@ def test_fifty_cycles_leak_nothing(sim: Simulator) -> None:
     fds_before = open_fds()
     with httpx2.Client() as client:
         for _ in range(50):
-            llmtap.instrument(settings(sim, metrics_port=0), registry=registry)
-            address = llmtap.LlmtapInstrumentor.metrics_address
+            address = llmtap.instrument(settings(sim, metrics_port=0), registry=registry).metrics_address
             assert address is not None
             post(sim, client)
             assert attempts(scrape(address, client)) == 1  # a fresh tap each cycle, really counting

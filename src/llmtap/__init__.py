@@ -9,12 +9,17 @@ Every HTTP attempt to a known LLM API becomes one :class:`AttemptRecord`, export
 metrics and an OpenTelemetry span, whatever way its stream ends (see :class:`Outcome`).
 """
 
-from llmtap._instrumentor import LlmtapInstrumentor, instrument, uninstrument
+import typing as _typing
+
+from llmtap._lifecycle import instrument, uninstrument
 from llmtap._patch import wrap_transport
 from llmtap._record import AttemptRecord, AttemptStart, CallRecord, Outcome, RateLimit, Usage
 from llmtap._settings import Settings
 from llmtap._tap import Tap
 from llmtap._version import __version__
+
+if _typing.TYPE_CHECKING:
+    from llmtap._instrumentor import LlmtapInstrumentor
 
 __all__ = [
     "AttemptRecord",
@@ -31,3 +36,17 @@ __all__ = [
     "uninstrument",
     "wrap_transport",
 ]
+
+
+def __getattr__(name: str) -> _typing.Any:
+    # The OpenTelemetry instrumentor pulls in OpenTelemetry's instrumentation machinery (about 1.6 MiB of
+    # modules); only opentelemetry-instrument / llmtap run and explicit users of it pay for that.
+    if name == "LlmtapInstrumentor":
+        from llmtap._instrumentor import LlmtapInstrumentor
+
+        return LlmtapInstrumentor
+    raise AttributeError(f"module 'llmtap' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "LlmtapInstrumentor"})

@@ -90,6 +90,9 @@ class Tap:
         sinks: list[Sink] | None = None,
     ) -> None:
         self.settings = settings = settings or Settings()
+        self.metrics_address: tuple[str, int] | None = None
+        """``(address, port)`` of the ``/metrics`` server :func:`llmtap.instrument` started for this tap
+        (``Settings.metrics_port``; port 0 picks a free one), ``None`` when it serves none."""
         self._matcher = EndpointMatcher(settings.base_urls, settings.provider_names, settings.match_any_host)
         self._config = ObserverConfig(
             stall_threshold=settings.stall_threshold_seconds,

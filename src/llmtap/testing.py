@@ -22,8 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
-from llmtap import _tap
-from llmtap._instrumentor import LlmtapInstrumentor
+from llmtap import _lifecycle, _tap
 from llmtap._record import AttemptRecord, AttemptStart, CallRecord
 from llmtap._settings import Settings
 from llmtap._tap import Tap
@@ -118,8 +117,7 @@ def capture(settings: Settings | None = None, *, patch: bool = True) -> Iterator
             have to take the app's instrumentation over and then remove it, so it refuses and
             leaves the app's instrumentation as it is: call :func:`llmtap.uninstrument` first.
     """
-    instrumentor = LlmtapInstrumentor()
-    if instrumentor.is_instrumented_by_opentelemetry:
+    if _tap.active() is not None:
         raise RuntimeError(
             "llmtap.testing.capture(): llmtap is already instrumented in this process (llmtap.instrument(), "
             "opentelemetry-instrument / llmtap run, or an enclosing capture()); it is left as it is. "
@@ -131,19 +129,16 @@ def capture(settings: Settings | None = None, *, patch: bool = True) -> Iterator
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     sink = RecordingSink()
     try:
-        instrumentor.instrument(
-            settings=settings, registry=registry, tracer_provider=provider, patch=patch, extra_sinks=[sink]
+        tap = _lifecycle.activate(
+            settings, registry=registry, tracer_provider=provider, patch=patch, extra_sinks=[sink]
         )
     except BaseException:
         provider.shutdown()
         raise
-    tap = _tap.active()
-    if tap is None:  # pragma: no cover - instrument() activates one or raises
-        raise RuntimeError("llmtap.testing.capture: instrument() did not activate a tap")
     cap = Capture(tap, registry, exporter, sink)
     cap.tracer_provider = provider
     try:
         yield cap
     finally:
-        instrumentor.uninstrument()
+        _lifecycle.deactivate()
         provider.shutdown()

@@ -19,8 +19,8 @@ def configure() -> llmtap.Tap:
 
 
 def serve_metrics() -> tuple[str, int] | None:
-    llmtap.instrument(llmtap.Settings(metrics_port=9464, metrics_addr="0.0.0.0"))
-    address: tuple[str, int] | None = llmtap.LlmtapInstrumentor.metrics_address
+    tap = llmtap.instrument(llmtap.Settings(metrics_port=9464, metrics_addr="0.0.0.0"))
+    address: tuple[str, int] | None = tap.metrics_address
     llmtap.uninstrument()
     return address
 

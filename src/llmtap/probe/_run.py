@@ -20,8 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from prometheus_client import CollectorRegistry
 
-from llmtap import _tap
-from llmtap._instrumentor import LlmtapInstrumentor
+from llmtap import _lifecycle, _tap
 from llmtap._record import AttemptRecord, Outcome
 from llmtap._settings import Settings
 from llmtap._version import __version__
@@ -723,13 +722,12 @@ def _instrumented(base_url: str, registry: CollectorRegistry) -> Iterator[Record
             "llmtap is already instrumented in this process; run the probe in its own process (`llmtap probe`)"
         )
     sink = RecordingSink()
-    instrumentor = LlmtapInstrumentor()
     settings = Settings(base_urls=(base_url,), traces=False, otel_metrics=False)
-    instrumentor.instrument(settings=settings, registry=registry, extra_sinks=[sink])
+    _lifecycle.activate(settings, registry=registry, extra_sinks=[sink])
     try:
         yield sink
     finally:
-        instrumentor.uninstrument()
+        _lifecycle.deactivate()
 
 
 def run_probe(

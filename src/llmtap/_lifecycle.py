@@ -1,0 +1,157 @@
+"""Turning llmtap on and off, all or nothing: :func:`instrument` / :func:`uninstrument`.
+
+Nothing here imports OpenTelemetry's instrumentation machinery (about 1.6 MiB of modules): the
+:class:`~llmtap.LlmtapInstrumentor` that ``opentelemetry-instrument`` loads by its entry point is a
+thin adapter onto :func:`activate` and :func:`deactivate`, imported only when it is used.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from llmtap import _patch, _tap
+from llmtap._log import logger
+from llmtap._settings import Settings
+from llmtap._tap import Tap
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+    from prometheus_client import CollectorRegistry
+
+    from llmtap._serve import MetricsServer
+    from llmtap.exporters._base import Sink
+
+__all__ = ["activate", "deactivate", "instrument", "uninstrument"]
+
+_server: MetricsServer | None = None
+
+
+def activate(
+    settings: Settings | None = None,
+    *,
+    registry: CollectorRegistry | None = None,
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
+    patch: bool = True,
+    extra_sinks: list[Sink] | None = None,
+) -> Tap:
+    """Build the tap, serve ``/metrics`` if asked, patch, activate; when a step fails, what the earlier
+    steps did is undone before the error propagates (the metrics' names are taken in the registry,
+    the port cannot be bound, patching fails)."""
+    global _server
+    settings = settings or Settings.from_env()
+    tap = Tap(  # registers the metrics (all or none of them)
+        settings,
+        registry=registry,
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        sinks=extra_sinks,
+    )
+    server: MetricsServer | None = None
+    try:
+        if settings.metrics_port is not None and tap.prometheus is not None:
+            from llmtap._serve import MetricsServer
+
+            server = MetricsServer.start(settings.metrics_addr, settings.metrics_port, tap.prometheus.registry)
+            tap.metrics_address = None if server is None else server.address
+        if patch:
+            try:
+                patched = _patch.patch(sdk_calls=settings.sdk_calls)
+            except Exception as exc:
+                exc.add_note("llmtap.instrument(): patching the HTTP clients failed; nothing stays patched")
+                raise
+            logger.debug("llmtap: instrumented %s", ", ".join(patched) or "nothing")
+    except BaseException:
+        _patch.unpatch()
+        if server is not None:
+            server.stop()
+        tap.close()
+        raise
+    _tap.activate(tap)
+    _server = server
+    return tap
+
+
+def deactivate() -> None:
+    """Undo :func:`activate`: no tap active, nothing patched, the metrics unregistered, the server stopped."""
+    global _server
+    tap = _tap.active()
+    _tap.activate(None)
+    _patch.unpatch()
+    server, _server = _server, None
+    if server is not None:
+        server.stop()
+    if tap is not None:
+        tap.metrics_address = None
+        tap.close()
+
+
+def instrument(
+    settings: Settings | None = None,
+    *,
+    registry: CollectorRegistry | None = None,
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
+    patch: bool = True,
+) -> Tap:
+    """Start observing LLM API traffic; all or nothing.
+
+    Calling it again while instrumented returns the active :class:`Tap` when ``settings`` is
+    ``None`` or equal to the active settings (and ``registry`` is ``None`` or the active one); other
+    settings raise instead of being silently ignored: call :func:`uninstrument` first.
+
+    Args:
+        settings: what to observe and export; default :meth:`Settings.from_env`.
+        registry: Prometheus registry for the metrics (default: the global ``REGISTRY``).
+        tracer_provider: for the attempt spans (default: the global tracer provider).
+        meter_provider: for the OpenTelemetry GenAI metrics (default: the global meter provider).
+        patch: patch the httpx/httpx2 clients; ``False`` only activates the tap for
+            :func:`wrap_transport`.
+
+    Returns:
+        The active tap.
+
+    Raises:
+        ValueError: invalid ``LLMTAP_*`` environment values, or the metric names are already
+            registered in ``registry``.
+        OSError: ``Settings.metrics_port`` cannot be bound.
+        RuntimeError: llmtap is already instrumented with different settings or registry.
+
+    When it raises, nothing stays patched, registered or bound.
+    """
+    active = _tap.active()
+    if active is not None:
+        _check_same(active, settings, registry)
+        return active
+    return activate(
+        settings, registry=registry, tracer_provider=tracer_provider, meter_provider=meter_provider, patch=patch
+    )
+
+
+def _check_same(active: Tap, settings: Settings | None, registry: CollectorRegistry | None) -> None:
+    if settings is not None and settings != active.settings:
+        differ = sorted(
+            name for name in Settings.model_fields if getattr(settings, name) != getattr(active.settings, name)
+        )
+        raise RuntimeError(
+            "llmtap is already instrumented with other settings (differing: "
+            f"{', '.join(differ)}); call llmtap.uninstrument() before instrumenting again"
+        )
+    prometheus = active.prometheus
+    if registry is not None and prometheus is not None and registry is not prometheus.registry:
+        raise RuntimeError(
+            "llmtap is already instrumented with another Prometheus registry; "
+            "call llmtap.uninstrument() before instrumenting again"
+        )
+
+
+def uninstrument() -> None:
+    """Stop observing: restore the patched methods, unregister the metrics, stop the ``/metrics``
+    server. Idempotent."""
+    module = sys.modules.get("llmtap._instrumentor")
+    if module is not None and module.LlmtapInstrumentor().is_instrumented_by_opentelemetry:
+        module.LlmtapInstrumentor().uninstrument()  # clears its own flag too; calls deactivate()
+    else:
+        deactivate()
