@@ -31,8 +31,8 @@ HTTP_MODULES = ("httpx", "httpx2")
 SDK_MODULES = ("anthropic._base_client", "openai._base_client")
 
 _patched: list[tuple[Any, str, Any]] = []
-_hooked: list[int] = []  # non-empty while patched (or waiting for imports to patch)
-_generation = 0  # bumped by patch() and unpatch(): import hooks of an older generation do nothing
+_wanted: dict[str, Any] = {}  # module name -> how to patch it, while instrumented (empty: not patched)
+_registered: set[str] = set()  # module names with llmtap's post-import hook (registered once per process)
 _patching_now = False  # True while patch() runs: a hook failing then is raised, not only logged
 
 
@@ -131,33 +131,31 @@ def _wrap(owner: Any, attribute: str, wrapper: Any, label: str) -> None:
     _patched.append((owner, attribute, original))
 
 
-def _patch_http(generation: int, module: ModuleType) -> None:
-    if generation != _generation:
-        return  # uninstrumented before this module was imported
+def _patch_http(module: ModuleType) -> None:
     name = module.__name__
     _wrap(module.Client, "_send_single_request", _send_wrapper(module, False), f"{name}.Client")
     _wrap(module.AsyncClient, "_send_single_request", _send_wrapper(module, True), f"{name}.AsyncClient")
 
 
-def _patch_sdk(generation: int, module: ModuleType) -> None:
-    if generation != _generation:
-        return
+def _patch_sdk(module: ModuleType) -> None:
     for cls_name, wrapper in (("SyncAPIClient", _sdk_sync_request), ("AsyncAPIClient", _sdk_async_request)):
         owner = getattr(module, cls_name, None)
         if owner is not None:
             _wrap(owner, "request", wrapper, f"{module.__name__}.{cls_name}")
 
 
-def _guarded(hook: Any, generation: int) -> Any:
-    def run(module: ModuleType) -> None:
-        try:
-            hook(generation, module)
-        except Exception as exc:  # a module of another version we cannot patch is not ours to break
-            if _patching_now:
-                raise  # inside instrument(): it undoes everything and says why (all or nothing)
-            logger.warning("llmtap: could not instrument %s: %r", module.__name__, exc)
-
-    return run
+def _imported(module: ModuleType) -> None:
+    """wrapt's post-import hook, registered once per module name for the process: patches the module
+    if llmtap is instrumented (and wants it) now, else does nothing."""
+    hook = _wanted.get(module.__name__)
+    if hook is None:
+        return  # not instrumented (any more), or not wanted (sdk_calls=False)
+    try:
+        hook(module)
+    except Exception as exc:  # a module of another version we cannot patch is not ours to break
+        if _patching_now:
+            raise  # inside instrument(): it undoes everything and says why (all or nothing)
+        logger.warning("llmtap: could not instrument %s: %r", module.__name__, exc)
 
 
 def patch(sdk_calls: bool = True) -> list[str]:
@@ -166,31 +164,33 @@ def patch(sdk_calls: bool = True) -> list[str]:
     not use). Returns the installed module names that are or will be patched."""
     from wrapt import register_post_import_hook
 
-    global _generation, _patching_now
-    if _hooked:
+    global _patching_now
+    if _wanted:
         return []
-    _generation += 1
     targets = [(name, _patch_http) for name in HTTP_MODULES]
     if sdk_calls:
         targets += [(name, _patch_sdk) for name in SDK_MODULES]
     done: list[str] = []
-    _patching_now = True  # hooks of modules already imported run now; their failure raises
+    _patching_now = True  # modules already imported are patched now; their failure raises
     try:
         for name, hook in targets:
-            if _installed(name.split(".")[0]):
-                done.append(name.split(".")[0])
-                register_post_import_hook(_guarded(hook, _generation), name)
+            if not _installed(name.split(".")[0]):
+                continue
+            done.append(name.split(".")[0])
+            _wanted[name] = hook
+            if name not in _registered:
+                _registered.add(name)
+                register_post_import_hook(_imported, name)  # runs now if already imported
+            elif name in sys.modules:
+                _imported(sys.modules[name])
     finally:
         _patching_now = False
-    _hooked.append(_generation)
     return done
 
 
 def unpatch() -> None:
     """Restore every patched method (in reverse order); modules imported later stay unpatched."""
-    global _generation
-    _generation += 1
-    _hooked.clear()
+    _wanted.clear()
     while _patched:
         owner, attribute, original = _patched.pop()
         current = owner.__dict__.get(attribute)
