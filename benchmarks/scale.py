@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
-import subprocess
 import sys
 import threading
 import time
@@ -26,6 +26,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sdk import ChildSimulator  # benchmarks/sdk.py: the simulator in a child process
 
 if TYPE_CHECKING:
     from anthropic.types import MessageParam
@@ -71,18 +74,11 @@ def raise_fd_limit() -> int:
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
-class ScaleSimulator:
+class ScaleSimulator(ChildSimulator):
     """``llmtap.simulator.Simulator`` in a child process (its own GIL and threads), with served totals."""
 
     def __init__(self) -> None:
-        self._proc = subprocess.Popen(
-            [sys.executable, "-c", _SIM_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-        assert self._proc.stdout is not None
-        self.base_url = self._proc.stdout.readline().strip()
-        if not self.base_url.startswith("http://"):
-            self.close()
-            raise RuntimeError("the child simulator did not start")
+        super().__init__(_SIM_CHILD)
 
     def totals(self) -> dict[str, Any]:
         assert self._proc.stdin is not None and self._proc.stdout is not None
@@ -99,21 +95,6 @@ class ScaleSimulator:
             if totals["requests"] >= requests or time.monotonic() > deadline:
                 return totals
             time.sleep(0.05)
-
-    def close(self) -> None:
-        if self._proc.stdin is not None:
-            self._proc.stdin.close()
-        try:
-            self._proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-
-    def __enter__(self) -> ScaleSimulator:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class SimulatorGroup:

@@ -31,7 +31,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 if TYPE_CHECKING:
     from anthropic.types import MessageParam
@@ -460,11 +460,12 @@ sim.stop()
 
 
 class ChildSimulator:
-    """``llmtap.simulator.Simulator`` served from a child process (its own GIL)."""
+    """``llmtap.simulator.Simulator`` served from a child process (its own GIL); ``code`` is the child's
+    program: it prints the base URL, then serves until its stdin closes."""
 
-    def __init__(self) -> None:
+    def __init__(self, code: str = _SIM_CHILD) -> None:
         self._proc = subprocess.Popen(
-            [sys.executable, "-c", _SIM_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
         assert self._proc.stdout is not None
         self.base_url = self._proc.stdout.readline().strip()
@@ -476,12 +477,12 @@ class ChildSimulator:
         if self._proc.stdin is not None:
             self._proc.stdin.close()
         try:
-            self._proc.wait(timeout=5)
+            self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
 
-    def __enter__(self) -> ChildSimulator:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -240,7 +240,7 @@ class OtelMetricsExporter:
             if tokens:
                 self._tokens.add(tokens, {**base, "gen_ai.token.type": token_type})
         for reason in record.stop_reasons:
-            self._stop_reasons.add(1, {**base, "reason": reason[:64]})
+            self._stop_reasons.add(1, {**base, "reason": reason})
         if record.rate_limits and self._track_rate_limits:
             with self._lock:
                 for rl in record.rate_limits:

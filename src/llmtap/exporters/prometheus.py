@@ -301,7 +301,7 @@ class PrometheusExporter:
         if usage.reasoning_tokens:
             children.tokens["reasoning"].inc(usage.reasoning_tokens)
         for reason in record.stop_reasons:
-            skey = (*key, reason[:64])
+            skey = (*key, reason)
             stop = self._stops.get(skey)
             if stop is None:
                 stop = self._stops[skey] = self.stop_reasons.labels(*skey)
