@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import httpx2
@@ -58,20 +56,6 @@ class Scrape:
         return sum(
             s.value for s in self.samples if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
         )
-
-
-@contextmanager
-def otlp_receiver() -> Iterator[Receiver]:
-    """The OTLP/HTTP receiver of tests/_otlp.py, as a context manager."""
-    server = Receiver()
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 def posts(receiver: Receiver, path: str) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -86,10 +87,11 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
+@contextmanager
+def otlp_receiver() -> Iterator[Receiver]:
+    """A :class:`Receiver` serving on a thread for the duration of the block."""
     server = Receiver()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield server
@@ -97,6 +99,12 @@ def receiver() -> Iterator[Receiver]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with otlp_receiver() as server:
+        yield server
 
 
 def value_of(v: AnyValue) -> str | int | float | bool:

@@ -15,7 +15,8 @@ import pytest
 import llmtap
 from llmtap import _tap
 from llmtap.simulator import Simulator
-from tests._deploy import otlp_receiver, posts, spans, wait_until
+from tests._deploy import posts, spans, wait_until
+from tests._otlp import otlp_receiver
 from tests._prom import ALERTS, require
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

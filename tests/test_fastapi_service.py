@@ -24,7 +24,8 @@ import pytest
 
 from llmtap import Outcome
 from llmtap.simulator import Scenario, Served, Simulator
-from tests._deploy import Scrape, free_port, histogram_count, otlp_receiver, spans, wait_http, wait_until
+from tests._deploy import Scrape, free_port, histogram_count, spans, wait_http, wait_until
+from tests._otlp import otlp_receiver
 
 SERVICE = Path(__file__).resolve().parents[1] / "examples" / "fastapi_service"
 BIN = Path(sys.executable).parent

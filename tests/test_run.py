@@ -13,8 +13,8 @@ import pytest
 from llmtap import Outcome
 from llmtap._run import RunError, prepare
 from llmtap.simulator import Simulator
-from tests._deploy import Scrape, free_port, histogram_count, otlp_receiver, posts, spans, wait_until
-from tests._otlp import Receiver
+from tests._deploy import Scrape, free_port, histogram_count, posts, spans, wait_until
+from tests._otlp import Receiver, otlp_receiver
 
 LLMTAP = str(Path(sys.executable).with_name("llmtap"))
 
