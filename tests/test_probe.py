@@ -18,7 +18,8 @@ import pytest
 
 from llmtap import Outcome
 from llmtap.probe import ProbeOptions, ProbeReport, render_html, render_svgs, render_text, run_probe
-from llmtap.probe._claims import ClaimError, check_latency, check_ttft, parse_band, parse_formula
+from llmtap.probe._claims import check_latency, check_ttft
+from llmtap.probe._formula import ClaimError, parse_band, parse_formula
 from llmtap.probe._stats import betainc, f_quantile, fit_line, median_ci, t_quantile
 from llmtap.simulator import Scenario, Simulator
 
@@ -105,10 +106,10 @@ def test_band_parses() -> None:
 
 
 def test_report_url_keeps_no_credentials() -> None:
-    from llmtap.probe._run import _clean_url
+    from llmtap.probe._options import clean_url
 
-    assert _clean_url("https://user:pw@gw.example:8443/v1/?key=s3cret#x") == "https://gw.example:8443/v1"
-    assert _clean_url("http://[::1]:8000/v1") == "http://[::1]:8000/v1"
+    assert clean_url("https://user:pw@gw.example:8443/v1/?key=s3cret#x") == "https://gw.example:8443/v1"
+    assert clean_url("http://[::1]:8000/v1") == "http://[::1]:8000/v1"
 
 
 # ---------------------------------------------------------------------- the probe against the simulator

@@ -105,8 +105,10 @@ class Capture:
 
 
 @contextmanager
-def capture(settings: Settings | None = None, *, patch: bool = True) -> Iterator[Capture]:
-    """Instrument with a fresh registry and an in-memory span exporter; uninstrument on exit.
+def capture(
+    settings: Settings | None = None, *, patch: bool = True, registry: CollectorRegistry | None = None
+) -> Iterator[Capture]:
+    """Instrument with a fresh registry (or ``registry``) and an in-memory span exporter; uninstrument on exit.
 
     The capture's ``tracer_provider`` can be handed to an SDK (e.g. the Anthropic client's
     ``open_telemetry={"tracer_provider": ...}``) so its spans land in the same exporter.
@@ -123,7 +125,7 @@ def capture(settings: Settings | None = None, *, patch: bool = True) -> Iterator
             "opentelemetry-instrument / llmtap run, or an enclosing capture()); it is left as it is. "
             "Call llmtap.uninstrument() before capturing"
         )
-    registry = CollectorRegistry()
+    registry = registry if registry is not None else CollectorRegistry()
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))

@@ -7,18 +7,23 @@ a least-squares latency model with confidence intervals, what aborts really prod
 backoff against the server's ``retry-after``. Published claims (a header, a TTFT, a latency formula)
 are tested against the measurements. With no API key it probes the embedded simulator::
 
-    from llmtap.probe import ProbeOptions, run_probe
+    from llmtap.probe import ProbeOptions, render_text, run_probe
 
     report = run_probe(ProbeOptions(expect_ttft="0.42±0.03", expect_headers=("X-Anthropic-RRSM",)))
     print(render_text(report))
+    raise SystemExit(report.exit_status)  # what ``llmtap probe`` exits with (see ExitStatus)
 
 Needs the SDKs: ``pip install 'llmtap[probe]'``.
 """
 
-from ._claims import ClaimError, ClaimResult
+from ._formula import ClaimError
+from ._options import DEFAULT_SIM_SCENARIO, PROVIDERS, ProbeOptions
 from ._render import render_html, render_svgs, render_text
 from ._report import (
+    SCHEMA_VERSION,
     AbortResult,
+    ClaimResult,
+    ExitStatus,
     HeaderInfo,
     HeaderReport,
     ModelLatency,
@@ -30,15 +35,18 @@ from ._report import (
     ThrottleReport,
     Unseen,
 )
-from ._run import DEFAULT_SIM_SCENARIO, PROVIDERS, ProbeOptions, Progress, run_probe
+from ._run import run_probe
+from ._session import Progress
 from ._stats import LinearFit, Summary
 
 __all__ = [
     "DEFAULT_SIM_SCENARIO",
     "PROVIDERS",
+    "SCHEMA_VERSION",
     "AbortResult",
     "ClaimError",
     "ClaimResult",
+    "ExitStatus",
     "HeaderInfo",
     "HeaderReport",
     "LinearFit",

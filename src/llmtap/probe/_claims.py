@@ -1,168 +1,28 @@
-"""Published claims about an endpoint, parsed safely and tested against the measurements.
+"""The claims phase: each published claim (a response header, a TTFT, a latency formula) tested
+against the measurements, listed in the order the claims were given.
 
-A latency claim is a formula in ``tokens`` (output tokens; also ``output_tokens``, ``input_tokens``)
-with an optional tolerance: ``"0.42+0.008*tokens"``, ``"0.42 + 0.008*tokens ± 0.05"``. A TTFT claim
-is ``"0.42±0.03"`` (or ``"0.42+-0.03"``, or ``"0.42"``). Formulas are parsed with :mod:`ast` into a
-whitelisted tree (numbers, the variables, ``+ - * / **``, parentheses) and evaluated by walking it:
-no ``eval``.
+A header claim's test is its presence on every HTTP response the probe received; a TTFT claim's, the
+95% confidence interval of the median TTFT; a latency claim's, the fit's 95% simultaneous band. With
+too few measurements a claim is untested (``holds`` None); when nothing could be measured, every
+claim is.
 """
 
 from __future__ import annotations
 
-import ast
 import math
-import re
 import statistics
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
+from ._formula import CLAIM_KINDS, Band, Formula, parse_band, parse_formula
+from ._headers import HeaderLog
+from ._options import ProbeOptions
+from ._report import ClaimResult, ModelLatency, Sample
 from ._stats import LinearFit, median_ci
+from ._words import plural
 
-__all__ = ["Band", "ClaimError", "ClaimResult", "Formula", "check_latency", "check_ttft", "parse_band", "parse_formula"]
+__all__ = ["check_header", "check_latency", "check_ttft", "judge"]
 
-VARIABLES = {"tokens": "output_tokens", "output_tokens": "output_tokens", "input_tokens": "input_tokens"}
-_NUMBER = r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?"
-_TOLERANCE = re.compile(rf"^(?P<expr>.*?)\s*(?:±|\+/-|\+-)\s*(?P<tol>{_NUMBER})\s*s?\s*$", re.DOTALL)
-_MAX_LEN = 200
-
-
-class ClaimError(ValueError):
-    """A claim string could not be parsed (the message says why)."""
-
-
-_BINOPS: dict[type[ast.operator], str] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}
-
-
-def _check(node: ast.AST) -> None:
-    if isinstance(node, ast.Expression):
-        _check(node.body)
-    elif isinstance(node, ast.BinOp):
-        if type(node.op) not in _BINOPS:
-            raise ClaimError(f"operator {type(node.op).__name__} is not allowed (use + - * / **)")
-        if isinstance(node.op, ast.Pow) and not (
-            isinstance(node.right, ast.Constant) and isinstance(node.right.value, int | float)
-            and abs(node.right.value) <= 4
-        ):  # fmt: skip
-            raise ClaimError("exponents must be constants between -4 and 4")
-        _check(node.left)
-        _check(node.right)
-    elif isinstance(node, ast.UnaryOp):
-        if not isinstance(node.op, ast.UAdd | ast.USub):
-            raise ClaimError("only unary + and - are allowed")
-        _check(node.operand)
-    elif isinstance(node, ast.Constant):
-        if isinstance(node.value, bool) or not isinstance(node.value, int | float):
-            raise ClaimError(f"{node.value!r} is not a number")
-    elif isinstance(node, ast.Name):
-        if node.id not in VARIABLES:
-            raise ClaimError(f"unknown variable {node.id!r}; use {', '.join(VARIABLES)}")
-    else:
-        raise ClaimError(f"{type(node).__name__} is not allowed in a formula")
-
-
-def _eval(node: ast.AST, env: dict[str, float]) -> float:
-    if isinstance(node, ast.Expression):
-        return _eval(node.body, env)
-    if isinstance(node, ast.BinOp):
-        left, right = _eval(node.left, env), _eval(node.right, env)
-        if isinstance(node.op, ast.Add):
-            return left + right
-        if isinstance(node.op, ast.Sub):
-            return left - right
-        if isinstance(node.op, ast.Mult):
-            return left * right
-        if isinstance(node.op, ast.Div):
-            return left / right if right else math.inf
-        return float(left**right)
-    if isinstance(node, ast.UnaryOp):
-        value = _eval(node.operand, env)
-        return -value if isinstance(node.op, ast.USub) else value
-    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
-        return float(node.value)
-    if isinstance(node, ast.Name):
-        return env[VARIABLES[node.id]]
-    raise ClaimError(f"{type(node).__name__} is not allowed in a formula")  # unreachable after _check
-
-
-@dataclass(frozen=True)
-class Formula:
-    """A parsed latency formula with its tolerance (seconds, 0 when none was given)."""
-
-    text: str
-    tolerance: float
-    _tree: ast.Expression
-
-    def __call__(self, output_tokens: float, input_tokens: float = 0.0) -> float:
-        return _eval(self._tree, {"output_tokens": output_tokens, "input_tokens": input_tokens})
-
-    def uses(self, variable: str) -> bool:
-        return any(isinstance(n, ast.Name) and VARIABLES[n.id] == variable for n in ast.walk(self._tree))
-
-
-def _split_tolerance(text: str) -> tuple[str, float]:
-    text = text.strip()
-    if len(text) > _MAX_LEN:
-        raise ClaimError(f"claim longer than {_MAX_LEN} characters")
-    match = _TOLERANCE.match(text)
-    if match is None:
-        return text, 0.0
-    return match.group("expr"), float(match.group("tol"))
-
-
-def parse_formula(text: str) -> Formula:
-    """``"0.42+0.008*tokens"`` (optionally ``± 0.05``) into a :class:`Formula`. Raises :class:`ClaimError`."""
-    expr, tolerance = _split_tolerance(text)
-    expr = expr.replace("\u00d7", "*").replace("\u00b7", "*")
-    if not expr:
-        raise ClaimError("empty formula")
-    try:
-        tree = ast.parse(expr, mode="eval")
-    except SyntaxError as exc:
-        raise ClaimError(f"not a formula: {expr!r} ({exc.msg})") from None
-    _check(tree)
-    return Formula(text.strip(), tolerance, tree)
-
-
-@dataclass(frozen=True)
-class Band:
-    """``center ± tolerance`` seconds."""
-
-    text: str
-    center: float
-    tolerance: float
-
-    @property
-    def low(self) -> float:
-        return self.center - self.tolerance
-
-    @property
-    def high(self) -> float:
-        return self.center + self.tolerance
-
-
-def parse_band(text: str) -> Band:
-    """``"0.42±0.03"``, ``"0.42+-0.03"`` or ``"0.42"`` (seconds). Raises :class:`ClaimError`."""
-    expr, tolerance = _split_tolerance(text)
-    expr = expr.removesuffix("s").strip()
-    if not re.fullmatch(_NUMBER, expr):
-        raise ClaimError(f"expected seconds like 0.42±0.03, got {text!r}")
-    return Band(text.strip(), float(expr), tolerance)
-
-
-@dataclass(frozen=True)
-class ClaimResult:
-    """One claim and what the measurements say about it."""
-
-    #: "header" | "ttft" | "latency"
-    kind: str
-    claim: str
-    #: True: consistent with the measurements; False: contradicted; None: not enough data to say
-    holds: bool | None
-    #: the test used, in one sentence
-    test: str
-    #: what was measured, in plain words
-    finding: str
-
+HEADER_TEST = "presence of the response header on every HTTP response the probe received"
 
 TTFT_TEST = (
     "95% distribution-free confidence interval of the median TTFT (binomial order statistics) "
@@ -176,9 +36,10 @@ LATENCY_TEST = (
 
 
 def check_ttft(band: Band, ttfts: Sequence[float]) -> ClaimResult:
-    label = f"TTFT {band.text} s"
+    label = _ttft_label(band)
     if len(ttfts) < 6:
-        return ClaimResult("ttft", label, None, TTFT_TEST, f"only {len(ttfts)} TTFTs measured; need at least 6")
+        finding = f"only {plural(len(ttfts), 'TTFT')} measured (from completed streams); need at least 6"
+        return ClaimResult("ttft", label, None, TTFT_TEST, finding)
     lo, hi = median_ci(ttfts)
     med = statistics.median(ttfts)
     inside = sum(band.low <= t <= band.high for t in ttfts)
@@ -191,7 +52,7 @@ def check_ttft(band: Band, ttfts: Sequence[float]) -> ClaimResult:
 
 
 def check_latency(formula: Formula, fit: LinearFit | None, input_tokens: float = 0.0) -> ClaimResult:
-    label = f"duration = {formula.text}"
+    label = _latency_label(formula)
     if fit is None or fit.n < 4:
         return ClaimResult(
             "latency", label, None, LATENCY_TEST, "not enough completed streams with varied lengths to fit"
@@ -212,3 +73,93 @@ def check_latency(formula: Formula, fit: LinearFit | None, input_tokens: float =
         f"(n = {fit.n}); {where}: claimed {claimed * 1000:.1f} ms, fitted {fitted * 1000:.1f} ± {half * 1000:.1f} ms"
     )
     return ClaimResult("latency", label, holds, LATENCY_TEST, finding)
+
+
+def check_header(name: str, log: HeaderLog) -> ClaimResult:
+    """Holds when the header was on every response (on 7 of 8 it does not: the finding names the statuses
+    of the responses without it)."""
+    label = f"header {name}"
+    if log.responses == 0:
+        return ClaimResult("header", label, None, HEADER_TEST, "no HTTP response was received")
+    present = log.names.get(name.lower(), 0)
+    if present == 0:
+        finding = f"{name} is absent: it was on none of the {plural(log.responses, 'response')}"
+        return ClaimResult("header", label, False, HEADER_TEST, f"{finding} (statuses {_statuses(log.statuses)})")
+    example = log.example(name)
+    shown = f" (e.g. {example!r})" if example is not None else " (value withheld)"
+    if present == log.responses:
+        finding = f"{name} was present on all {plural(log.responses, 'response')}{shown}"
+        return ClaimResult("header", label, True, HEADER_TEST, finding)
+    missing = log.missing(name)
+    finding = (
+        f"{name} was present on {present} of {plural(log.responses, 'response')}{shown}; missing on "
+        f"{plural(sum(missing.values()), 'response')} (statuses {_statuses(missing)})"
+    )
+    return ClaimResult("header", label, False, HEADER_TEST, finding)
+
+
+def _statuses(tally: Mapping[int, int]) -> str:
+    return ", ".join(f"{s}x{n}" for s, n in sorted(tally.items())) or "none"
+
+
+def judge(
+    o: ProbeOptions,
+    latency: Sequence[ModelLatency],
+    samples: Sequence[Sample],
+    log: HeaderLog,
+    cannot_probe: str | None,
+) -> tuple[ClaimResult, ...]:
+    """Every claim in ``o``, tested per model (TTFT, latency), in the order given (``o.claim_order``)."""
+    band = parse_band(o.expect_ttft) if o.expect_ttft else None
+    formula = parse_formula(o.expect_latency) if o.expect_latency else None
+    if cannot_probe is not None:
+        return _in_given_order(_untested(o, band, formula, f"not tested: {cannot_probe}"), o.claim_order)
+    by_kind: dict[str, list[ClaimResult]] = {kind: [] for kind in CLAIM_KINDS}
+    by_kind["header"] = [check_header(name, log) for name in o.expect_headers]
+    for m in latency:
+        label = f" [{m.model}]" if len(latency) > 1 else ""
+        ok = [x for x in samples if x.model == m.model and x.outcome == "completed"]
+        if band is not None:
+            ttfts = [x.time_to_first_token for x in ok if x.time_to_first_token is not None]
+            by_kind["ttft"].append(_labelled(check_ttft(band, ttfts), label))
+        if formula is not None:
+            inputs = [x.input_tokens for x in ok if x.input_tokens is not None]
+            result = check_latency(formula, m.duration_fit, statistics.median(inputs) if inputs else 0.0)
+            by_kind["latency"].append(_labelled(result, label))
+    return _in_given_order(by_kind, o.claim_order)
+
+
+def _untested(o: ProbeOptions, band: Band | None, formula: Formula | None, why: str) -> dict[str, list[ClaimResult]]:
+    return {
+        "header": [ClaimResult("header", f"header {name}", None, HEADER_TEST, why) for name in o.expect_headers],
+        "ttft": [ClaimResult("ttft", _ttft_label(band), None, TTFT_TEST, why)] if band else [],
+        "latency": [ClaimResult("latency", _latency_label(formula), None, LATENCY_TEST, why)] if formula else [],
+    }
+
+
+def _in_given_order(by_kind: Mapping[str, list[ClaimResult]], order: Sequence[str]) -> tuple[ClaimResult, ...]:
+    """``order`` names the kind of each claim as given: a "header" takes the next header claim, a "ttft"
+    or "latency" all of that kind (one per model). What ``order`` does not place follows in kind order."""
+    pending = {kind: list(results) for kind, results in by_kind.items()}
+    out: list[ClaimResult] = []
+    for kind in order:
+        take = pending[kind][:1] if kind == "header" else pending[kind]
+        out.extend(take)
+        pending[kind] = pending[kind][len(take) :]
+    for kind in CLAIM_KINDS:
+        out.extend(pending[kind])
+    return tuple(out)
+
+
+def _labelled(result: ClaimResult, label: str) -> ClaimResult:
+    if not label:
+        return result
+    return ClaimResult(result.kind, result.claim + label, result.holds, result.test, result.finding)
+
+
+def _ttft_label(band: Band) -> str:
+    return f"TTFT {band.text} s"
+
+
+def _latency_label(formula: Formula) -> str:
+    return f"duration = {formula.text}"

@@ -7,12 +7,40 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["add_parser", "main"]
+from ._report import ExitStatus
+
+__all__ = ["EXIT_STATUSES", "add_parser", "main"]
+
+#: the exit statuses as ``--help`` and the README list them
+EXIT_STATUSES = f"""exit status (for CI checks; --json carries it as "exit_status"):
+  {ExitStatus.OK:d}  every claim holds (or no claim was given)
+  {ExitStatus.CLAIM_FAILS:d}  a claim does not hold
+  {ExitStatus.USAGE:d}  bad command line (one line on stderr says why)
+  {ExitStatus.UNTESTED:d}  a claim could not be tested (too few usable measurements), none failed
+  {ExitStatus.CANNOT_PROBE:d}  nothing could be measured: no request got an HTTP response (stderr names
+     the cause: connection refused, DNS, TLS, timeout), or the endpoint refused the
+     first request with 401/403/404 (key, base URL or model)
+  4 wins over 1, and 1 over 3."""
+
+
+class _Claim(argparse.Action):
+    """Stores an ``--expect-*`` value and notes its kind in ``claim_order``, so that the report lists
+    the claims in command-line order (a repeated single-valued flag counts where it last appears)."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, ns: argparse.Namespace, value: Any, option: str | None = None
+    ) -> None:
+        kind = self.dest.removeprefix("expect_")
+        order = list(getattr(ns, "claim_order", None) or [])
+        if kind != "header" and kind in order:
+            order.remove(kind)
+        ns.claim_order = [*order, kind]
+        setattr(ns, self.dest, [*getattr(ns, self.dest), value] if kind == "header" else value)
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """Add the ``probe`` subcommand to an ``argparse`` subparsers object."""
-    from ._run import DEFAULT_SIM_SCENARIO, PROVIDERS
+    from ._options import DEFAULT_SIM_SCENARIO, PROVIDERS
 
     p: argparse.ArgumentParser = sub.add_parser(
         "probe",
@@ -21,8 +49,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "response headers, time to headers / first token, tokens/s, a latency model with confidence "
         "intervals, what aborts produce, retry-after vs the SDK's backoff. The API key comes from "
         "ANTHROPIC_API_KEY / OPENAI_API_KEY (never printed or stored); with no key and no --base-url "
-        "the embedded simulator is probed. Exit status 1 when a claim does not hold.",
+        "the embedded simulator is probed. Claims are listed in command-line order.",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.set_defaults(claim_order=[])
     p.add_argument("--provider", choices=PROVIDERS, default="anthropic", help="wire format and SDK (anthropic)")
     p.add_argument("--base-url", default=None, help="endpoint base URL as the SDK takes it (default: the public API)")
     p.add_argument("--model", action="append", default=[], help="model to probe (repeatable)")
@@ -31,11 +62,20 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--prompt-words", type=int, default=400, help="prompts are padded with 0..N words (400)")
     p.add_argument("--timeout", type=float, default=120.0, help="total time budget in seconds (120)")
     p.add_argument(
-        "--expect-header", action="append", default=[], metavar="NAME", help="a response header claimed to exist"
+        "--expect-header",
+        action=_Claim,
+        default=[],
+        metavar="NAME",
+        help="a response header claimed to be on every response (repeatable)",
     )
-    p.add_argument("--expect-latency", metavar="FORMULA", help='claimed duration, e.g. "0.42+0.008*tokens" [± tol]')
     p.add_argument(
-        "--expect-ttft", metavar="SECONDS", help="claimed time to first token, e.g. 0.42±0.03 (or 0.42+-0.03)"
+        "--expect-latency", action=_Claim, metavar="FORMULA", help='claimed duration, e.g. "0.42+0.008*tokens" [± tol]'
+    )
+    p.add_argument(
+        "--expect-ttft",
+        action=_Claim,
+        metavar="SECONDS",
+        help="claimed time to first token, e.g. 0.42±0.03 (or 0.42+-0.03)",
     )
     p.add_argument("--no-aborts", action="store_true", help="skip the abort phase")
     p.add_argument("--throttle", action="store_true", help="provoke throttling (bounded) and compare retry-after")
@@ -87,6 +127,7 @@ def main(args: argparse.Namespace) -> int:
             expect_headers=tuple(args.expect_header),
             expect_latency=args.expect_latency,
             expect_ttft=args.expect_ttft,
+            claim_order=tuple(args.claim_order),
             aborts=not args.no_aborts,
             throttle=args.throttle,
             throttle_requests=args.throttle_requests,
@@ -96,20 +137,22 @@ def main(args: argparse.Namespace) -> int:
         )
     except (ClaimError, ValueError) as exc:
         print(f"llmtap probe: {exc}", file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     bar = _Bar(sys.stderr)
     try:
         report = run_probe(options, progress=bar)
     except ImportError as exc:
         print(f"llmtap probe drives the official SDKs: pip install 'llmtap[probe]' ({exc})", file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     except (RuntimeError, ValueError) as exc:
         print(f"llmtap probe: {exc}", file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     finally:
         bar.clear()
     if report.target.simulated:
         print("no API key given: probing the embedded simulator", file=sys.stderr)
+    if report.cannot_probe is not None:
+        print(f"llmtap probe: {report.cannot_probe}", file=sys.stderr)
     print(report.to_json() if args.json else render_text(report), end="" if not args.json else "\n")
     if args.html:
         Path(args.html).write_text(render_html(report), encoding="utf-8")
@@ -120,4 +163,4 @@ def main(args: argparse.Namespace) -> int:
         for name, svg in render_svgs(report).items():
             (folder / name).write_text(svg, encoding="utf-8")
         print(f"SVG plots: {folder}", file=sys.stderr)
-    return 1 if any(c.holds is False for c in report.claims) else 0
+    return report.exit_status

@@ -58,6 +58,7 @@ class HeaderLog:
         self.responses = 0
         self.statuses: Counter[int] = Counter()
         self.names: Counter[str] = Counter()
+        self._names_by_status: dict[int, Counter[str]] = {}
         self.examples: dict[str, str] = {}
         self.error_examples: dict[str, str] = {}
         self._keep = _KNOWN | {e.lower() for e in expected}
@@ -74,10 +75,18 @@ class HeaderLog:
                     continue
                 seen.add(name)
                 self.names[name] += 1
+                self._names_by_status.setdefault(status, Counter())[name] += 1
                 if name not in self._keep or _WITHHELD.search(name):
                     continue
                 target = self.examples if 200 <= status < 300 else self.error_examples
                 target.setdefault(name, value[:200])
+
+    def missing(self, name: str) -> dict[int, int]:
+        """Status → how many responses with that status lacked the header (statuses with none left out)."""
+        name = name.lower()
+        with self._lock:
+            lacking = {s: n - self._names_by_status.get(s, Counter())[name] for s, n in self.statuses.items()}
+        return {s: n for s, n in lacking.items() if n}
 
     def example(self, name: str) -> str | None:
         name = name.lower()

@@ -7,9 +7,10 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from ._claims import Formula, parse_band, parse_formula
+from ._formula import Formula, parse_band, parse_formula
 from ._report import ModelLatency, ProbeReport
 from ._stats import LinearFit, Summary
+from ._words import counts, plural
 
 __all__ = ["render_html", "render_svgs", "render_text"]
 
@@ -34,6 +35,11 @@ def _summary_rows(m: ModelLatency) -> list[tuple[str, Summary | None, bool]]:
         ("total duration", m.duration, True),
         ("output tokens/s", m.tokens_per_second, False),
     ]
+
+
+def _requests(m: ModelLatency) -> str:
+    """``20 streaming requests: 18 completed, 2 timeout``."""
+    return f"{plural(m.requests, 'streaming request')}: {counts(m.outcomes)}"
 
 
 def _fmt(value: float, is_time: bool) -> str:
@@ -66,6 +72,8 @@ def render_text(report: ProbeReport) -> str:
     )
     if t.stopped_early:
         w(f"  stopped early: {t.stopped_early}")
+    if report.cannot_probe:
+        w(f"  NOTHING MEASURED: {report.cannot_probe}")
 
     if report.claims:
         w("")
@@ -77,7 +85,7 @@ def render_text(report: ProbeReport) -> str:
 
     h = report.headers
     w("")
-    w(f"Response headers ({h.responses} responses)")
+    w(f"Response headers ({plural(h.responses, 'response')})")
     for info in h.headers:
         example = info.example if info.example is not None else "(withheld)"
         if len(example) > 34:
@@ -88,7 +96,7 @@ def render_text(report: ProbeReport) -> str:
 
     for m in report.latency:
         w("")
-        w(f"Latency: {m.model} ({m.requests} streaming requests, {m.completed} completed; outcomes {m.outcomes})")
+        w(f"Latency: {m.model} ({_requests(m)})")
         w(f"  {'':<22}{'p50':>10}{'p90':>10}{'p99':>10}{'mean':>10}{'stdev':>10}{'jitter':>10}   median 95% CI")
         for label, s, is_time in _summary_rows(m):
             if s is None:
@@ -333,6 +341,7 @@ h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid 
 table{border-collapse:collapse;margin:.5em 0}td,th{padding:.2em .6em;border-bottom:1px solid #eee;text-align:left;
 vertical-align:top}th{background:#f6f6f6}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .holds{color:#1b7f3b;font-weight:bold}.fails{color:#c1121f;font-weight:bold}.untested{color:#777;font-weight:bold}
+.holds,.fails,.untested{white-space:nowrap}.stopped{color:#c1121f;font-weight:bold}
 .small{color:#555;font-size:.9em}.plots{display:flex;flex-wrap:wrap;gap:1em}code{background:#f3f3f3;padding:0 .2em}
 """
 
@@ -356,6 +365,8 @@ def render_html(report: ProbeReport) -> str:
         + (f" · stopped early: {_e(t.stopped_early)}" if t.stopped_early else "")
         + "</p>"
     )
+    if report.cannot_probe:
+        w(f"<p class='stopped'>Nothing measured: {_e(report.cannot_probe)}</p>")
     if report.claims:
         w("<h2>Claims</h2><table><tr><th>claim</th><th>verdict</th><th>finding</th><th>test</th></tr>")
         for c in report.claims:
@@ -368,7 +379,7 @@ def render_html(report: ProbeReport) -> str:
     svgs = render_svgs(report)
     for m in report.latency:
         w(f"<h2>Latency: {_e(m.model)}</h2>")
-        w(f"<p>{m.requests} streaming requests, {m.completed} completed; outcomes {_e(m.outcomes)}</p>")
+        w(f"<p>{_e(_requests(m))}</p>")
         w("<table><tr><th></th><th>p50</th><th>p90</th><th>p99</th><th>mean</th><th>stdev</th><th>jitter</th>")
         w("<th>median 95% CI</th></tr>")
         for label, s, is_time in _summary_rows(m):
@@ -397,7 +408,7 @@ def render_html(report: ProbeReport) -> str:
             w(svgs[name].replace('<?xml version="1.0"?>', ""))
         w("</div>")
     h = report.headers
-    w(f"<h2>Response headers ({h.responses} responses)</h2><table>")
+    w(f"<h2>Response headers ({plural(h.responses, 'response')})</h2><table>")
     w("<tr><th>header</th><th>on</th><th>example</th><th>meaning</th></tr>")
     for info in h.headers:
         example = info.example if info.example is not None else "(withheld)"

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import math
 from dataclasses import dataclass
 from typing import Any
 
-from ._claims import ClaimResult
 from ._stats import LinearFit, Summary
 
 __all__ = [
+    "SCHEMA_VERSION",
     "AbortResult",
+    "ClaimResult",
+    "ExitStatus",
     "HeaderInfo",
     "HeaderReport",
     "ModelLatency",
@@ -24,6 +27,42 @@ __all__ = [
     "ThrottleReport",
     "Unseen",
 ]
+
+
+#: the version of :meth:`ProbeReport.to_dict`'s layout (``schema_version`` in ``--json``): raised when a
+#: field is removed or renamed or changes meaning; new fields do not raise it
+SCHEMA_VERSION = 1
+
+
+class ExitStatus(enum.IntEnum):
+    """``llmtap probe``'s exit status, for CI checks (:attr:`ProbeReport.exit_status`)."""
+
+    #: every claim holds (or none was given)
+    OK = 0
+    #: a claim does not hold
+    CLAIM_FAILS = 1
+    #: a bad command line (the command reports it in one line)
+    USAGE = 2
+    #: a claim could not be tested (too few usable measurements), and none failed
+    UNTESTED = 3
+    #: nothing to measure: no request got an HTTP response (the cause is reported, e.g. connection
+    #: refused, DNS), or the endpoint refused the first request (401/403/404: key, URL or model)
+    CANNOT_PROBE = 4
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """One claim and what the measurements say about it."""
+
+    #: "header" | "ttft" | "latency"
+    kind: str
+    claim: str
+    #: True: consistent with the measurements; False: contradicted; None: not enough data to say
+    holds: bool | None
+    #: the test used, in one sentence
+    test: str
+    #: what was measured, in plain words
+    finding: str
 
 
 @dataclass(frozen=True)
@@ -196,12 +235,29 @@ class ProbeReport:
     #: the claims as given (``--expect-latency``, ``--expect-ttft``)
     expect_latency: str | None = None
     expect_ttft: str | None = None
+    #: why nothing could be measured (e.g. ``cannot reach https://x: connection refused``), or None
+    cannot_probe: str | None = None
+
+    @property
+    def exit_status(self) -> ExitStatus:
+        """Nothing measured (4) before a claim that does not hold (1) before one left untested (3)."""
+        if self.cannot_probe is not None:
+            return ExitStatus.CANNOT_PROBE
+        verdicts = {c.holds for c in self.claims}
+        if False in verdicts:
+            return ExitStatus.CLAIM_FAILS
+        if None in verdicts:
+            return ExitStatus.UNTESTED
+        return ExitStatus.OK
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data: ``schema_version`` and ``exit_status`` first, then the fields."""
         data = dataclasses.asdict(self)
         for abort, raw in zip(self.aborts, data["aborts"], strict=True):
             raw["as_expected"] = abort.as_expected
-        result: dict[str, Any] = _finite(data)
+        result: dict[str, Any] = _finite(
+            {"schema_version": SCHEMA_VERSION, "exit_status": int(self.exit_status), **data}
+        )
         return result
 
     def to_json(self, indent: int | None = 2) -> str:

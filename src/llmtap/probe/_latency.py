@@ -1,0 +1,187 @@
+"""The latency phase: one warm-up request, then streaming requests whose output and prompt lengths
+both vary (so that ``duration ≈ a + b * output_tokens`` and ``TTFT ≈ a + b * input_tokens`` can be
+fitted), each read to the end; every number comes from llmtap's attempt record."""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from llmtap._record import AttemptRecord, Outcome
+from llmtap.simulator import Scenario
+
+from ._driver import connect_cause, exception_name, prompt
+from ._options import clean_url
+from ._report import ModelLatency, Sample, SimTruth
+from ._session import Session
+from ._stats import LinearFit, fit_line, summarize
+
+__all__ = ["LatencyRun", "measure", "plan"]
+
+#: the warm-up answered with these: the key, the URL or the model is wrong, and no further request can help
+_REFUSED = (401, 403, 404)
+
+
+@dataclass(frozen=True)
+class LatencyRun:
+    samples: list[Sample]
+    #: None when the warm-up failed in a way that stops the probe (then ``stop`` says why)
+    latency: ModelLatency | None
+    #: why the probe cannot go on: the endpoint is unreachable, or refused the warm-up request
+    stop: str | None = None
+
+
+def plan(requests: int, max_tokens: int, prompt_words: int, seed: int) -> list[tuple[int, int]]:
+    """(max_tokens, prompt_words) per request: both spread over their range, independently shuffled."""
+    n, hi = requests, max_tokens
+    lo = max(1, hi // 8)
+    rng = random.Random(seed)
+    outs = [round(lo + (hi - lo) * i / max(1, n - 1)) for i in range(n)]
+    words = [round(prompt_words * i / max(1, n - 1)) for i in range(n)]
+    rng.shuffle(outs)
+    rng.shuffle(words)
+    return list(zip(outs, words, strict=True))
+
+
+def measure(s: Session, model: str) -> LatencyRun:
+    o = s.options
+    steps = plan(o.requests, o.max_tokens, o.prompt_words, o.seed)
+    samples: list[Sample] = []
+    with s.driver.client(timeout=s.budget.request_timeout()) as client:
+        stop = _warm_up(s, client, model)
+        if stop is not None:
+            return LatencyRun(samples, None, stop)
+        for i, (max_tokens, words) in enumerate(steps):
+            if not s.budget.allow("latency"):
+                break
+            s.progress(f"latency {model}", i, len(steps))
+            before = len(s.capture.records)
+            try:
+                timed = client.with_options(timeout=s.budget.request_timeout())
+                for _ in s.driver.open(timed, model, max_tokens, prompt(words)):
+                    pass
+            except Exception as exc:
+                s.notes.append(f"latency request {i + 1} ({model}): {exception_name(exc)}")
+            samples.extend(_sample(s, model, max_tokens, words, r) for r in s.records_since(before))
+        s.progress(f"latency {model}", len(steps), len(steps))
+    return LatencyRun(samples, model_latency(s, model, samples))
+
+
+def _warm_up(s: Session, client: Any, model: str) -> str | None:
+    """One request (not counted) opens the connection: DNS, TCP, TLS. The SDK may retry it twice.
+    Returns why the probe cannot go on, or None."""
+    calls, responses = len(s.capture.calls), s.headers.responses
+    try:
+        for _ in s.driver.open(client.with_options(max_retries=2), model, 1, prompt(0)):
+            pass
+    except Exception as exc:
+        s.calls_since(calls)
+        status = getattr(exc, "status_code", None)
+        if s.headers.responses == responses:
+            where = clean_url(s.driver.base_url)
+            return f"cannot reach {where}: {connect_cause(exc)} (no HTTP response; nothing else was sent)"
+        if status in _REFUSED:
+            return (
+                f"the endpoint answered the warm-up request with {status} ({exception_name(exc)}): "
+                "check the API key, the base URL and the model; nothing else was sent"
+            )
+        s.notes.append(f"warm-up request ({model}): {exception_name(exc)}")
+        return None
+    s.calls_since(calls)
+    return None
+
+
+def _sample(s: Session, model: str, max_tokens: int, words: int, r: AttemptRecord) -> Sample:
+    if s.t0 is None:
+        s.t0 = r.started_at
+    tps = None
+    out = r.usage.output_tokens
+    done = r.outcome is Outcome.COMPLETED
+    if done and r.first_token_at is not None and out and out > 1 and r.ended_at > r.first_token_at:
+        tps = (out - 1) / (r.ended_at - r.first_token_at)  # the tokens after the first, over their time
+    injected = lag = None
+    served = s.served(r.request_id)
+    if served is not None:
+        injected = served.scenario.headers_delay + served.scenario.ttft
+        if served.first_token_sent_at is not None and r.first_token_at is not None:
+            lag = r.first_token_at - served.first_token_sent_at
+    return Sample(
+        model=model,
+        max_tokens=max_tokens,
+        prompt_words=words,
+        outcome=r.outcome.value,
+        status=r.status_code,
+        error_type=r.error_type,
+        time_to_headers=r.time_to_headers,
+        time_to_first_chunk=r.time_to_first_chunk,
+        time_to_first_token=r.time_to_first_token,
+        duration=r.duration,
+        input_tokens=r.usage.input_tokens,
+        output_tokens=out,
+        tokens_per_second=tps,
+        started=r.started_at - s.t0,
+        request_id=r.request_id,
+        injected_ttft=injected,
+        first_token_lag=lag,
+    )
+
+
+def model_latency(s: Session, model: str, samples: list[Sample]) -> ModelLatency:
+    """Summaries, fits and (on the simulator) the injected truth of one model's samples."""
+    ok = [x for x in samples if x.outcome == Outcome.COMPLETED.value]
+
+    def values(attr: str) -> list[float]:
+        return [v for x in ok if (v := getattr(x, attr)) is not None]
+
+    dur_rows = [x for x in ok if x.output_tokens is not None]
+    ttft_rows = [x for x in ok if x.time_to_first_token is not None and x.input_tokens is not None]
+    return ModelLatency(
+        model=model,
+        requests=len(samples),
+        completed=len(ok),
+        outcomes=dict(Counter(x.outcome for x in samples)),
+        time_to_headers=summarize(values("time_to_headers")),
+        time_to_first_chunk=summarize(values("time_to_first_chunk")),
+        time_to_first_token=summarize(values("time_to_first_token")),
+        duration=summarize(values("duration")),
+        tokens_per_second=summarize(values("tokens_per_second")),
+        duration_fit=fit_line([float(x.output_tokens or 0) for x in dur_rows], [x.duration for x in dur_rows]),
+        ttft_fit=fit_line(
+            [float(x.input_tokens or 0) for x in ttft_rows], [x.time_to_first_token or 0.0 for x in ttft_rows]
+        ),
+        ttft_drift=_drift(ttft_rows),
+        truth=_truth(s, ok),
+    )
+
+
+def _drift(rows: list[Sample]) -> LinearFit | None:
+    """TTFT against time since the first request, after removing the input-token effect (the
+    prompt lengths are shuffled, but a chance correlation with time would otherwise show up)."""
+    by_input = fit_line([float(x.input_tokens or 0) for x in rows], [x.time_to_first_token or 0.0 for x in rows])
+    if by_input is None:
+        return fit_line([x.started for x in rows], [x.time_to_first_token or 0.0 for x in rows])
+    residual = [
+        (x.time_to_first_token or 0.0) - by_input.b * (float(x.input_tokens or 0) - by_input.x_mean) for x in rows
+    ]
+    return fit_line([x.started for x in rows], residual)
+
+
+def _truth(s: Session, ok: list[Sample]) -> SimTruth | None:
+    """Simulator only: what it was told to inject and when it wrote each first token, by its own records."""
+    with_truth = [x for x in ok if x.injected_ttft is not None and x.first_token_lag is not None]
+    if s.sim is None or not with_truth:
+        return None
+    server_ttfts = []
+    for x in with_truth:
+        served = s.served(x.request_id, timeout=0)
+        if served is not None and served.first_token_sent_at is not None:
+            server_ttfts.append(served.first_token_sent_at - served.received_at)
+    return SimTruth(
+        injected_ttft_p50=statistics.median(x.injected_ttft or 0.0 for x in with_truth),
+        server_ttft_p50=statistics.median(server_ttfts) if server_ttfts else 0.0,
+        first_token_lag_p50=statistics.median(x.first_token_lag or 0.0 for x in with_truth),
+        injected_gap=Scenario.parse(s.options.sim_scenario).gap,
+    )

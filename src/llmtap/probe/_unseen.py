@@ -1,0 +1,92 @@
+"""What a client cannot see, and what stands in for it: the report's last sections, llmtap's own
+metrics of the probe's traffic among them."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from prometheus_client import CollectorRegistry
+
+from llmtap._record import AttemptRecord
+
+from ._report import ModelLatency, Unseen
+
+__all__ = ["metric_summary", "unseen"]
+
+
+def unseen(
+    latency: Sequence[ModelLatency], records: Sequence[AttemptRecord], metrics_endpoint: str | None
+) -> tuple[Unseen, ...]:
+    """What a client cannot see (GPU, kernels, queueing, provider metrics), each with its stand-in measured."""
+    total = len(records)
+    overloaded = sum(
+        1
+        for r in records
+        if r.status_code in (503, 529) or (r.error_type or "").startswith("overloaded") or r.error_type == "529"
+    )
+    limited = sum(1 for r in records if r.status_code == 429)
+    rate = f"{overloaded}/{total} attempts overloaded (503/529/overloaded_error), {limited} rate-limited (429)"
+    drift = None
+    tps = None
+    server = None
+    for m in latency:
+        if m.ttft_drift is not None and drift is None:
+            span = m.ttft_drift.x_max - m.ttft_drift.x_min
+            lo, hi = m.ttft_drift.b_ci
+            drift = (
+                f"TTFT changed by {m.ttft_drift.b * span * 1000:+.1f} ms over the {span:.0f} s of the latency phase "
+                f"(95% CI {lo * span * 1000:+.1f} to {hi * span * 1000:+.1f} ms; input-token effect removed; "
+                f"{m.model})"
+            )
+        if m.tokens_per_second is not None and tps is None:
+            tps_s = m.tokens_per_second
+            tps = f"{tps_s.p50:.0f} output tokens/s median, jitter {tps_s.jitter:.0f} ({m.model})"
+    server_times = [r.server_time for r in records if r.server_time is not None]
+    headers = [r.time_to_headers for r in records if r.server_time is not None and r.time_to_headers is not None]
+    if server_times and headers:
+        server = (
+            f"server says it worked {statistics.median(server_times) * 1000:.1f} ms (median); time to headers "
+            f"{statistics.median(headers) * 1000:.1f} ms: the rest is network and queueing in front of it"
+        )
+    return (
+        Unseen(
+            "GPU utilisation, batch size, KV-cache pressure",
+            "these live inside the provider's serving stack; no response header or API reports them",
+            "overloaded / rate-limited rate, and output tokens per second over time",
+            f"{rate}; {tps}" if tps else rate,
+        ),
+        Unseen(
+            "kernel launch latency, per-layer or per-token GPU time",
+            "a client sees bytes, not kernels: token timing mixes compute, batching, network and buffering",
+            "time to first token and its drift; gaps between chunks",
+            drift,
+        ),
+        Unseen(
+            "queueing and processing time inside the provider",
+            "only if the server reports it (openai-processing-ms, x-envoy-upstream-service-time)",
+            "time to headers minus the reported processing time",
+            server,
+        ),
+        Unseen(
+            "a /v1/metrics endpoint with the provider's internal numbers",
+            "the public APIs document none; the probe asked for it",
+            "llmtap's own client-side metrics (this report's metrics section)",
+            metrics_endpoint,
+        ),
+    )
+
+
+def metric_summary(registry: CollectorRegistry) -> dict[str, float]:
+    """The probe's own traffic as llmtap's Prometheus metrics counted it: sample name{labels} → value."""
+    wanted = {"llmtap_attempts_total", "llmtap_streams_total", "llmtap_retries_total"}
+    out: dict[str, float] = {}
+    for metric in registry.collect():
+        for sample in metric.samples:
+            if sample.name not in wanted or not sample.value:
+                continue
+            keep = {k: v for k, v in sample.labels.items() if k in ("status_code", "outcome", "reason", "error_type")}
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(keep.items()) if v)
+            key = f"{sample.name}{{{labels}}}" if labels else sample.name
+            out[key] = out.get(key, 0.0) + sample.value
+    return dict(sorted(out.items()))
