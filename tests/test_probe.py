@@ -4,9 +4,14 @@ controls), through the real SDKs with llmtap instrumented."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import math
 import os
+import re
+import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -17,9 +22,22 @@ from pathlib import Path
 import pytest
 
 from llmtap import Outcome
-from llmtap.probe import ProbeOptions, ProbeReport, render_html, render_svgs, render_text, run_probe
-from llmtap.probe._claims import check_latency, check_ttft
+from llmtap.probe import (
+    SCHEMA_VERSION,
+    ClaimResult,
+    ExitStatus,
+    ProbeOptions,
+    ProbeReport,
+    render_html,
+    render_svgs,
+    render_text,
+    run_probe,
+)
+from llmtap.probe._claims import check_header, check_latency, check_ttft
+from llmtap.probe._cli import add_parser
+from llmtap.probe._driver import connect_cause
 from llmtap.probe._formula import ClaimError, parse_band, parse_formula
+from llmtap.probe._headers import HeaderLog
 from llmtap.probe._stats import betainc, f_quantile, fit_line, median_ci, t_quantile
 from llmtap.simulator import Scenario, Simulator
 
@@ -228,9 +246,19 @@ def test_outputs(report: ProbeReport, tmp_path: Path) -> None:
     data = json.loads(report.to_json())
     assert data["target"]["simulated"] is True and len(data["samples"]) == REQUESTS
     assert all(a["as_expected"] for a in data["aborts"])
+    assert list(data)[:2] == ["schema_version", "exit_status"]
+    assert (data["schema_version"], data["exit_status"]) == (SCHEMA_VERSION, ExitStatus.CLAIM_FAILS)
     text = render_text(report)
     assert "DOES NOT HOLD" in text and "HOLDS" in text and "Aborts" in text
     page = render_html(report)
+    for output in (text, page):
+        assert f"{REQUESTS} streaming requests: {REQUESTS} completed" in output
+        assert "{'" not in output and "'}" not in output  # no Python dict
+        assert not re.search(r"\b1 (deltas|responses|calls|requests)\b", output)
+    deltas = [a.finding.rsplit("after ", 1)[1] for a in report.aborts]
+    assert all(re.fullmatch(r"1 delta|\d+ deltas", d) for d in deltas), deltas
+    assert "<td class='fails'>DOES NOT HOLD</td>" in page
+    assert re.search(r"\.holds,\.fails,\.untested\{white-space:nowrap\}", page)  # a verdict never wraps
     assert page.count("<svg") == 2 and "<script" not in page
     assert "http://" not in page.replace("http://www.w3.org/2000/svg", "").replace(report.target.base_url, "")
     svgs = render_svgs(report)
@@ -267,6 +295,8 @@ def test_a_refused_key_stops_after_one_request() -> None:
         assert len(sim.served) == 1 and sim.served[0].status == 401
     assert report.samples == () and report.aborts == () and report.throttle is None
     assert any("401" in note and "API key" in note for note in report.notes)
+    assert report.cannot_probe is not None and "401" in report.cannot_probe
+    assert report.exit_status is ExitStatus.CANNOT_PROBE
     # positive control: a key that works gets past the warm-up (test_endpoint_with_a_key_never_leaks_it)
 
 
@@ -320,3 +350,142 @@ def test_cli_end_to_end(tmp_path: Path) -> None:
     assert math.isclose(per_token_ms, 4.0, rel_tol=0.10), fit_line_text
     assert html_path.read_text().count("<svg") == 2
     assert sorted(p.name for p in svg_dir.iterdir()) == ["duration-sim-model.svg", "ttft-sim-model.svg"]
+
+
+# ---------------------------------------------------------------------- exit statuses, for CI checks
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "cannot_probe", "expected"),
+    [
+        pytest.param((), None, ExitStatus.OK, id="no claims"),
+        pytest.param((True, True), None, ExitStatus.OK, id="all hold"),
+        pytest.param((True, None), None, ExitStatus.UNTESTED, id="one untested"),
+        pytest.param((None, False, True), None, ExitStatus.CLAIM_FAILS, id="fails wins over untested"),
+        pytest.param((True,), "cannot reach x: connection refused", ExitStatus.CANNOT_PROBE, id="nothing measured"),
+        pytest.param((False, None), "cannot reach x", ExitStatus.CANNOT_PROBE, id="nothing measured wins"),
+    ],
+)
+def test_exit_status(
+    report: ProbeReport, verdicts: tuple[bool | None, ...], cannot_probe: str | None, expected: ExitStatus
+) -> None:
+    claims = tuple(ClaimResult("ttft", f"c{i}", v, "t", "f") for i, v in enumerate(verdicts))
+    changed = dataclasses.replace(report, claims=claims, cannot_probe=cannot_probe)
+    assert changed.exit_status is expected
+    assert json.loads(changed.to_json())["exit_status"] == expected.value
+
+
+def _probe_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``llmtap probe ARGS`` in this process (no key: the simulator unless --base-url)."""
+    from llmtap.cli import main
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("ANTHROPIC_API_KEY", raising=False)
+        code = main(["probe", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_unreachable_endpoint_exits_4_with_its_cause(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as closed:  # bound, never listening: connecting is refused, and nobody else gets the port
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        code, out, err = _probe_cli(capsys, "--base-url", url, "--expect-ttft", "0.42", "--json")
+    assert code == ExitStatus.CANNOT_PROBE
+    (line,) = err.splitlines()
+    cause = "connection refused (no HTTP response to 3 attempts; nothing else was sent)"
+    assert line == f"llmtap probe: cannot reach {url}: {cause}"
+    data = json.loads(out)
+    assert data["exit_status"] == 4 and data["cannot_probe"] in line
+    assert data["samples"] == [] and data["aborts"] == []  # nothing else was sent
+    assert [c["holds"] for c in data["claims"]] == [None]
+    # positive control: a reachable endpoint is probed (test_cli_end_to_end exits 1, with every phase run)
+
+
+def test_unknown_host_names_dns() -> None:
+    report = run_probe(ProbeOptions(base_url="http://llmtap-probe-test.invalid", api_key="k", requests=2))
+    assert report.cannot_probe is not None and "DNS lookup failed" in report.cannot_probe
+    assert report.exit_status is ExitStatus.CANNOT_PROBE and report.samples == ()
+
+
+@pytest.mark.parametrize(
+    ("cause", "words"),
+    [
+        (ConnectionRefusedError(111, "Connection refused"), "connection refused"),
+        (socket.gaierror(-2, "Name or service not known"), "DNS lookup failed (Name or service not known)"),
+        (ssl.SSLCertVerificationError(1, "certificate verify failed"), "TLS handshake failed"),
+        (TimeoutError("timed out"), "no answer in time (timeout)"),
+        (OSError(113, "No route to host"), "no route to host"),
+        (ValueError("odd"), "ValueError: odd"),
+    ],
+)
+def test_connect_cause_reads_the_chain(cause: BaseException, words: str) -> None:
+    """The SDK wraps the socket error twice (SDK error from the HTTP library's from the OS's)."""
+    try:
+        try:
+            raise cause
+        except BaseException as inner:
+            raise RuntimeError("Connection error.") from inner
+    except RuntimeError as outer:
+        assert connect_cause(outer).startswith(words)
+
+
+def test_untested_claim_exits_3_and_claims_keep_command_line_order(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _probe_cli(capsys, "--expect-ttft", "0.42", "--expect-header", "request-id", "--requests", "2",
+                              "--no-aborts")  # fmt: skip
+    assert code == ExitStatus.UNTESTED, out
+    claims = [line.strip() for line in out.splitlines() if line.startswith("  [")]
+    assert claims == ["[UNTESTED] TTFT 0.42 s", "[HOLDS] header request-id"]  # as given, not headers first
+    assert "only 2 TTFTs measured" in out
+    # positive control: enough requests test the same claim (the module report: it does not hold, exit 1)
+
+
+def test_claim_order_follows_the_command_line() -> None:
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    args = parser.parse_args(["probe", "--expect-header", "b", "--expect-latency", "1", "--expect-header", "a",
+                              "--expect-ttft", "0.4", "--expect-latency", "2"])  # fmt: skip
+    assert args.claim_order == ["header", "header", "ttft", "latency"]  # a repeated --expect-latency counts last
+    assert (args.expect_header, args.expect_latency, args.expect_ttft) == (["b", "a"], "2", "0.4")
+    assert parser.parse_args(["probe"]).claim_order == []
+
+
+def test_a_header_claim_holds_only_on_every_response() -> None:
+    log = HeaderLog()
+    for _ in range(7):
+        log.add(200, [("request-id", "req_1"), ("x-ratelimit-limit-requests", "60")])
+    log.add(429, [("request-id", "req_2")])
+    partly = check_header("X-RateLimit-Limit-Requests", log)
+    assert partly.holds is False
+    assert partly.finding == (
+        "X-RateLimit-Limit-Requests was present on 7 of 8 responses (e.g. '60'); missing on 1 response (status 429x1)"
+    )
+    assert check_header("request-id", log).holds is True  # positive control: on all 8
+    assert check_header("x-absent", log).holds is False
+    assert check_header("request-id", HeaderLog()).holds is None  # no response: untested
+
+
+def test_a_header_missing_on_one_real_response_does_not_hold() -> None:
+    """The simulator sends its rate-limit headers on API responses, not on the 404 of GET /v1/metrics."""
+    report = run_probe(
+        ProbeOptions(simulate=True, requests=2, aborts=False, expect_headers=("anthropic-ratelimit-requests-remaining",
+                                                                              "request-id"))
+    )  # fmt: skip
+    limit, request_id = report.claims
+    assert limit.holds is False and "missing on 1 response (status 404x1)" in limit.finding, limit.finding
+    assert request_id.holds is True and "on all" in request_id.finding  # positive control
+    assert report.exit_status is ExitStatus.CLAIM_FAILS
+
+
+def test_help_and_readme_document_exit_statuses_and_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    from llmtap.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["probe", "--help"])
+    assert exited.value.code == 0
+    help_text = capsys.readouterr().out
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    for status in ExitStatus:
+        assert f"\n  {status.value}  " in help_text, status
+        assert f"| {status.value} |" in readme, status
+    assert "schema_version" in readme and f"`schema_version` is {SCHEMA_VERSION}" in readme

@@ -84,7 +84,7 @@ def check_header(name: str, log: HeaderLog) -> ClaimResult:
     present = log.names.get(name.lower(), 0)
     if present == 0:
         finding = f"{name} is absent: it was on none of the {plural(log.responses, 'response')}"
-        return ClaimResult("header", label, False, HEADER_TEST, f"{finding} (statuses {_statuses(log.statuses)})")
+        return ClaimResult("header", label, False, HEADER_TEST, f"{finding} ({_statuses(log.statuses)})")
     example = log.example(name)
     shown = f" (e.g. {example!r})" if example is not None else " (value withheld)"
     if present == log.responses:
@@ -93,13 +93,16 @@ def check_header(name: str, log: HeaderLog) -> ClaimResult:
     missing = log.missing(name)
     finding = (
         f"{name} was present on {present} of {plural(log.responses, 'response')}{shown}; missing on "
-        f"{plural(sum(missing.values()), 'response')} (statuses {_statuses(missing)})"
+        f"{plural(sum(missing.values()), 'response')} ({_statuses(missing)})"
     )
     return ClaimResult("header", label, False, HEADER_TEST, finding)
 
 
 def _statuses(tally: Mapping[int, int]) -> str:
-    return ", ".join(f"{s}x{n}" for s, n in sorted(tally.items())) or "none"
+    """``statuses 200x25, 404x1`` / ``status 404x1``."""
+    return ("status " if len(tally) == 1 else "statuses ") + (
+        ", ".join(f"{s}x{n}" for s, n in sorted(tally.items())) or "none"
+    )
 
 
 def judge(

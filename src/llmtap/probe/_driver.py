@@ -52,7 +52,8 @@ def connect_cause(exc: BaseException) -> str:
         if isinstance(e, ConnectionRefusedError):
             return "connection refused"
         if isinstance(e, ssl.SSLError):
-            return f"TLS handshake failed ({e.reason or e})"
+            why = getattr(e, "verify_message", None) or getattr(e, "reason", None) or e.strerror or str(e)
+            return f"TLS handshake failed ({why})"
         if isinstance(e, TimeoutError) or type(e).__name__.endswith("Timeout"):
             return "no answer in time (timeout)"
         if isinstance(e, OSError) and e.strerror:

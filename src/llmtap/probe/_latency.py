@@ -18,6 +18,7 @@ from ._options import clean_url
 from ._report import ModelLatency, Sample, SimTruth
 from ._session import Session
 from ._stats import LinearFit, fit_line, summarize
+from ._words import plural
 
 __all__ = ["LatencyRun", "measure", "plan"]
 
@@ -78,11 +79,12 @@ def _warm_up(s: Session, client: Any, model: str) -> str | None:
         for _ in s.driver.open(client.with_options(max_retries=2), model, 1, prompt(0)):
             pass
     except Exception as exc:
-        s.calls_since(calls)
+        call = s.calls_since(calls)
         status = getattr(exc, "status_code", None)
         if s.headers.responses == responses:
+            tries = plural(call[0].attempts, "attempt") if call else "the warm-up request"
             where = clean_url(s.driver.base_url)
-            return f"cannot reach {where}: {connect_cause(exc)} (no HTTP response; nothing else was sent)"
+            return f"cannot reach {where}: {connect_cause(exc)} (no HTTP response to {tries}; nothing else was sent)"
         if status in _REFUSED:
             return (
                 f"the endpoint answered the warm-up request with {status} ({exception_name(exc)}): "
