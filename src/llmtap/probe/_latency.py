@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 import statistics
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 from llmtap._record import AttemptRecord, Outcome
@@ -20,19 +19,14 @@ from ._session import Session
 from ._stats import LinearFit, fit_line, summarize
 from ._words import plural
 
-__all__ = ["LatencyRun", "measure", "plan"]
+__all__ = ["CannotProbe", "measure", "model_latency", "plan"]
 
 #: the warm-up answered with these: the key, the URL or the model is wrong, and no further request can help
 _REFUSED = (401, 403, 404)
 
 
-@dataclass(frozen=True)
-class LatencyRun:
-    samples: list[Sample]
-    #: None when the warm-up failed in a way that stops the probe (then ``stop`` says why)
-    latency: ModelLatency | None
-    #: why the probe cannot go on: the endpoint is unreachable, or refused the warm-up request
-    stop: str | None = None
+class CannotProbe(Exception):
+    """The endpoint is unreachable, or refused the warm-up request: no further request can help."""
 
 
 def plan(requests: int, max_tokens: int, prompt_words: int, seed: int) -> list[tuple[int, int]]:
@@ -47,14 +41,17 @@ def plan(requests: int, max_tokens: int, prompt_words: int, seed: int) -> list[t
     return list(zip(outs, words, strict=True))
 
 
-def measure(s: Session, model: str) -> LatencyRun:
+def measure(s: Session, model: str) -> tuple[ModelLatency, list[Sample]]:
+    """The warm-up, then the planned requests while the budget allows.
+
+    Raises:
+        CannotProbe: the warm-up got no HTTP response, or a 401/403/404 (the message says which).
+    """
     o = s.options
     steps = plan(o.requests, o.max_tokens, o.prompt_words, o.seed)
     samples: list[Sample] = []
     with s.driver.client(timeout=s.budget.request_timeout()) as client:
-        stop = _warm_up(s, client, model)
-        if stop is not None:
-            return LatencyRun(samples, None, stop)
+        _warm_up(s, client, model)
         for i, (max_tokens, words) in enumerate(steps):
             if not s.budget.allow("latency"):
                 break
@@ -68,12 +65,11 @@ def measure(s: Session, model: str) -> LatencyRun:
                 s.notes.append(f"latency request {i + 1} ({model}): {exception_name(exc)}")
             samples.extend(_sample(s, model, max_tokens, words, r) for r in s.records_since(before))
         s.progress(f"latency {model}", len(steps), len(steps))
-    return LatencyRun(samples, model_latency(s, model, samples))
+    return model_latency(s, model, samples), samples
 
 
-def _warm_up(s: Session, client: Any, model: str) -> str | None:
-    """One request (not counted) opens the connection: DNS, TCP, TLS. The SDK may retry it twice.
-    Returns why the probe cannot go on, or None."""
+def _warm_up(s: Session, client: Any, model: str) -> None:
+    """One request (not counted) opens the connection: DNS, TCP, TLS. The SDK may retry it twice."""
     calls, responses = len(s.capture.calls), s.headers.responses
     try:
         for _ in s.driver.open(client.with_options(max_retries=2), model, 1, prompt(0)):
@@ -83,17 +79,16 @@ def _warm_up(s: Session, client: Any, model: str) -> str | None:
         status = getattr(exc, "status_code", None)
         if s.headers.responses == responses:
             tries = plural(call[0].attempts, "attempt") if call else "the warm-up request"
-            where = clean_url(s.driver.base_url)
-            return f"cannot reach {where}: {connect_cause(exc)} (no HTTP response to {tries}; nothing else was sent)"
+            why = f"{connect_cause(exc)} (no HTTP response to {tries}; nothing else was sent)"
+            raise CannotProbe(f"cannot reach {clean_url(s.driver.base_url)}: {why}") from exc
         if status in _REFUSED:
-            return (
+            raise CannotProbe(
                 f"the endpoint answered the warm-up request with {status} ({exception_name(exc)}): "
                 "check the API key, the base URL and the model; nothing else was sent"
-            )
+            ) from exc
         s.notes.append(f"warm-up request ({model}): {exception_name(exc)}")
-        return None
-    s.calls_since(calls)
-    return None
+    else:
+        s.calls_since(calls)
 
 
 def _sample(s: Session, model: str, max_tokens: int, words: int, r: AttemptRecord) -> Sample:

@@ -19,7 +19,7 @@ from . import _aborts, _latency, _throttle
 from ._claims import judge
 from ._driver import SdkDriver
 from ._headers import HeaderLog
-from ._options import KEY_ENV, ProbeOptions, clean_url, resolve
+from ._options import KEY_ENV, ProbeOptions, Resolved, clean_url, resolve
 from ._report import AbortResult, ModelLatency, ProbeReport, Sample, Target
 from ._session import Budget, Progress, Session
 from ._unseen import metric_summary, unseen
@@ -51,13 +51,11 @@ def run_probe(
     log = HeaderLog(o.expect_headers)
     with contextlib.ExitStack() as stack:
         sim = stack.enter_context(Simulator(default=Scenario.parse(o.sim_scenario))) if target.simulate else None
-        if sim is not None:
-            base_url, key = (sim.base_url if o.provider == "anthropic" else sim.base_url + "/v1"), "simulator-key"
-        else:
-            base_url, key = target.base_url or "", target.key or "no-key"
+        base_url, key = _endpoint(o.provider, target, sim)
         driver = SdkDriver(o.provider, base_url, key, log.add)
         s = Session(o, driver, _capture(stack, base_url, registry), Budget(o.timeout), log, sim)
-        s.progress = progress or s.progress
+        if progress is not None:
+            s.progress = progress
         if sim is None and not target.key:
             s.notes.append(f"no {KEY_ENV[o.provider]}: requests sent without a real key")
 
@@ -102,13 +100,21 @@ def _latency_phase(s: Session, models: tuple[str, ...]) -> tuple[list[ModelLaten
     latency: list[ModelLatency] = []
     samples: list[Sample] = []
     for model in models:
-        run = _latency.measure(s, model)
-        samples.extend(run.samples)
-        if run.latency is None:
-            s.notes.append(run.stop or "")
-            return latency, samples, run.stop
-        latency.append(run.latency)
+        try:
+            measured, model_samples = _latency.measure(s, model)
+        except _latency.CannotProbe as stop:
+            s.notes.append(str(stop))
+            return latency, samples, str(stop)
+        latency.append(measured)
+        samples.extend(model_samples)
     return latency, samples, None
+
+
+def _endpoint(provider: str, target: Resolved, sim: Simulator | None) -> tuple[str, str]:
+    """Base URL and key: the simulator's, or the endpoint's (a placeholder key when none was given)."""
+    if sim is not None:
+        return (sim.base_url if provider == "anthropic" else sim.base_url + "/v1"), "simulator-key"
+    return target.base_url or "", target.key or "no-key"
 
 
 def _abort_phase(s: Session, model: str, samples: list[Sample]) -> list[AbortResult]:
