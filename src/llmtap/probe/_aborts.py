@@ -94,28 +94,26 @@ class AbortMode:
     name: str
     #: the outcome llmtap should record
     expected: Outcome
+    #: does it: opens a stream of the model and ends it early
+    act: Callable[[Session, str, _Try], None]
     #: how it is done, in words (``{read_ms}`` and ``{why}`` are the read timeout and its reason)
     how: str
-    act: Callable[[Session, str, _Try], None]
     #: the mode sets a read timeout (the other modes use the budget's request timeout)
     read_timeout: bool = False
 
 
+# fmt: off
 MODES: tuple[AbortMode, ...] = (
-    AbortMode("close", Outcome.CLIENT_CLOSED, "read until the first content token, then stream.close()", _close),
-    AbortMode(
-        "cancel",
-        Outcome.CANCELLED,
-        "asyncio task reading the stream, cancelled after the first content token",
-        _cancel,
-    ),
-    AbortMode(
-        "drop", Outcome.ABANDONED, "read until the first content token, then drop the stream unclosed (del + gc)", _drop
-    ),
-    AbortMode(
-        "timeout", Outcome.TIMEOUT, "read timeout of {read_ms:.0f} ms ({why}), no retries", _read_until_timeout, True
-    ),
+    AbortMode("close",   Outcome.CLIENT_CLOSED, _close,
+              "read until the first content token, then stream.close()"),
+    AbortMode("cancel",  Outcome.CANCELLED,     _cancel,
+              "asyncio task reading the stream, cancelled after the first content token"),
+    AbortMode("drop",    Outcome.ABANDONED,     _drop,
+              "read until the first content token, then drop the stream unclosed (del + gc)"),
+    AbortMode("timeout", Outcome.TIMEOUT,       _read_until_timeout,
+              "read timeout of {read_ms:.0f} ms ({why}), no retries", read_timeout=True),
 )
+# fmt: on
 
 
 def run(s: Session, model: str, min_ttft: float | None) -> list[AbortResult]:
