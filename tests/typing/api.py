@@ -53,7 +53,7 @@ def is_service_fault(record: llmtap.AttemptRecord) -> bool:
 
 
 def probe_the_simulator() -> tuple[str, list[bool | None]]:
-    from llmtap.probe import ProbeOptions, ProbeReport, render_text, run_probe
+    from llmtap.probe import ExitStatus, ProbeOptions, ProbeReport, render_text, run_probe
 
     def progress(phase: str, done: int, total: int) -> None:
         pass
@@ -64,4 +64,6 @@ def probe_the_simulator() -> tuple[str, list[bool | None]]:
         if model.duration_fit is not None:
             low, high = model.duration_fit.b_ci
             assert low <= model.duration_fit.b <= high
+    if report.exit_status is ExitStatus.CANNOT_PROBE:
+        raise SystemExit(f"{report.cannot_probe}")
     return render_text(report), [claim.holds for claim in report.claims]
