@@ -489,3 +489,10 @@ def test_help_and_readme_document_exit_statuses_and_schema(capsys: pytest.Captur
         assert f"\n  {status.value}  " in help_text, status
         assert f"| {status.value} |" in readme, status
     assert "schema_version" in readme and f"`schema_version` is {SCHEMA_VERSION}" in readme
+
+
+def test_public_names_are_the_all() -> None:
+    import llmtap.probe
+
+    assert set(llmtap.probe.__all__) == {name for name in dir(llmtap.probe) if not name.startswith("_")}
+    assert {"ExitStatus", "SCHEMA_VERSION", "run_probe", "ProbeReport"} <= set(llmtap.probe.__all__)
