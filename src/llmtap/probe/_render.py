@@ -7,6 +7,8 @@ import math
 import statistics
 from collections.abc import Sequence
 
+from llmtap._record import Outcome
+
 from ._formula import Formula, parse_band, parse_formula
 from ._report import ModelLatency, ProbeReport
 from ._stats import LinearFit, Summary
@@ -322,7 +324,7 @@ def render_svgs(report: ProbeReport) -> dict[str, str]:
     formula, band = _claim_inputs(report)
     out: dict[str, str] = {}
     for m in report.latency:
-        rows = [s for s in report.samples if s.model == m.model and s.outcome == "completed"]
+        rows = [s for s in report.samples if s.model == m.model and s.outcome == Outcome.COMPLETED.value]
         ttfts = [s.time_to_first_token for s in rows if s.time_to_first_token is not None]
         points = [(float(s.output_tokens), s.duration) for s in rows if s.output_tokens is not None]
         inputs = sorted(s.input_tokens for s in rows if s.input_tokens is not None)

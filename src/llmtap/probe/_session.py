@@ -50,6 +50,8 @@ def _silent(phase: str, done: int, total: int) -> None:
 
 @dataclass
 class Session:
+    """One probe run as every phase sees it; the phases add to ``notes`` and read the rest."""
+
     options: ProbeOptions
     driver: SdkDriver
     capture: Capture
