@@ -258,6 +258,10 @@ def _render_panel(p: Panel, panel_id: int, x: int, y: int) -> Json:
             "instant": t.instant,
             "editorMode": "code",
         }
+        if "histogram_quantile(" in t.expr and "_bucket" in t.expr and not t.instant:
+            # the attempt's trace id rides on the buckets (llmtap Settings.exemplars): a latency spike
+            # links to the trace that made it
+            target["exemplar"] = True
         targets.append(target)
     return {
         "type": p.kind,

@@ -75,6 +75,11 @@ class Settings(BaseModel):
     """Export Prometheus metrics."""
     traces: bool = True
     """Export one OpenTelemetry span per attempt."""
+    exemplars: bool = True
+    """Attach each attempt's trace id (when its span is sampled) to the duration and time-to-first-token
+    histograms as an exemplar, on the Prometheus path (OpenMetrics scrapes; not in prometheus-client's
+    multiprocess mode, which cannot store them) and the OpenTelemetry one (the SDK's exemplar filter).
+    Needs ``traces``."""
     otel_metrics: bool = True
     """Also record every metric through the OpenTelemetry meter provider (for OTLP / a Collector);
     with an exporting meter provider, set ``metrics=False`` so the names do not arrive twice."""

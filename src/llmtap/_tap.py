@@ -24,7 +24,7 @@ from llmtap._endpoints import PROVIDERS, EndpointMatcher
 from llmtap._log import internal_error
 from llmtap._metrics import INSTRUMENTS
 from llmtap._observer import AttemptObserver, Ending, ObserverConfig
-from llmtap._record import AttemptStart, CallRecord, Usage
+from llmtap._record import AttemptRecord, AttemptStart, CallRecord, Usage
 from llmtap._request import UNKNOWN, info_from_body, info_from_options
 from llmtap._settings import CHUNK_GAP_BUCKETS, Settings
 from llmtap.exporters._base import Sink
@@ -157,6 +157,7 @@ class Tap:
                 sink.close()
             raise
         self.sinks: tuple[Sink, ...] = tuple(built + list(sinks or ()))
+        self._exemplars = settings.exemplars and self._tracing is not None
         _handoff.start()
 
     # -- request path ----------------------------------------------------------------------------
@@ -246,9 +247,8 @@ class Tap:
             attempt.finalizer = None
         try:
             record = self._bounds.apply(record)  # every wire-valued label bounded before any sink
-            if self._pricer is not None and record.usage != _NO_USAGE:
-                model = record.response_model or record.request_model
-                record = record._replace(cost=self._pricer.price(record.provider, model, record.usage))
+            if self._pricer is not None or self._exemplars:
+                record = self._derive(attempt, record)
         except Exception as exc:
             internal_error("other", "llmtap: internal error bounding labels or pricing: %r", exc)
         for sink, state in zip(self.sinks, attempt.states, strict=True):
@@ -269,6 +269,21 @@ class Tap:
             return
         if ended is not None:
             self.call_ended(ended)
+
+    def _derive(self, attempt: Attempt, record: AttemptRecord) -> AttemptRecord:
+        """What the record gains from the settings: its cost (``Settings.cost``) and its sampled span
+        for exemplars (``Settings.exemplars``), in one replace."""
+        changes: dict[str, Any] = {}
+        if self._pricer is not None and record.usage != _NO_USAGE:
+            model = record.response_model or record.request_model
+            changes["cost"] = self._pricer.price(record.provider, model, record.usage)
+        if self._exemplars:
+            span = attempt.states[self._tracing_index]
+            if span is not _FAILED:
+                context = span.get_span_context()  # type: ignore[attr-defined]
+                if context.trace_flags.sampled:
+                    changes["span_context"] = context
+        return record._replace(**changes) if changes else record
 
     # -- logical calls (the SDK hook) ------------------------------------------------------------
 

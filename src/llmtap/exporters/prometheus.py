@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics_core import Metric
@@ -28,7 +28,10 @@ from llmtap._metrics import COUNTER, GAUGE, HISTOGRAM, INSTRUMENTS, TOKEN_TYPES,
 from llmtap._record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord
 from llmtap.exporters._health import HEALTH_METRIC_NAMES, HealthCollector
 
-__all__ = ["METRIC_NAMES", "PrometheusExporter"]
+if TYPE_CHECKING:
+    from opentelemetry.trace import SpanContext
+
+__all__ = ["METRIC_NAMES", "PrometheusExporter", "exemplar_of"]
 
 METRIC_NAMES: tuple[str, ...] = (*(i.prometheus() for i in INSTRUMENTS), *HEALTH_METRIC_NAMES)
 """Every metric family this exporter registers (histograms and counters by their family name)."""
@@ -69,7 +72,7 @@ class _Off:
     def set(self, value: float) -> None:
         pass
 
-    def observe(self, amount: float) -> None:
+    def observe(self, amount: float, exemplar: dict[str, str] | None = None) -> None:
         pass
 
 
@@ -273,11 +276,12 @@ class PrometheusExporter:
         if counter is None:
             counter = self._attempts[akey] = self.attempts.labels(*akey)
         counter.inc()
+        exemplar = None if record.span_context is None else exemplar_of(record.span_context)
         dkey = (*key, error_type)
         duration = self._durations.get(dkey)
         if duration is None:
             duration = self._durations[dkey] = self.duration.labels(*dkey)
-        duration.observe(record.duration)
+        duration.observe(record.duration, exemplar)
         if record.retry_after is not None:
             retry_after = children.retry_after
             if retry_after is None:
@@ -292,12 +296,12 @@ class PrometheusExporter:
                 ttfc = children.ttfc
                 if ttfc is None:
                     ttfc = children.ttfc = self.ttfc.labels(*key)
-                ttfc.observe(record.first_chunk_at - record.started_at)
+                ttfc.observe(record.first_chunk_at - record.started_at, exemplar)
             if record.first_token_at is not None:
                 ttft = children.ttft
                 if ttft is None:
                     ttft = children.ttft = self.ttft.labels(*key)
-                ttft.observe(record.first_token_at - record.started_at)
+                ttft.observe(record.first_token_at - record.started_at, exemplar)
             if record.chunks > 1:
                 gap = children.gap
                 if gap is None:
@@ -369,12 +373,13 @@ class PrometheusExporter:
         if duration is None:
             key = (record.provider, record.operation, record.request_model, outcome)
             duration = children.call_durations[outcome] = self.call_duration.labels(*key)
-        duration.observe(record.ended_at - record.started_at)
+        exemplar = None if record.span_context is None else exemplar_of(record.span_context)
+        duration.observe(record.ended_at - record.started_at, exemplar)
         if record.first_token_at is not None:
             call_ttft = children.call_ttft
             if call_ttft is None:
                 call_ttft = children.call_ttft = self.call_ttft.labels(*children.key)
-            call_ttft.observe(record.first_token_at - record.started_at)
+            call_ttft.observe(record.first_token_at - record.started_at, exemplar)
 
     def close(self) -> None:
         """Remove every llmtap metric from the registry."""
@@ -390,6 +395,12 @@ class PrometheusExporter:
         if self.health is not None:
             with contextlib.suppress(KeyError):
                 self.registry.unregister(self.health)
+
+
+def exemplar_of(context: SpanContext) -> dict[str, str]:
+    """The OpenMetrics exemplar labels of a span: ``trace_id`` and ``span_id`` in W3C hex, the names
+    Grafana links to a trace by."""
+    return {"trace_id": format(context.trace_id, "032x"), "span_id": format(context.span_id, "016x")}
 
 
 def _merge_histogram(child: Histogram, counts: tuple[int, ...], total: float) -> None:
