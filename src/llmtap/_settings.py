@@ -8,7 +8,7 @@ import json
 import os
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -101,6 +101,11 @@ class Settings(BaseModel):
     max_error_types: int = Field(default=50, ge=1, le=10_000)
     """Distinct error types beyond the documented ones (provider error types, HTTP statuses, transport
     exceptions) before new ones map to ``model_overflow``."""
+    genai_semconv: Literal["default", "latest", "both"] = "default"
+    """Which GenAI semantic-convention token metrics to emit: ``default`` (``gen_ai.client.token.usage``,
+    by ``gen_ai.token.type``), ``latest`` (``gen_ai.client.inference.operation.input_tokens`` /
+    ``.output_tokens``, the split the GenAI conventions now define) or ``both`` during a migration. The
+    shipped dashboards read either."""
     cost: bool = False
     """Export what each attempt cost in USD (``llmtap_cost_usd_total`` by token type, the cache's savings,
     unpriced attempts), priced by ``genai-prices`` (``pip install 'llmtap[cost]'``) and ``prices``."""

@@ -22,7 +22,7 @@ from llmtap._bounds import RecordBounds
 from llmtap._calls import CURRENT_CALL, Call, call_record
 from llmtap._endpoints import PROVIDERS, EndpointMatcher
 from llmtap._log import internal_error
-from llmtap._metrics import INSTRUMENTS
+from llmtap._metrics import INSTRUMENTS, Instrument
 from llmtap._observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._record import AttemptRecord, AttemptStart, CallRecord, Usage
 from llmtap._request import UNKNOWN, info_from_body, info_from_options
@@ -63,6 +63,17 @@ def activate(tap: Tap | None) -> None:
     """Make ``tap`` the active one (``None``: none)."""
     global _active
     _active = tap
+
+
+def _wanted(instrument: Instrument, settings: Settings) -> bool:
+    """Whether the settings turn ``instrument`` on (its ``requires`` flag, its semconv version)."""
+    if instrument.requires and not getattr(settings, instrument.requires):
+        return False
+    if instrument.semconv_version == "legacy":
+        return settings.genai_semconv != "latest"
+    if instrument.semconv_version == "latest":
+        return settings.genai_semconv != "default"
+    return True
 
 
 class Attempt:
@@ -118,7 +129,7 @@ class Tap:
 
             self._pricer = Pricer(settings.prices)  # ImportError naming the extra when there is no price table
         # instruments whose Settings flag is off are never created
-        off = tuple(i.name for i in INSTRUMENTS if i.requires and not getattr(settings, i.requires))
+        off = tuple(i.name for i in INSTRUMENTS if not _wanted(i, settings))
         exclude = (*settings.exclude_metrics, *off)
         self.prometheus: PrometheusExporter | None = None
         self._tracing: TracingExporter | None = None

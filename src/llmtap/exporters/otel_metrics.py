@@ -122,6 +122,9 @@ class OtelMetricsExporter:
         self._cost_savings = m["cost_savings"]
         self._unpriced = m["unpriced"]
         self._priced = self._cost is not _OFF
+        self._inference_input = m["inference_input"]
+        self._inference_output = m["inference_output"]
+        self._latest = self._inference_input is not _OFF or self._inference_output is not _OFF
         self._track_rate_limits = not {"ratelimit_limit", "ratelimit_remaining", "ratelimit_reset"} <= excluded
         # per-chunk gaps waiting for the next collection: label set -> [attributes, counts, sum, max]
         self._pending_gaps: dict[frozenset[tuple[str, str | int]], list[Any]] = {}
@@ -224,6 +227,11 @@ class OtelMetricsExporter:
                 continue
             if token_type in ("input", "output"):
                 self._usage.record(tokens, {**semconv, "gen_ai.token.type": token_type})
+                if self._latest:
+                    histogram = self._inference_input if token_type == "input" else self._inference_output
+                    histogram.record(
+                        tokens, {**semconv, "error.type": record.error_type} if record.error_type else semconv
+                    )
             if tokens:
                 self._tokens.add(tokens, {**base, "gen_ai.token.type": token_type})
         for reason in record.stop_reasons:

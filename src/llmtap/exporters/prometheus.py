@@ -25,7 +25,7 @@ from prometheus_client.samples import Sample
 from llmtap import _handoff
 from llmtap._cost import COST_TYPES
 from llmtap._metrics import COUNTER, GAUGE, HISTOGRAM, INSTRUMENTS, TOKEN_TYPES, Instrument, resolve_names
-from llmtap._record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord
+from llmtap._record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord, Usage
 from llmtap.exporters._health import HEALTH_METRIC_NAMES, HealthCollector
 
 if TYPE_CHECKING:
@@ -227,6 +227,10 @@ class PrometheusExporter:
         self.cost_savings = m["cost_savings"]
         self.unpriced = m["unpriced"]
         self.priced = self.cost is not _OFF
+        self.inference_input = m["inference_input"]
+        self.inference_output = m["inference_output"]
+        self.latest = self.inference_input is not _OFF or self.inference_output is not _OFF
+        self._inference_children: dict[tuple[str, str, str, str], tuple[Histogram, Histogram]] = {}
 
     # -- label children, cached --------------------------------------------------------------
 
@@ -322,6 +326,8 @@ class PrometheusExporter:
                 usage_output = children.usage_output = self.usage.labels(*key, "output")
             usage_output.observe(usage.output_tokens)
             children.tokens["output"].inc(usage.output_tokens)
+        if self.latest and (usage.input_tokens is not None or usage.output_tokens is not None):
+            self._inference(dkey, usage)
         if usage.cache_read_tokens:
             children.tokens["cache_read"].inc(usage.cache_read_tokens)
         if usage.cache_write_tokens:
@@ -351,6 +357,19 @@ class PrometheusExporter:
                 gauges[1].set(rl.remaining)
             if rl.reset_seconds is not None:
                 gauges[2].set(rl.reset_seconds)
+
+    def _inference(self, dkey: tuple[str, str, str, str], usage: Usage) -> None:
+        """``Settings.genai_semconv`` latest/both: the per-direction token histograms."""
+        pair = self._inference_children.get(dkey)
+        if pair is None:
+            pair = self._inference_children[dkey] = (
+                self.inference_input.labels(*dkey),
+                self.inference_output.labels(*dkey),
+            )
+        if usage.input_tokens is not None:
+            pair[0].observe(usage.input_tokens)
+        if usage.output_tokens is not None:
+            pair[1].observe(usage.output_tokens)
 
     def _cost(self, key: tuple[str, str, str], record: AttemptRecord) -> None:
         """``Settings.cost``: USD by token type and the cache's savings, or one unpriced attempt."""
