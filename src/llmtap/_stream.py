@@ -3,15 +3,17 @@
 They only iterate, read the clock and forward to the pure :class:`AttemptObserver`; they keep the
 stream kind the client expects (a subclass of that module's ``SyncByteStream`` /
 ``AsyncByteStream``, made per module by :func:`shells_for`), re-raise every exception untouched
-(``CancelledError`` and ``GeneratorExit`` included), and finalise the attempt exactly once: end of
-body, ``close()``, an exception, or the garbage collector (``weakref.finalize``) for streams
-nobody closed.
+(``CancelledError`` and ``GeneratorExit`` included), and finalise the attempt exactly once: the
+provider's terminal event (or an in-band error) parsed, else end of body, ``close()``, an exception,
+or the garbage collector (``weakref.finalize``) for streams nobody closed.
 """
 
 from __future__ import annotations
 
 import contextvars
+import dis
 import functools
+import inspect
 import sys
 import time
 import weakref
@@ -47,10 +49,44 @@ def _now(attempt: Attempt) -> float:
 
 
 def _closing_a_dropped_generator() -> bool:
-    """True when close() runs while a ``GeneratorExit`` is being handled: the SDK's stream generator
-    is being finalised because the app dropped it (the SDKs close the response in a ``finally``),
-    not because the app closed it."""
-    return isinstance(sys.exc_info()[1], GeneratorExit)
+    """True when close() runs while a ``GeneratorExit`` is being handled because the SDK's stream
+    generators are being finalised after the app dropped them (the SDKs close the response in a
+    ``finally``), not because the app closed them: the app closing a stream that the SDK then closes
+    at once (google-genai's sync generator: ``break``, then ``close()``) is ``client_closed``."""
+    return isinstance(sys.exc_info()[1], GeneratorExit) and not _closed_by_the_app()
+
+
+def _closed_by_the_app() -> bool:
+    """Whether the generators being unwound were closed by a ``close()`` call (the app's, or
+    ``contextlib.closing``'s): the first frame outside the chain of generator frames is at a call of
+    a method named ``close``. A dropped generator is finalised at whatever instruction dropped it (a
+    ``del``, a rebinding, a loop's or a function's end). Only on this rare path is bytecode read."""
+    frame = sys._getframe(1)
+    in_generators = False
+    while frame is not None:
+        if frame.f_code.co_flags & inspect.CO_GENERATOR:
+            in_generators = True
+        elif in_generators:
+            return _at_a_close_call(frame)
+        frame = frame.f_back
+    return False
+
+
+def _at_a_close_call(frame: Any) -> bool:
+    name = None
+    current = None
+    for instruction in dis.get_instructions(frame.f_code):
+        if instruction.offset > frame.f_lasti:
+            break
+        current = instruction
+        if instruction.opname in ("LOAD_ATTR", "LOAD_METHOD"):
+            name = instruction.argval
+    return current is not None and current.opname.startswith("CALL") and name == "close"
+
+
+def _after_the_end(chunk: bytes, now: float) -> bool:
+    """The feed once the attempt has ended at the provider's terminal event: later bytes pass untouched."""
+    return False
 
 
 def _end(tap: Tap, attempt: Attempt, ending: Ending, exc: BaseException | None = None) -> None:
@@ -79,7 +115,9 @@ class _SyncShell:
         try:
             for chunk in self._inner:
                 try:
-                    on_chunk(chunk, clock())
+                    if on_chunk(chunk, clock()):
+                        on_chunk = _after_the_end
+                        _end(self._tap, self._attempt, Ending.TERMINAL)
                 except Exception as exc:
                     _internal_error("on_chunk", exc)
                 yield chunk
@@ -105,7 +143,9 @@ class _AsyncShell:
         try:
             async for chunk in self._inner:
                 try:
-                    on_chunk(chunk, clock())
+                    if on_chunk(chunk, clock()):
+                        on_chunk = _after_the_end
+                        _end(self._tap, self._attempt, Ending.TERMINAL)
                 except Exception as exc:
                     _internal_error("on_chunk", exc)
                 yield chunk
