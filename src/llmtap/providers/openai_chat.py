@@ -6,7 +6,8 @@ Wire facts (checked against recorded real responses):
 - The first chunk usually carries only ``delta.role`` (and ``content: ""``): the first *content* token
   is the first non-empty ``content``, ``refusal`` or tool-call ``arguments``/``name``.
 - Usage arrives only in a final ``choices: []`` chunk when ``stream_options.include_usage`` is set;
-  otherwise none is reported and none is recorded (never invented). ``prompt_tokens`` includes
+  otherwise none is reported and none is recorded (never invented). Mistral sends it in its last
+  chunk unasked; Groq in the last chunk's ``x_groq.usage``. ``prompt_tokens`` includes
   ``prompt_tokens_details.cached_tokens``; ``completion_tokens_details.reasoning_tokens``.
 - ``finish_reason`` per choice (``n > 1`` gives several); an error object can arrive mid-stream.
 """
@@ -109,6 +110,9 @@ class OpenAIChat(Provider):
                     facts.set_stop_reason(reason, index if isinstance(index, int) else 0)
         if payload.get("usage"):
             _apply_usage(facts, payload["usage"])
+        extension = payload.get("x_groq")  # Groq reports a stream's usage in its last chunk's x_groq
+        if isinstance(extension, dict) and extension.get("usage"):
+            _apply_usage(facts, extension["usage"])
         return output
 
     def on_body(self, facts: Facts, body: object, status: int) -> None:

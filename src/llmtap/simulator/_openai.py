@@ -174,6 +174,13 @@ class OpenAIChat(_OpenAIBase):
 
     def stop_events(self) -> list[bytes]:
         sc = self.ctx.scenario
+        if self.ctx.path.startswith("/openai/"):  # Groq: usage in the finishing chunk's x_groq, always
+            chunk = self._chunk([self._choice({}, _FINISH[sc.stop_reason])])
+            x_groq = b',"x_groq":' + json_bytes({"id": "req_" + rand_id(26).lower(), "usage": self._usage()})
+            return [chunk[: chunk.rindex(b"}")] + x_groq + b"}\n\n", b"data: [DONE]\n\n"]
+        if self.ctx.user_agent.startswith("mistral-client"):  # Mistral: usage in the finishing chunk, always
+            self.include_usage = True
+            return [self._chunk([self._choice({}, _FINISH[sc.stop_reason])], self._usage()), b"data: [DONE]\n\n"]
         events = [self._chunk([self._choice({}, _FINISH[sc.stop_reason])])]
         if self.include_usage:
             events.append(self._chunk([], self._usage()))
