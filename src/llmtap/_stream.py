@@ -10,6 +10,7 @@ or the garbage collector (``weakref.finalize``) for streams nobody closed.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import dis
 import functools
@@ -56,17 +57,24 @@ def _closing_a_dropped_generator() -> bool:
     return isinstance(sys.exc_info()[1], GeneratorExit) and not _closed_by_the_app()
 
 
+_GENERATORS = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
+_CLOSE_NAMES = frozenset({"close", "aclose"})
+
+
 def _closed_by_the_app() -> bool:
-    """Whether the generators being unwound were closed by a ``close()`` call (the app's, or
-    ``contextlib.closing``'s): the first frame outside the chain of generator frames is at a call of
-    a method named ``close``. A dropped generator is finalised at whatever instruction dropped it (a
-    ``del``, a rebinding, a loop's or a function's end). Only on this rare path is bytecode read."""
+    """Whether the generators being unwound were closed by a ``close()`` / ``aclose()`` call (the
+    app's, or ``contextlib.closing``'s): the first frame outside the chain of generator frames (and
+    the ``contextlib`` frames of the ``with`` blocks inside them) is at a call of a method of that
+    name. A dropped generator is finalised at whatever instruction dropped it (a ``del``, a rebinding,
+    a loop's or a function's end; the event loop's finaliser for an async one). Only on this rare path
+    is bytecode read."""
     frame = sys._getframe(1)
     in_generators = False
     while frame is not None:
-        if frame.f_code.co_flags & inspect.CO_GENERATOR:
+        code = frame.f_code
+        if code.co_flags & _GENERATORS:
             in_generators = True
-        elif in_generators:
+        elif in_generators and code.co_filename != contextlib.__file__:
             return _at_a_close_call(frame)
         frame = frame.f_back
     return False
@@ -81,7 +89,10 @@ def _at_a_close_call(frame: Any) -> bool:
         current = instruction
         if instruction.opname in ("LOAD_ATTR", "LOAD_METHOD"):
             name = instruction.argval
-    return current is not None and current.opname.startswith("CALL") and name == "close"
+    if current is None or name not in _CLOSE_NAMES:
+        return False
+    # CALL*, or 3.11's PRECALL (a specialised one makes the call itself); SEND: ``await x.aclose()``
+    return "CALL" in current.opname or current.opname == "SEND"
 
 
 def _after_the_end(chunk: bytes, now: float) -> bool:
