@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from llmtap._observer import AttemptObserver, Ending
-from llmtap.providers import anthropic, gemini, openai_chat, openai_responses
+from llmtap.providers import anthropic, cohere, gemini, openai_chat, openai_responses
 from llmtap.providers._base import Facts, Output, Provider
 
 from ._replay import CONFIG
@@ -37,6 +37,10 @@ def _responses(kind: str, **fields: Any) -> Event:
 
 def _anthropic(kind: str, **fields: Any) -> Event:
     return kind, {"type": kind, **fields}
+
+
+def _cohere(kind: str, message: dict[str, Any] | None = None, **fields: Any) -> Event:
+    return kind, {"type": kind, **({} if message is None else {"delta": {"message": message}}), **fields}
 
 
 TABLE: dict[Provider, dict[str, list[Event]]] = {
@@ -123,8 +127,34 @@ TABLE: dict[Provider, dict[str, list[Event]]] = {
         "none": [
             _gemini({"text": ""}),
             _gemini({"thoughtSignature": "c2ln"}),
-            (None, {"usageMetadata": {"promptTokenCount": 3}, "modelVersion": "m"}),
+            (None, {"usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 2}, "modelVersion": "m"}),
             (None, {"candidates": [{"index": 0}]}),
+        ],
+    },
+    cohere.PROVIDER: {
+        "text": [
+            _cohere("content-delta", {"content": {"text": "Hi"}}, index=0),
+            _cohere("content-start", {"content": {"type": "text", "text": "Hi"}}, index=0),
+        ],
+        "reasoning": [
+            _cohere("content-delta", {"content": {"thinking": "hmm"}}, index=0),
+            _cohere("tool-plan-delta", {"tool_plan": "I will"}),
+        ],
+        "tool_name": [
+            _cohere(
+                "tool-call-start",
+                {"tool_calls": {"id": "t", "type": "function", "function": {"name": "f", "arguments": ""}}},
+                index=0,
+            ),
+        ],
+        "tool_arguments": [_cohere("tool-call-delta", {"tool_calls": {"function": {"arguments": '{"a'}}}, index=0)],
+        "none": [
+            _cohere("message-start", {"role": "assistant", "content": [], "tool_plan": "", "tool_calls": []}, id="m"),
+            _cohere("content-start", {"content": {"type": "text", "text": ""}}, index=0),
+            _cohere("content-delta", {"content": {"text": ""}}, index=0),
+            _cohere("content-end", index=0),
+            _cohere("tool-call-end", index=0),
+            _cohere("citation-start", {"citations": {"start": 0, "end": 2, "text": "Hi"}}, index=0),
         ],
     },
 }
@@ -136,7 +166,9 @@ EXPECTED = {
     "none": None,
 }
 # Gemini's functionCall part carries the name and the arguments together: it counts as the tool name
-EXPECTED_PER_PROVIDER = {(gemini.PROVIDER, "tool_arguments"): Output.TOOL_NAME}
+EXPECTED_PER_PROVIDER: dict[tuple[Provider, str], Output | None] = {
+    (gemini.PROVIDER, "tool_arguments"): Output.TOOL_NAME
+}
 
 
 def _cases() -> list[Any]:
@@ -187,3 +219,44 @@ def test_first_token_is_the_first_output_event(provider: Provider, kind: str, ev
     record = observer.end(Ending.EOF, 3.0)
     assert record is not None and record.first_token_at == 1.0
     assert record.parse_errors == 0
+
+
+# The provider's terminal events: a final one, and an in-band error. The attempt ends when one is parsed.
+TERMINAL: dict[Provider, tuple[Event, Event]] = {
+    anthropic.PROVIDER: (
+        _anthropic("message_stop"),
+        ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}),
+    ),
+    openai_chat.PROVIDER: ((None, "[DONE]"), (None, {"error": {"type": "server_error", "message": "x"}})),
+    openai_responses.PROVIDER: (
+        _responses("response.completed", response={"id": "r", "status": "completed", "output": []}),
+        _responses("response.failed", response={"id": "r", "status": "failed", "error": {"code": "server_error"}}),
+    ),
+    gemini.PROVIDER: (
+        (None, {"candidates": [{"index": 0, "finishReason": "STOP"}], "usageMetadata": {"promptTokenCount": 3}}),
+        (None, {"error": {"code": 503, "message": "x", "status": "UNAVAILABLE"}}),
+    ),
+    cohere.PROVIDER: (
+        _cohere("message-end", None, delta={"finish_reason": "COMPLETE", "usage": {"tokens": {"output_tokens": 1}}}),
+        _cohere("message-end", None, delta={"finish_reason": "ERROR", "error": "overloaded"}),
+    ),
+}
+
+
+@pytest.mark.parametrize("which", ["final", "error"])
+@pytest.mark.parametrize("provider", list(TERMINAL), ids=lambda p: p.__class__.__name__)
+def test_terminal_event_ends_the_attempt(provider: Provider, which: str) -> None:
+    """Every provider: ``on_chunk`` says so at the chunk holding the terminal event (not before: the
+    positive control), whatever arrives after it."""
+    assert set(TERMINAL) == set(TABLE)
+    final, error = TERMINAL[provider]
+    observer = AttemptObserver(START_VALUE, provider, CONFIG)
+    observer.on_response(200, [(b"content-type", b"text/event-stream")], 0.0)
+    for n, event in enumerate([*TABLE[provider]["none"], TABLE[provider]["text"][0]]):
+        assert observer.on_chunk(_sse(event), 0.1 + n / 100) is False
+    assert observer.on_chunk(_sse(final if which == "final" else error), 1.0) is True
+    record = observer.end(Ending.TERMINAL, 1.0)
+    assert record is not None and record.ended_at == 1.0
+    assert record.outcome.value == ("completed" if which == "final" else "server_error")
+    assert record.first_token_at is not None and record.parse_errors == 0
+    assert observer.end(Ending.EOF, 2.0) is None

@@ -74,7 +74,7 @@ def drive(
                 if len(got) == 2:
                     break
             if action == "close":
-                stream.close()
+                stream.close()  # type: ignore[attr-defined]  # a generator, typed as an Iterator
             del stream
         else:
             raise AssertionError(action)
@@ -96,7 +96,7 @@ def drive(
                 if action == "close":
                     # it closes only the SDK's outer generator; the response is still finalised
                     # later, when the event loop shuts its async generators down
-                    await stream.aclose()
+                    await stream.aclose()  # type: ignore[attr-defined]  # an async generator
             else:
                 raise AssertionError(action)
         finally:

@@ -300,4 +300,3 @@ def test_retries_are_one_call(sim: Simulator, cap: Capture, sdk: str, mode: str)
     (call,) = cap.calls
     assert call.attempts == attempts
     assert cap.sample("llmtap_retries_total", reason="503") == attempts - 1
-

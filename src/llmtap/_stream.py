@@ -68,7 +68,7 @@ def _closed_by_the_app() -> bool:
     name. A dropped generator is finalised at whatever instruction dropped it (a ``del``, a rebinding,
     a loop's or a function's end; the event loop's finaliser for an async one). Only on this rare path
     is bytecode read."""
-    frame = sys._getframe(1)
+    frame: Any = sys._getframe(1)
     in_generators = False
     while frame is not None:
         code = frame.f_code

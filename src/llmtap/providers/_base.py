@@ -150,8 +150,8 @@ class Provider(abc.ABC):
     """``gen_ai.operation.name`` value."""
     markers: tuple[bytes, ...] = ()
     """Byte strings at least one of which appears in every SSE event the parser needs once the first
-    content token has been seen (the terminal and error events among them). Chunks containing none of them are only framed, never parsed: this
-    is what keeps the per-event cost near zero."""
+    content token has been seen (the terminal and error events among them). Chunks containing none
+    of them are only framed, never parsed: this is what keeps the per-event cost near zero."""
     input_includes_cache: bool = True
     """Whether the provider's reported input tokens already include cache reads and writes (OpenAI)
     or not (Anthropic). The record always carries the total."""

@@ -45,6 +45,7 @@ def _block_output(block: dict[str, Any]) -> Output | None:
         return Output.REASONING
     return Output.OTHER
 
+
 HEADERS: dict[bytes, tuple[Header, str]] = {
     b"request-id": (Header.REQUEST_ID, ""),
     **{

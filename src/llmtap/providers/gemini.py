@@ -77,8 +77,8 @@ def _apply(facts: Facts, payload: dict[str, Any]) -> Output | None:
         candidates_tokens = facts.count(usage.get("candidatesTokenCount"))
         thoughts = facts.count(usage.get("thoughtsTokenCount"))
         if candidates_tokens is not None or thoughts is not None:
-            output = (candidates_tokens or 0) + (thoughts or 0)
-            facts.output_tokens = output if output <= MAX_COUNT else facts.count(output)
+            total = (candidates_tokens or 0) + (thoughts or 0)
+            facts.output_tokens = total if total <= MAX_COUNT else facts.count(total)
         if thoughts is not None:
             facts.reasoning_tokens = thoughts
         cached = facts.count(usage.get("cachedContentTokenCount"))

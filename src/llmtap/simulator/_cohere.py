@@ -81,4 +81,3 @@ class CohereChat(Api):
     def stop_events(self) -> list[bytes]:
         finish = _FINISH[self.ctx.scenario.stop_reason]
         return [self._ev("message-end", {"delta": {"finish_reason": finish, "usage": self._usage()}})]
-
