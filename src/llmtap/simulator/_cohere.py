@@ -63,19 +63,34 @@ class CohereChat(Api):
 
     def preamble_events(self) -> list[bytes]:
         message = {"role": "assistant", "content": [], "tool_plan": "", "tool_calls": [], "citations": []}
+        if self.ctx.scenario.tool_call:  # the tool call starts with delta 0
+            return [self._ev("message-start", {"id": self.message_id, "delta": {"message": message}})]
         return [
             self._ev("message-start", {"id": self.message_id, "delta": {"message": message}}),
             self._ev("content-start", {"index": 0, "delta": {"message": {"content": {"type": "text", "text": ""}}}}),
         ]
 
     def delta_event(self, index: int, text: str) -> bytes:
+        sc = self.ctx.scenario
+        if sc.tool_call and index == 0:
+            function = {"name": "lookup", "arguments": ""}
+            call = {"id": "lookup_" + self.message_id[:8], "type": "function", "function": function}
+            return self._ev("tool-call-start", {"index": 0, "delta": {"message": {"tool_calls": call}}})
+        if sc.tool_call:
+            return self._arguments(sc.tool_piece(index))
         return self._ev("content-delta", {"index": 0, "delta": {"message": {"content": {"text": text}}}})
 
     def error_event(self) -> bytes:
         message = "The model is overloaded. (simulated)"
         return self._ev("message-end", {"delta": {"error": message, "finish_reason": "ERROR"}})
 
+    def _arguments(self, piece: str) -> bytes:
+        calls = {"function": {"arguments": piece}}
+        return self._ev("tool-call-delta", {"index": 0, "delta": {"message": {"tool_calls": calls}}})
+
     def close_events(self) -> list[bytes]:
+        if self.ctx.scenario.tool_call:
+            return [self._arguments(self.ctx.scenario.tool_closing()), self._ev("tool-call-end", {"index": 0})]
         return [self._ev("content-end", {"index": 0})]
 
     def stop_events(self) -> list[bytes]:
