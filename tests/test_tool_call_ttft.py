@@ -19,7 +19,7 @@ from llmtap import Outcome
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture
 
-GAP = 0.2
+GAP = 0.5  # wide: the check below must tell "the name" from "one gap later" on a loaded machine
 _serial = itertools.count()
 TOOL = {"name": "lookup", "description": "look up", "parameters": {"type": "object", "properties": {}}}
 

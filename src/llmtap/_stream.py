@@ -6,6 +6,10 @@ stream kind the client expects (a subclass of that module's ``SyncByteStream`` /
 (``CancelledError`` and ``GeneratorExit`` included), and finalise the attempt exactly once: the
 provider's terminal event (or an in-band error) parsed, else end of body, ``close()``, an exception,
 or the garbage collector (``weakref.finalize``) for streams nobody closed.
+
+An ending that may come from the garbage collector (the finaliser, or a close made while a dropped
+generator is being finalised) is only handed off (:mod:`llmtap._handoff`): ending an attempt takes
+locks, and the collector may have interrupted their holder on this very thread.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
+from llmtap import _handoff
 from llmtap._log import internal_error
 from llmtap._observer import Ending
 from llmtap._tap import Attempt, Tap
@@ -53,7 +58,7 @@ def _closing_a_dropped_generator() -> bool:
     """True when close() runs while a ``GeneratorExit`` is being handled because the SDK's stream
     generators are being finalised after the app dropped them (the SDKs close the response in a
     ``finally``), not because the app closed them: the app closing a stream that the SDK then closes
-    at once (google-genai's sync generator: ``break``, then ``close()``) is ``client_closed``."""
+    at once (google-genai's sync generator, cohere's: ``break``, then ``close()``) is ``client_closed``."""
     return isinstance(sys.exc_info()[1], GeneratorExit) and not _closed_by_the_app()
 
 
@@ -66,8 +71,10 @@ def _closed_by_the_app() -> bool:
     app's, or ``contextlib.closing``'s): the first frame outside the chain of generator frames (and
     the ``contextlib`` frames of the ``with`` blocks inside them) is at a call of a method of that
     name. A dropped generator is finalised at whatever instruction dropped it (a ``del``, a rebinding,
-    a loop's or a function's end; the event loop's finaliser for an async one). Only on this rare path
-    is bytecode read."""
+    a loop's or a function's end; the event loop's finaliser for an async one). A collection that
+    interrupts the app's own call of some other ``close()`` would be misread as a close: rare, and
+    app-side either way. This may run inside the garbage collector: it only reads frames and
+    bytecode (no lock, no logging), and decodes instructions only when the frame is at a call."""
     frame: Any = sys._getframe(1)
     in_generators = False
     while frame is not None:
@@ -81,18 +88,19 @@ def _closed_by_the_app() -> bool:
 
 
 def _at_a_close_call(frame: Any) -> bool:
+    code = frame.f_code
+    lasti = frame.f_lasti
+    op = dis.opname[code.co_code[lasti]] if 0 <= lasti < len(code.co_code) else ""
+    # CALL*, or 3.11's PRECALL (a specialised one makes the call itself); SEND: ``await x.aclose()``
+    if "CALL" not in op and op != "SEND":
+        return False
     name = None
-    current = None
-    for instruction in dis.get_instructions(frame.f_code):
-        if instruction.offset > frame.f_lasti:
+    for instruction in dis.get_instructions(code):
+        if instruction.offset > lasti:
             break
-        current = instruction
         if instruction.opname in ("LOAD_ATTR", "LOAD_METHOD"):
             name = instruction.argval
-    if current is None or name not in _CLOSE_NAMES:
-        return False
-    # CALL*, or 3.11's PRECALL (a specialised one makes the call itself); SEND: ``await x.aclose()``
-    return "CALL" in current.opname or current.opname == "SEND"
+    return name in _CLOSE_NAMES
 
 
 def _after_the_end(chunk: bytes, now: float) -> bool:
@@ -101,15 +109,32 @@ def _after_the_end(chunk: bytes, now: float) -> bool:
 
 
 def _end(tap: Tap, attempt: Attempt, ending: Ending, exc: BaseException | None = None) -> None:
-    """Every ending of every shell comes through here, guarded."""
+    """Every ending of every shell comes through here, guarded. A ``GeneratorExit`` is no ending by
+    itself (the close that follows it is), and may be thrown in by the garbage collector: nothing
+    to do."""
+    if isinstance(exc, GeneratorExit):
+        return
     try:
         tap.end(attempt, ending, _now(attempt), exc)
     except Exception as own:
         _internal_error("end", own)
 
 
+def _dropped(tap: Tap, attempt: Attempt) -> None:
+    """The app dropped the response: perhaps inside the garbage collector, so only hand it off (no
+    lock, no logging; the clock read is plain)."""
+    try:
+        at = _clock()
+    except Exception:
+        at = attempt.observer.start.started_at
+    _handoff.defer(tap, attempt, Ending.DROPPED, at, None)
+
+
 def _closed(tap: Tap, attempt: Attempt) -> None:
-    _end(tap, attempt, Ending.DROPPED if _closing_a_dropped_generator() else Ending.CLOSED)
+    if _closing_a_dropped_generator():
+        _dropped(tap, attempt)
+    else:
+        _end(tap, attempt, Ending.CLOSED)
 
 
 class _SyncShell:
@@ -179,8 +204,8 @@ def shells_for(module: ModuleType) -> tuple[type, type]:
 
 
 def _collected(tap: Tap, attempt: Attempt) -> None:
-    """The garbage collector (or exit) found the response unclosed."""
-    _end(tap, attempt, Ending.DROPPED)
+    """The garbage collector found the response unclosed: runs inside the collector."""
+    _dropped(tap, attempt)
 
 
 class _Sending:
@@ -222,7 +247,9 @@ class _Sending:
                 tap.end(attempt, Ending.EOF, now)
                 return
             wrapped = shell(response.stream, tap, attempt)
-            attempt.finalizer = weakref.finalize(wrapped, _collected, tap, attempt)
+            finalizer = weakref.finalize(wrapped, _collected, tap, attempt)
+            finalizer.atexit = False  # at exit nothing would drain it, and exit handlers must not end attempts
+            attempt.finalizer = finalizer
             response.stream = wrapped
         except Exception as exc:
             _internal_error("on_response", exc)
