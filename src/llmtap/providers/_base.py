@@ -151,6 +151,19 @@ class Provider(abc.ABC):
         """The model when the API carries it in the URL path (Gemini, Azure deployments)."""
         return None
 
+    def accepts_path(self, path: str) -> bool:
+        """Whether a path ending in one of :attr:`path_suffixes` is really this API (decided once per path)."""
+        return True
+
+    def stream_from_path(self, path: str) -> bool | None:
+        """Whether the request streams, when the API says so in the URL path (``None``: the body says)."""
+        return None
+
+    def event_from_frame(self, headers: dict[str, str], payload: bytes) -> tuple[bytes | None, bytes] | None:
+        """One AWS event-stream message as the ``(event, data)`` pair :meth:`on_event` takes (``None``: no
+        event). Only providers whose streams are event-stream framed (Bedrock) implement it."""
+        return None
+
     @abc.abstractmethod
     def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> None:
         """One complete SSE event (``event:`` name or None, joined ``data:`` payload)."""
