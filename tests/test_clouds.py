@@ -1,0 +1,196 @@
+"""Claude through the ``anthropic`` package's cloud clients, for real: ``AnthropicBedrock`` (AWS
+event-stream framing, SigV4 with fake credentials) and ``AnthropicVertex`` (SSE, a fixed access
+token), sync and async, against the simulator speaking both wire formats, through every outcome class
+the first-party client is tested with (``test_anthropic_sdk.py``, whose driver is reused).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import httpx2
+import pytest
+
+from llmtap import Outcome
+from llmtap.simulator import Scenario, Simulator
+from llmtap.testing import Capture
+from tests.test_anthropic_sdk import MODES, SCENARIOS, drive
+
+MODEL = "claude-test"  # names Claude, as Bedrock model ids do (`anthropic.claude-…`)
+
+
+@pytest.fixture(autouse=True)
+def _aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # fake credentials: the SDK signs with SigV4 locally (botocore), the simulator never checks
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "ANTHROPIC_BEDROCK_BASE_URL", "ANTHROPIC_VERTEX_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    yield
+
+
+def bedrock(sim: Simulator, mode: str, **kwargs: Any) -> Any:
+    kwargs.setdefault("max_retries", 2)
+    cls = anthropic.AnthropicBedrock if mode == "sync" else anthropic.AsyncAnthropicBedrock
+    return cls(base_url=sim.base_url, aws_region="us-east-1", **kwargs)
+
+
+def vertex(sim: Simulator, mode: str, **kwargs: Any) -> Any:
+    kwargs.setdefault("max_retries", 2)
+    cls = anthropic.AnthropicVertex if mode == "sync" else anthropic.AsyncAnthropicVertex
+    return cls(base_url=sim.base_url + "/v1", region="us-east5", project_id="proj-1", access_token="ya29.secret", **kwargs)
+
+
+# client -> (factory, gen_ai.provider.name, the overloaded status it retries, the in-band error type)
+CLIENTS: dict[str, tuple[Any, str, int, str]] = {
+    "bedrock": (bedrock, "aws.bedrock", 503, "serviceUnavailableException"),
+    "vertex": (vertex, "gcp.vertex_ai", 529, "overloaded_error"),
+}
+
+
+def _cases() -> list[Any]:
+    cases = []
+    for client in CLIENTS:
+        overloaded = CLIENTS[client][2]
+        for name, action, scenario, expected, error in SCENARIOS:
+            if name == "retried":
+                scenario = dataclasses.replace(scenario, fail_status=overloaded)
+            cases.append(pytest.param(client, action, scenario, expected, error, id=f"{client}-{name}"))
+        throttled = Scenario(tokens=3, fail=1, fail_status=429, retry_after=0.01)
+        expected = [Outcome.SERVER_ERROR, Outcome.COMPLETED]
+        cases.append(pytest.param(client, "full", throttled, expected, None, id=f"{client}-throttled"))
+    return cases
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("client", "action", "scenario", "expected", "error"), _cases())
+def test_outcome(
+    sim: Simulator,
+    cap: Capture,
+    mode: str,
+    client: str,
+    action: str,
+    scenario: Scenario,
+    expected: list[Outcome],
+    error: type[BaseException] | None,
+) -> None:
+    factory, provider, _, in_band = CLIENTS[client]
+    run = drive(sim, mode, action, scenario, factory=factory)
+    if error is None:
+        assert run.error is None, repr(run.error)
+    elif error is Exception:  # a dropped connection mid-stream surfaces as the transport's error
+        assert isinstance(run.error, anthropic.APIConnectionError | httpx2.TransportError), repr(run.error)
+    else:
+        assert isinstance(run.error, error), repr(run.error)
+    cap.wait(len(expected), calls=1)
+    served = [s for s in sim.wait_served(len(expected)) if s.api == client]
+    served = served[-len(expected) :]
+    assert [r.outcome for r in cap.records] == expected
+    assert len(cap.calls) == 1 and cap.calls[0].attempts == len(expected)
+    assert cap.calls[0].outcome is expected[-1]
+    for record, seen in zip(cap.records, served, strict=True):
+        assert record.provider == provider
+        assert record.request_model == MODEL == seen.model
+        assert record.status_code == seen.status
+        assert record.resend_count == seen.retry_count
+        assert record.parse_errors == 0
+        if record.outcome is Outcome.SERVER_ERROR and seen.status == 200:
+            assert record.error_type == in_band  # the in-band error, read from its own framing
+    assert cap.sample("llmtap_attempts_total") == len(expected)
+    for outcome in set(expected):
+        streams = expected.count(outcome) if action != "create" else 0
+        assert cap.sample("llmtap_streams_total", outcome=outcome.value) == streams
+    assert cap.sample("llmtap_streams_in_flight") == 0
+    assert cap.sample("llmtap_retries_total") == len(expected) - 1
+    spans = sorted(cap.spans(), key=lambda s: s.start_time or 0)
+    assert len(spans) == len(expected)
+    for span, outcome in zip(spans, expected, strict=True):
+        assert span.attributes is not None
+        assert span.attributes["gen_ai.provider.name"] == provider
+        assert span.attributes["llmtap.outcome"] == outcome.value
+        assert span.name == f"chat {MODEL}"
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_completed_stream_matches_server(sim: Simulator, cap: Capture, mode: str, client: str) -> None:
+    scenario = Scenario(tokens=8, ttft=0.05, gap=0.01, input=120, cache_read=40, cache_write=7, stop_reason="max_tokens")
+    run = drive(sim, mode, "full", scenario, factory=CLIENTS[client][0])
+    assert run.error is None, repr(run.error)
+    cap.wait(1, calls=1)
+    (record,) = cap.records
+    (served,) = [s for s in sim.wait_served(1) if s.api == client][-1:]
+    assert record.outcome is Outcome.COMPLETED and record.streamed
+    assert record.usage.input_tokens == 120 + 40 + 7
+    assert record.usage.cache_read_tokens == 40
+    assert record.usage.cache_write_tokens == 7
+    assert record.usage.output_tokens == 8
+    assert record.stop_reason == "max_tokens"
+    assert record.response_model == MODEL
+    assert record.response_id is not None and record.response_id.startswith("msg_")
+    # Bedrock sends its request id in x-amzn-requestid; Vertex documents none for these calls
+    assert record.request_id == (served.request_id if client == "bedrock" else None)
+    assert record.rate_limits == ()  # neither cloud sends rate-limit headers
+    # TTFT: the first content token as the client saw it, after the server wrote it
+    assert served.first_token_sent_at is not None and record.first_token_at is not None
+    assert 0 <= record.first_token_at - served.first_token_sent_at < 0.02
+    assert record.time_to_first_token is not None and record.time_to_first_token >= 0.05
+    assert record.chunks >= 8 and 0.005 < record.max_gap < 0.1
+    assert record.parse_errors == 0
+    assert cap.sample("llmtap_tokens_total", gen_ai_token_type="input") == 167
+    assert cap.sample("llmtap_stop_reasons_total", reason="max_tokens") == 1
+    assert cap.sample("llmtap_time_to_first_token_seconds_count") == 1
+    (span,) = cap.spans()
+    assert span.attributes is not None
+    assert span.attributes["gen_ai.response.finish_reasons"] == ("max_tokens",)
+    assert span.end_time is not None and span.start_time is not None
+    assert (span.end_time - span.start_time) / 1e9 >= 0.05 + 7 * 0.01  # ends with the stream
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_non_streaming_matches_server(sim: Simulator, cap: Capture, mode: str, client: str) -> None:
+    scenario = Scenario(tokens=5, input=30, cache_read=4, stop_reason="end_turn")
+    run = drive(sim, mode, "create", scenario, factory=CLIENTS[client][0])
+    assert run.error is None, repr(run.error)
+    cap.wait(1, calls=1)
+    (record,) = cap.records
+    assert record.outcome is Outcome.COMPLETED and not record.streamed
+    assert record.usage.input_tokens == 34 and record.usage.output_tokens == 5
+    assert record.stop_reason == "end_turn"
+    # Bedrock's x-amzn-bedrock-invocation-latency is the server time
+    assert (record.server_time is not None) == (client == "bedrock")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_timeout(sim: Simulator, cap: Capture, mode: str, client: str) -> None:
+    scenario = Scenario(tokens=4, stall_at=1, stall=1.0)
+    run = drive(sim, mode, "full", scenario, factory=CLIENTS[client][0], timeout=0.3, max_retries=0)
+    assert isinstance(run.error, anthropic.APITimeoutError | httpx2.TimeoutException), repr(run.error)
+    cap.wait(1, calls=1)
+    (record,) = cap.records
+    assert record.outcome is Outcome.TIMEOUT
+    assert cap.sample("llmtap_streams_total", outcome="timeout") == 1
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_cancelled(sim: Simulator, cap: Capture, client: str) -> None:
+    run = drive(sim, "async", "cancel", Scenario(tokens=40, gap=0.01), factory=CLIENTS[client][0])
+    assert run.extra.get("cancelled")
+    cap.wait(1, calls=1)
+    assert [r.outcome for r in cap.records] == [Outcome.CANCELLED]
+
+
+def test_no_secrets_in_telemetry(sim: Simulator, cap: Capture) -> None:
+    for client in CLIENTS:
+        assert drive(sim, "sync", "full", Scenario(tokens=2), factory=CLIENTS[client][0]).error is None
+    cap.wait(2, calls=2)
+    assert len(cap.spans()) == 2  # positive control: both calls were seen
+    text = repr([s.attributes for s in cap.spans()]) + repr(cap.records)
+    for secret in ("ya29.secret", "AKIDEXAMPLE", "wJalrXUtnFEMI", "Signature=", "Bearer"):
+        assert secret not in text
