@@ -15,6 +15,7 @@ import httpx2
 import pytest
 
 from llmtap import Outcome
+from llmtap.providers.anthropic import AnthropicMessages
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture
 from tests.test_anthropic_sdk import MODES, SCENARIOS, drive
@@ -42,7 +43,9 @@ def bedrock(sim: Simulator, mode: str, **kwargs: Any) -> Any:
 def vertex(sim: Simulator, mode: str, **kwargs: Any) -> Any:
     kwargs.setdefault("max_retries", 2)
     cls = anthropic.AnthropicVertex if mode == "sync" else anthropic.AsyncAnthropicVertex
-    return cls(base_url=sim.base_url + "/v1", region="us-east5", project_id="proj-1", access_token="ya29.secret", **kwargs)
+    return cls(
+        base_url=sim.base_url + "/v1", region="us-east5", project_id="proj-1", access_token="ya29.secret", **kwargs
+    )
 
 
 # client -> (factory, gen_ai.provider.name, the overloaded status it retries, the in-band error type)
@@ -118,7 +121,9 @@ def test_outcome(
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("client", list(CLIENTS))
 def test_completed_stream_matches_server(sim: Simulator, cap: Capture, mode: str, client: str) -> None:
-    scenario = Scenario(tokens=8, ttft=0.05, gap=0.01, input=120, cache_read=40, cache_write=7, stop_reason="max_tokens")
+    scenario = Scenario(
+        tokens=8, ttft=0.05, gap=0.01, input=120, cache_read=40, cache_write=7, stop_reason="max_tokens"
+    )
     run = drive(sim, mode, "full", scenario, factory=CLIENTS[client][0])
     assert run.error is None, repr(run.error)
     cap.wait(1, calls=1)
@@ -194,3 +199,73 @@ def test_no_secrets_in_telemetry(sim: Simulator, cap: Capture) -> None:
     text = repr([s.attributes for s in cap.spans()]) + repr(cap.records)
     for secret in ("ya29.secret", "AKIDEXAMPLE", "wJalrXUtnFEMI", "Signature=", "Bearer"):
         assert secret not in text
+
+
+V = "/v1/projects/p/locations/us-east5/publishers"
+
+
+@pytest.mark.parametrize(
+    ("host", "path", "expected"),
+    [
+        # Bedrock runtime: Claude only (other vendors' models speak their own formats on these paths)
+        ("bedrock-runtime.us-east-1.amazonaws.com", "/model/anthropic.claude-sonnet-4-5-v1:0/invoke", "aws.bedrock"),
+        (
+            "bedrock-runtime.eu-west-1.amazonaws.com",
+            "/model/eu.anthropic.claude-haiku-4-5-v1:0/invoke-with-response-stream",
+            "aws.bedrock",
+        ),
+        (
+            "bedrock-runtime-fips.us-east-1.amazonaws.com",
+            "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Aapplication-inference-profile%2Fabc/invoke",
+            "aws.bedrock",
+        ),
+        ("bedrock-runtime.us-east-1.amazonaws.com", "/model/meta.llama3-70b-instruct-v1:0/invoke", None),
+        ("bedrock-runtime.us-east-1.amazonaws.com", "/model/anthropic.claude-v2/converse-stream", None),
+        ("s3.us-east-1.amazonaws.com", "/bucket/invoke", None),
+        # Claude's own API shape on the other cloud doors
+        ("bedrock-mantle.us-east-1.api.aws", "/anthropic/v1/messages", "aws.bedrock"),
+        ("aws-external-anthropic.us-east-1.api.aws", "/v1/messages", "anthropic"),
+        ("claude.googleapis.com", "/v1/projects/p/locations/global/workspaces/w/invoke/v1/messages", "anthropic"),
+        ("myres.services.ai.azure.com", "/anthropic/v1/messages", "anthropic"),
+        ("myres.services.ai.azure.com", "/openai/v1/chat/completions", "azure.ai.openai"),
+        # Vertex: Claude by publisher, Gemini unchanged, token counting is not generation
+        (
+            "us-east5-aiplatform.googleapis.com",
+            f"{V}/anthropic/models/claude-sonnet-4-5@20250929:rawPredict",
+            "gcp.vertex_ai",
+        ),
+        ("aiplatform.googleapis.com", f"{V}/anthropic/models/claude-opus-4-1:streamRawPredict", "gcp.vertex_ai"),
+        ("aiplatform.eu.rep.googleapis.com", f"{V}/anthropic/models/claude-opus-4-1:streamRawPredict", "gcp.vertex_ai"),
+        ("us-east5-aiplatform.googleapis.com", f"{V}/anthropic/models/count-tokens:rawPredict", None),
+        ("us-east5-aiplatform.googleapis.com", f"{V}/mistralai/models/mistral-large:rawPredict", None),
+        (
+            "us-east5-aiplatform.googleapis.com",
+            f"{V}/google/models/gemini-2.5-pro:streamGenerateContent",
+            "gcp.vertex_ai",
+        ),
+    ],
+)
+def test_cloud_endpoints(host: str, path: str, expected: str | None) -> None:
+    from llmtap._endpoints import EndpointMatcher
+
+    endpoint = EndpointMatcher().match(host, 443, path)
+    if expected is None:
+        assert endpoint is None
+        return
+    assert endpoint is not None and endpoint.provider_name == expected
+    if "/publishers/google/" in path:
+        assert endpoint.provider.name == "gcp.gemini"  # Gemini on Vertex keeps its own parser
+    elif "/openai/" not in path:
+        assert isinstance(endpoint.provider, AnthropicMessages)  # Claude: the Anthropic event parser
+
+
+def test_model_from_the_url_is_decoded_and_bounded() -> None:
+    from llmtap.providers import bedrock as bedrock_provider
+    from llmtap.providers import vertex_anthropic
+
+    arn = "arn:aws:bedrock:us-east-1:1:inference-profile/us.anthropic.claude-x"
+    quoted = "arn:aws:bedrock:us-east-1:1:inference-profile%2Fus.anthropic.claude-x"
+    assert bedrock_provider.PROVIDER.model_from_path(f"/model/{quoted}/invoke") == arn
+    assert vertex_anthropic.PROVIDER.model_from_path(f"{V}/anthropic/models/claude%3Bx:rawPredict") == "claude;x"
+    long = "claude-" + "x" * 1000
+    assert len(bedrock_provider.PROVIDER.model_from_path(f"/model/{long}/invoke") or "") == 256
