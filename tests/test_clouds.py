@@ -269,3 +269,33 @@ def test_model_from_the_url_is_decoded_and_bounded() -> None:
     assert vertex_anthropic.PROVIDER.model_from_path(f"{V}/anthropic/models/claude%3Bx:rawPredict") == "claude;x"
     long = "claude-" + "x" * 1000
     assert len(bedrock_provider.PROVIDER.model_from_path(f"/model/{long}/invoke") or "") == 256
+
+
+def _other(name: str, **auth: Any) -> Any:
+    def factory(sim: Simulator, mode: str, **kwargs: Any) -> Any:
+        cls = getattr(anthropic, name if mode == "sync" else "Async" + name)
+        return cls(base_url=sim.base_url, max_retries=2, **auth, **kwargs)
+
+    return factory
+
+
+OTHER_CLIENTS = {
+    "AnthropicBedrockMantle": _other("AnthropicBedrockMantle", api_key="mantle-secret", aws_region="us-east-1"),
+    "AnthropicAWS": _other("AnthropicAWS", api_key="aws-secret", aws_region="us-east-1", workspace_id="wrkspc"),
+    "AnthropicGoogleCloud": _other(
+        "AnthropicGoogleCloud", project="p", location="global", workspace_id="w", token_provider=lambda: "tok"
+    ),
+    "AnthropicFoundry": _other("AnthropicFoundry", api_key="foundry-secret"),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("client", list(OTHER_CLIENTS))
+def test_other_cloud_clients_speak_the_messages_api(sim: Simulator, cap: Capture, mode: str, client: str) -> None:
+    """Their hosts are matched above; here their real clients, through the simulator's /v1/messages
+    (a local base URL, so the provider name is the parser's), stream and retry as the first-party one."""
+    run = drive(sim, mode, "full", Scenario(tokens=3, fail=1, retry_after=0.01), factory=OTHER_CLIENTS[client])
+    assert run.error is None, repr(run.error)
+    cap.wait(2, calls=1)
+    assert [r.outcome for r in cap.records] == [Outcome.SERVER_ERROR, Outcome.COMPLETED]
+    assert cap.records[1].usage.output_tokens == 3 and cap.records[1].resend_count == 1
