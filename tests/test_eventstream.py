@@ -4,6 +4,7 @@ Bedrock streams through the attempt observer: bounded, CRC-checked, split anywhe
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import struct
 import zlib
@@ -11,6 +12,8 @@ from typing import Any
 
 import pytest
 from botocore.eventstream import ChecksumMismatch, EventStreamBuffer
+from hypothesis import given
+from hypothesis import strategies as st
 
 from llmtap._eventstream import EventStreamFramer, parse_headers
 from llmtap._observer import AttemptObserver, Ending, ObserverConfig
@@ -198,3 +201,21 @@ def test_bedrock_stream_cut_mid_message_is_incomplete() -> None:
 def test_crc_is_zlib_crc32_of_the_whole_message() -> None:
     message = messages(1)[0]
     assert struct.unpack(">I", message[-4:])[0] == zlib.crc32(message[:-4])
+
+
+@given(cuts=st.lists(st.integers(min_value=0, max_value=4000), max_size=40))
+def test_any_split_reads_what_one_read_does(cuts: list[int]) -> None:
+    big = encode_event_stream_message(EVENT, b"y" * 1500)
+    good = messages(6)
+    bad = good[2][:-1] + bytes([good[2][-1] ^ 0xFF])
+    data = good[0] + big + good[1] + bad + good[3] + big + good[4] + good[5]
+    whole = EventStreamFramer(1024)
+    expected = whole.feed(data)
+    assert [p for _, p in expected] == [b'{"n":%d}' % i for i in (0, 1, 3, 4, 5)] and whole.errors == 3
+    framer = EventStreamFramer(1024)
+    frames = []
+    points = sorted({min(c, len(data)) for c in cuts} | {0, len(data)})
+    for a, b in itertools.pairwise(points):
+        frames += framer.feed(data[a:b])
+        assert len(framer._buf) <= 1024
+    assert frames == expected and framer.errors == 3

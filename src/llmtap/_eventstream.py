@@ -64,10 +64,30 @@ def parse_headers(data: bytes) -> dict[str, str]:
     return headers
 
 
-class EventStreamFramer:
-    """Incremental framer: :meth:`feed` raw bytes, get the whole messages they complete."""
+_HEADER_CACHE: dict[bytes, dict[str, str]] = {}
+_HEADER_CACHE_LIMIT = 64
 
-    __slots__ = ("_buf", "_skip", "broken", "errors", "max_frame")
+
+def _headers(raw: bytes) -> dict[str, str]:
+    """:func:`parse_headers`, cached: a stream repeats the same few header blocks in every message.
+    The returned dict is shared; callers only read it."""
+    headers = _HEADER_CACHE.get(raw)
+    if headers is None:
+        headers = parse_headers(raw)
+        if len(_HEADER_CACHE) >= _HEADER_CACHE_LIMIT:
+            _HEADER_CACHE.clear()
+        _HEADER_CACHE[raw] = headers
+    return headers
+
+
+class EventStreamFramer:
+    """Incremental framer: :meth:`feed` raw bytes, get the whole messages they complete.
+
+    Whole messages in a chunk are read in place; a partial one is kept (at most ``max_frame`` bytes)
+    and read once its last byte has arrived, so each byte is copied a bounded number of times.
+    """
+
+    __slots__ = ("_buf", "_need", "_skip", "broken", "errors", "max_frame")
 
     def __init__(self, max_frame: int) -> None:
         self.max_frame = max_frame
@@ -76,54 +96,73 @@ class EventStreamFramer:
         self.broken = False
         """The framing was lost (bad prelude): nothing after it is framed."""
         self._buf = bytearray()
+        self._need = 0
+        """The length the partial message in ``_buf`` must reach before it is read."""
         self._skip = 0
 
     def feed(self, data: bytes) -> list[Frame]:
+        frames: list[Frame] = []
         if self.broken:
-            return []
+            return frames
         if self._skip:
             if len(data) <= self._skip:
                 self._skip -= len(data)
-                return []
+                return frames
             data = data[self._skip :]
             self._skip = 0
-        buf = self._buf
-        buf += data
-        frames: list[Frame] = []
-        while len(buf) >= _PRELUDE:
-            total, headers_len, prelude_crc = _UINT32X3.unpack_from(buf)
+        if self._buf:
+            self._buf += data
+            if len(self._buf) < self._need:
+                return frames
+            data = bytes(self._buf)
+            self._buf = bytearray()
+        pos = self._scan(data, frames)
+        if pos < len(data):
+            self._buf = bytearray(data[pos:])
+        return frames
+
+    def _scan(self, data: bytes, frames: list[Frame]) -> int:
+        """Read the whole messages of ``data`` into ``frames``; the offset of the partial rest."""
+        end = len(data)
+        pos = 0
+        view = memoryview(data)
+        while end - pos >= _PRELUDE:
+            total, headers_len, prelude_crc = _UINT32X3.unpack_from(data, pos)
             if (
-                zlib.crc32(memoryview(buf)[:8]) != prelude_crc
+                zlib.crc32(view[pos : pos + 8]) != prelude_crc
                 or total < _MIN_MESSAGE
                 or headers_len > min(total - _MIN_MESSAGE, _MAX_HEADERS)
             ):
                 self.broken = True
                 self.errors += 1
-                buf.clear()
-                return frames
+                return end
             if total > self.max_frame:
                 self.errors += 1
-                if len(buf) >= total:
-                    del buf[:total]
+                if end - pos >= total:
+                    pos += total
                     continue
-                self._skip = total - len(buf)
-                buf.clear()
-                return frames
-            if len(buf) < total:
-                break
-            message = bytes(buf[:total])
-            del buf[:total]
-            (message_crc,) = _UINT32.unpack_from(message, total - 4)
-            if zlib.crc32(memoryview(message)[: total - 4]) != message_crc:
+                self._skip = total - (end - pos)
+                return end
+            if end - pos < total:
+                self._need = total
+                return pos
+            stop = pos + total
+            (message_crc,) = _UINT32.unpack_from(data, stop - 4)
+            if zlib.crc32(view[pos : stop - 4]) != message_crc:
                 self.errors += 1
+                pos = stop
                 continue
+            payload_at = pos + _PRELUDE + headers_len
             try:
-                headers = parse_headers(message[_PRELUDE : _PRELUDE + headers_len])
+                headers = _headers(data[pos + _PRELUDE : payload_at])
             except (ValueError, UnicodeDecodeError):
                 self.errors += 1
+                pos = stop
                 continue
-            frames.append((headers, message[_PRELUDE + headers_len : total - 4]))
-        return frames
+            frames.append((headers, data[payload_at : stop - 4]))
+            pos = stop
+        self._need = _PRELUDE
+        return pos
 
     def take_errors(self) -> int:
         """The errors counted since the last call."""

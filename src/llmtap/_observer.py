@@ -381,8 +381,13 @@ class AttemptObserver:
             if converted is None:
                 continue
             event, body = converted
-            if self._scan_all or event is not None or any(body.find(marker) != -1 for marker in self._markers):
+            if self._scan_all or event is not None:
                 self._dispatch(event, body)
+                continue
+            for marker in self._markers:
+                if body.find(marker) != -1:
+                    self._dispatch(event, body)
+                    break
         if framer.errors:
             self.parse_errors += framer.take_errors()
             log_once(
