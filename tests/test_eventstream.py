@@ -8,6 +8,7 @@ import itertools
 import json
 import struct
 import zlib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,8 +19,12 @@ from hypothesis import strategies as st
 from llmtap._eventstream import EventStreamFramer, parse_headers
 from llmtap._observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._record import AttemptStart, Outcome
+from llmtap.providers import anthropic as anthropic_provider
 from llmtap.providers import bedrock
 from llmtap.simulator._clouds import encode_event_stream_message
+
+from ._replay import load
+from .conftest import recorded_fixtures, require_fixtures
 
 EVENT = {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}
 
@@ -219,3 +224,32 @@ def test_any_split_reads_what_one_read_does(cuts: list[int]) -> None:
         frames += framer.feed(data[a:b])
         assert len(framer._buf) <= 1024
     assert frames == expected and framer.errors == 3
+
+
+@pytest.mark.fixtures
+@pytest.mark.parametrize("path", recorded_fixtures("anthropic-messages-stream-*.json"), ids=lambda p: p.stem)
+def test_recorded_streams_read_the_same_inside_bedrock_frames(path: Path) -> None:
+    """Every recorded real Anthropic stream, re-framed as Bedrock sends it, one event per read at the
+    same clock readings: the record (tokens, stop reason, ids, TTFT) equals the SSE one."""
+    require_fixtures()
+    fixture = load(path)
+    text: str = fixture["response"]["body_text"]
+    events = [block for block in text.replace("\r\n", "\n").split("\n\n") if "data:" in block]
+    records = []
+    for provider, framing in ((anthropic_provider.PROVIDER, "sse"), (bedrock.PROVIDER, "bedrock")):
+        start = AttemptStart(provider.name, "chat", "m", "h", 443, "/", "POST", True, 64, 0, None, None, 0.0, 0)
+        obs = AttemptObserver(start, provider, CONFIG)
+        ctype = b"text/event-stream" if framing == "sse" else b"application/vnd.amazon.eventstream"
+        obs.on_response(200, [(b"content-type", ctype)], 0.5)
+        for i, block in enumerate(events):
+            if framing == "sse":
+                obs.on_chunk(block.encode() + b"\n\n", 1.0 + i)
+            else:
+                data = next(line[5:].strip() for line in block.split("\n") if line.startswith("data:"))
+                obs.on_chunk(chunk(json.loads(data)), 1.0 + i)
+        record = obs.end(Ending.EOF, 1000.0)
+        assert record is not None
+        records.append(record._replace(provider=""))
+    sse, framed = records
+    assert framed == sse
+    assert sse.outcome is Outcome.COMPLETED and sse.first_token_at is not None  # positive control
