@@ -103,6 +103,11 @@ def test_outcome(
         assert record.parse_errors == 0
         if record.outcome is Outcome.SERVER_ERROR and seen.status == 200:
             assert record.error_type == in_band  # the in-band error, read from its own framing
+        if record.outcome is Outcome.COMPLETED:  # tokens and stop reason exactly as the server sent them
+            assert record.usage.output_tokens == seen.output_tokens
+            assert record.usage.input_tokens == seen.input_tokens + seen.cache_read + seen.cache_write
+            assert record.stop_reason == seen.stop_reason
+            assert (record.first_token_at is not None) == record.streamed  # TTFT for every completed stream
     assert cap.sample("llmtap_attempts_total") == len(expected)
     for outcome in set(expected):
         streams = expected.count(outcome) if action != "create" else 0

@@ -10,7 +10,8 @@ Wire facts: the body and the SSE stream are the Anthropic Messages API's (parsed
 counts tokens, it generates nothing: neither is read here. Errors from Claude itself keep the
 Anthropic shape (``overloaded_error`` with 529); errors from Google's front end (quota: 429) are
 ``{"error": {"code", "message", "status"}}``, read like Gemini's. No rate-limit or request-id
-response header is documented for these calls: the response id comes from the body.
+response header is documented for these calls (the response id comes from the body); Anthropic's
+(``request-id``, ``anthropic-ratelimit-*``) are read should Vertex pass them through.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
-from llmtap.providers._base import Facts, Header
+from llmtap.providers._base import Facts
 from llmtap.providers.anthropic import AnthropicMessages
 
 __all__ = ["PROVIDER", "AnthropicVertex"]
@@ -33,7 +34,6 @@ class AnthropicVertex(AnthropicMessages):
 
     name = "gcp.vertex_ai"
     path_suffixes = (":rawPredict", ":streamRawPredict")
-    headers: dict[bytes, tuple[Header, str]] = {}  # noqa: RUF012 (read-only class data)
     error_types = AnthropicMessages.error_types | frozenset(
         {
             "INVALID_ARGUMENT", "FAILED_PRECONDITION", "PERMISSION_DENIED", "NOT_FOUND", "RESOURCE_EXHAUSTED",
