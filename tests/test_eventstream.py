@@ -253,3 +253,17 @@ def test_recorded_streams_read_the_same_inside_bedrock_frames(path: Path) -> Non
     sse, framed = records
     assert framed == sse
     assert sse.outcome is Outcome.COMPLETED and sse.first_token_at is not None  # positive control
+
+
+def test_bedrock_chunk_with_escaped_slashes_is_read() -> None:
+    """JSON may escape "/" (base64 has them): the compact scan falls back to a full parse."""
+    obs = observer()
+    parts = [chunk(e) for e in STREAM]
+    delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "???"}}
+    encoded = base64.b64encode(json.dumps(delta).encode()).decode()
+    assert "/" in encoded
+    escaped = json.dumps({"bytes": encoded}).replace("/", "\\/").encode()
+    obs.on_chunk(b"".join(parts[:2]) + encode_event_stream_message(EVENT, escaped) + b"".join(parts[3:]), 0.2)
+    record = obs.end(Ending.EOF, 1.0)
+    assert record is not None and record.parse_errors == 0 and record.outcome is Outcome.COMPLETED
+    assert record.first_token_at is not None  # the escaped chunk carried the first token

@@ -374,7 +374,7 @@ class AttemptObserver:
         for headers, payload in framer.feed(data):
             try:
                 converted = self.provider.event_from_frame(headers, payload)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 self.parse_errors += 1
                 log_once("frame", "llmtap: unreadable event-stream message from %s (%s)", self.provider.name, exc)
                 continue

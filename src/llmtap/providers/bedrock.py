@@ -86,11 +86,17 @@ class AnthropicBedrock(AnthropicMessages):
             if headers.get(":event-type") != "chunk":
                 return None
             match = _BYTES.search(payload)
-            if match is None:
-                raise ValueError("a Bedrock chunk without bytes")
+            if match is None:  # not the compact form: a full parse (e.g. an escaped "\/")
+                chunk = json.loads(payload)
+                data = chunk.get("bytes") if isinstance(chunk, dict) else None
+                if not isinstance(data, str):
+                    raise ValueError("a Bedrock chunk without bytes")
+                encoded = data.encode("ascii")
+            else:
+                encoded = match.group(1)
             try:
-                return None, base64.b64decode(match.group(1), validate=True)
-            except binascii.Error as exc:
+                return None, base64.b64decode(encoded, validate=True)
+            except (binascii.Error, ValueError) as exc:
                 raise ValueError("a Bedrock chunk with invalid base64") from exc
         if kind == "exception":
             return _error(headers.get(":exception-type", ""))
