@@ -55,6 +55,10 @@ CLIENTS: dict[str, tuple[Any, str, int, str]] = {
 }
 
 
+ERROR_TYPES = {429: "ThrottlingException", 500: "InternalServerException", 503: "ServiceUnavailableException"}
+VERTEX_ERROR_TYPES = {429: "RESOURCE_EXHAUSTED", 500: "api_error", 529: "overloaded_error"}
+
+
 def _cases() -> list[Any]:
     cases = []
     for client in CLIENTS:
@@ -103,6 +107,15 @@ def test_outcome(
         assert record.parse_errors == 0
         if record.outcome is Outcome.SERVER_ERROR and seen.status == 200:
             assert record.error_type == in_band  # the in-band error, read from its own framing
+        if seen.status >= 400:
+            # Bedrock names the error in x-amzn-errortype; Vertex in the body (Claude's or Google's), which
+            # the SDK reads only when it gives up (a retried attempt is closed unread: the status stands in)
+            if client == "bedrock":
+                assert record.error_type == ERROR_TYPES[seen.status]
+            elif record is cap.records[-1]:
+                assert record.error_type == VERTEX_ERROR_TYPES[seen.status]
+            else:
+                assert record.error_type == str(seen.status)
         if record.outcome is Outcome.COMPLETED:  # tokens and stop reason exactly as the server sent them
             assert record.usage.output_tokens == seen.output_tokens
             assert record.usage.input_tokens == seen.input_tokens + seen.cache_read + seen.cache_write
@@ -304,3 +317,18 @@ def test_other_cloud_clients_speak_the_messages_api(sim: Simulator, cap: Capture
     cap.wait(2, calls=1)
     assert [r.outcome for r in cap.records] == [Outcome.SERVER_ERROR, Outcome.COMPLETED]
     assert cap.records[1].usage.output_tokens == 3 and cap.records[1].resend_count == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("client", "expected"), [("vertex", "RESOURCE_EXHAUSTED"), ("bedrock", "ThrottlingException")])
+def test_quota_error_type(sim: Simulator, cap: Capture, mode: str, client: str, expected: str) -> None:
+    """A 429 the SDK gives up on: Vertex's comes from Google's front end (a google.rpc body), Bedrock's
+    type is in x-amzn-errortype; both are the record's error.type, documented values both."""
+    run = drive(
+        sim, mode, "full", Scenario(tokens=2, fail=1, fail_status=429), factory=CLIENTS[client][0], max_retries=0
+    )
+    assert isinstance(run.error, anthropic.RateLimitError), repr(run.error)
+    cap.wait(1, calls=1)
+    (record,) = cap.records
+    assert record.outcome is Outcome.SERVER_ERROR and record.error_type == expected
+    assert cap.sample("llmtap_attempts_total", status_code="429", error_type=expected) == 1

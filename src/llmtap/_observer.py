@@ -77,11 +77,12 @@ def classify_exception(exc: BaseException) -> tuple[Outcome, str]:
 _APP_SIDE = frozenset({Outcome.CLIENT_CLOSED, Outcome.ABANDONED, Outcome.CANCELLED})
 
 # Header kinds as plain ints: enum member lookups cost more than the whole comparison on this path
-_RESET_AT, _RESET_IN, _REQUEST_ID, _SERVER_TIME_MS = (
+_RESET_AT, _RESET_IN, _REQUEST_ID, _SERVER_TIME_MS, _ERROR_TYPE = (
     int(Header.RESET_AT),
     int(Header.RESET_IN),
     int(Header.REQUEST_ID),
     int(Header.SERVER_TIME_MS),
+    int(Header.ERROR_TYPE),
 )
 # generic headers, after the provider's Header kinds in the same table
 _CONTENT_TYPE, _CONTENT_ENCODING, _RETRY_AFTER_MS, _RETRY_AFTER = range(100, 104)
@@ -218,6 +219,8 @@ class AttemptObserver:
                     facts.request_id = value.decode("ascii", "replace")
                 elif kind == _SERVER_TIME_MS:
                     facts.server_time = finite(value) / 1000.0
+                elif kind == _ERROR_TYPE:
+                    facts.error_type = value.partition(b":")[0].decode("ascii").strip() or None
                 elif kind == _RETRY_AFTER_MS:
                     retry_after_ms = finite(value) / 1000.0
                 else:

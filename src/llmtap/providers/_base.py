@@ -32,6 +32,8 @@ class Header(enum.IntEnum):
     """The provider's request id."""
     SERVER_TIME_MS = 5
     """Server processing time in milliseconds (``openai-processing-ms``)."""
+    ERROR_TYPE = 6
+    """The error's type, up to the first ``:`` (Bedrock's ``x-amzn-errortype``); the body's word wins."""
 
 
 def as_int(value: object) -> int | None:

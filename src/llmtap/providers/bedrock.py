@@ -8,14 +8,15 @@ Bedrock runtime API reference):
   an ARN); the body carries neither ``model`` nor ``stream``. Other vendors' models on the same paths
   speak other formats and are not observed (see :meth:`AnthropicBedrock.accepts_path`).
 - A non-streaming success body is an Anthropic Messages ``message``; an error is a non-2xx status
-  with ``{"message": ...}`` (the status is the ``error.type``).
+  with ``{"message": ...}`` and its type in ``x-amzn-errortype``.
 - A stream is ``application/vnd.amazon.eventstream`` (framed by :mod:`llmtap._eventstream`): each
   ``event`` message of ``:event-type`` ``chunk`` carries ``{"bytes": "<base64>", "p": "<padding>"}``
   whose decoded bytes are one Anthropic streaming event (the same JSON as an SSE ``data:`` line;
   ``message_stop`` adds ``amazon-bedrock-invocationMetrics``). A failure mid-stream is a message of
   ``:message-type`` ``exception`` (``:exception-type`` e.g. ``throttlingException``) or ``error``
   (``:error-code``); the SDK raises it as an ``error`` event, and so it is read here.
-- Response headers: ``x-amzn-requestid``, ``x-amzn-bedrock-invocation-latency`` (ms). The
+- Response headers: ``x-amzn-requestid``, ``x-amzn-bedrock-invocation-latency`` (ms) and, on errors,
+  ``x-amzn-errortype`` (``ThrottlingException:http://…``: the part before ``:`` is the ``error.type``). The
   ``x-amzn-bedrock-*-token-count`` headers repeat the body's usage on non-streaming responses only,
   so the body is what is read (as the SDK does). Bedrock sends no rate-limit headers.
 """
@@ -40,6 +41,7 @@ _MAX_MODEL = 256
 HEADERS: dict[bytes, tuple[Header, str]] = {
     b"x-amzn-requestid": (Header.REQUEST_ID, ""),
     b"x-amzn-bedrock-invocation-latency": (Header.SERVER_TIME_MS, ""),
+    b"x-amzn-errortype": (Header.ERROR_TYPE, ""),
 }
 
 
@@ -57,6 +59,10 @@ class AnthropicBedrock(AnthropicMessages):
         {
             "internalServerException", "modelStreamErrorException", "validationException", "throttlingException",
             "modelTimeoutException", "serviceUnavailableException",
+            # x-amzn-errortype of error responses
+            "AccessDeniedException", "InternalServerException", "ModelErrorException", "ModelNotReadyException",
+            "ModelTimeoutException", "ResourceNotFoundException", "ServiceQuotaExceededException",
+            "ServiceUnavailableException", "ThrottlingException", "ValidationException",
         }
     )  # fmt: skip
 
