@@ -1,11 +1,13 @@
 """Which requests are LLM API traffic, and which provider parser reads them.
 
 An API is recognised by the end of the URL path (``/messages``, ``/chat/completions``,
-``/responses``, ``:streamGenerateContent`` ...) on a known public host, below a configured base URL,
-or on any host with ``match_any_host``. The provider *name* (``gen_ai.provider.name``) comes from the
-user's override, else the known host (``azure.ai.openai`` for Azure OpenAI), else the parser's own
-(``openai`` for every OpenAI-compatible server). Decided once per (host, port, path) and cached;
-non-LLM traffic costs one dict lookup.
+``/responses``, ``:streamGenerateContent``, Bedrock's ``/invoke``, Vertex's ``:rawPredict`` ...), which
+its parser may confirm from the whole path (:meth:`~llmtap.providers.Provider.accepts_path`: Claude's
+publisher on Vertex, a Claude model on Bedrock), on a known public host (``KNOWN_HOSTS``,
+``CLOUD_HOSTS``), below a configured base URL, or on any host with ``match_any_host``. The provider
+*name* (``gen_ai.provider.name``) comes from the user's override, else the known host
+(``azure.ai.openai`` for Azure OpenAI), else the parser's own (``openai`` for every OpenAI-compatible
+server). Decided once per (host, port, path) and cached; non-LLM traffic costs one dict lookup.
 """
 
 from __future__ import annotations

@@ -427,7 +427,7 @@ class AttemptObserver:
             self.parse_errors += 1
             log_once(
                 "event",
-                "llmtap: could not parse an SSE event %r from %s (%s); counted in parse_errors",
+                "llmtap: could not parse an event %r from %s (%s); counted in parse_errors",
                 (event or b"").decode("ascii", "replace")[:64],
                 provider.name,
                 type(exc).__name__,
