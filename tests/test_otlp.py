@@ -212,7 +212,12 @@ def exported(sim: Simulator, receiver: Receiver) -> Iterator[Exported]:
     )
     provider = MeterProvider(metric_readers=[reader], resource=Resource.create({"service.name": "llmtap-otlp-test"}))
     settings = llmtap.Settings(
-        base_urls=(sim.base_url,), traces=False, stall_threshold_seconds=0.15, otel_chunk_gaps=True
+        base_urls=(sim.base_url,),
+        traces=False,
+        stall_threshold_seconds=0.15,
+        otel_chunk_gaps=True,
+        cost=True,  # every instrument on: one model priced (cache included), the others unpriced
+        prices={"m-completed": llmtap.ModelPrice(input=3.0, output=15.0, cache_read=0.3)},
     )
     llmtap.instrument(settings, registry=registry, meter_provider=provider)
     try:

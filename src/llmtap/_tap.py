@@ -22,8 +22,9 @@ from llmtap._bounds import RecordBounds
 from llmtap._calls import CURRENT_CALL, Call, call_record
 from llmtap._endpoints import PROVIDERS, EndpointMatcher
 from llmtap._log import internal_error
+from llmtap._metrics import INSTRUMENTS
 from llmtap._observer import AttemptObserver, Ending, ObserverConfig
-from llmtap._record import AttemptStart, CallRecord
+from llmtap._record import AttemptStart, CallRecord, Usage
 from llmtap._request import UNKNOWN, info_from_body, info_from_options
 from llmtap._settings import CHUNK_GAP_BUCKETS, Settings
 from llmtap.exporters._base import Sink
@@ -37,12 +38,14 @@ if TYPE_CHECKING:
     from opentelemetry.util.http import ExcludeList
     from prometheus_client import CollectorRegistry
 
+    from llmtap._cost import Pricer
     from llmtap.exporters.prometheus import PrometheusExporter
     from llmtap.exporters.tracing import TracingExporter
 
 __all__ = ["Attempt", "Tap", "activate", "active"]
 
 _FAILED = object()
+_NO_USAGE = Usage()
 # What ``opentelemetry.instrumentation.utils.suppress_instrumentation()`` sets (its key and the legacy plain
 # one); read here directly so the request path does not import that package (about 1 MiB of modules).
 _SUPPRESS_KEYS = (_SUPPRESS_INSTRUMENTATION_KEY, "suppress_instrumentation")
@@ -109,6 +112,14 @@ class Tap:
 
             self._excluded = get_excluded_urls("HTTPX")
         self._bounds = RecordBounds(settings, PROVIDERS)
+        self._pricer: Pricer | None = None
+        if settings.cost:
+            from llmtap._cost import Pricer
+
+            self._pricer = Pricer(settings.prices)  # ImportError naming the extra when there is no price table
+        # instruments whose Settings flag is off are never created
+        off = tuple(i.name for i in INSTRUMENTS if i.requires and not getattr(settings, i.requires))
+        exclude = (*settings.exclude_metrics, *off)
         self.prometheus: PrometheusExporter | None = None
         self._tracing: TracingExporter | None = None
         built: list[Sink] = []
@@ -120,7 +131,7 @@ class Tap:
                 self.prometheus = PrometheusExporter(
                     registry,
                     settings.metric_prefix_namespace,
-                    exclude=settings.exclude_metrics,
+                    exclude=exclude,
                     created_series=settings.prometheus_created_series,
                 )
                 built.append(self.prometheus)
@@ -137,7 +148,7 @@ class Tap:
                     OtelMetricsExporter(
                         meter_provider,
                         namespace=settings.metric_prefix_namespace,
-                        exclude=settings.exclude_metrics,
+                        exclude=exclude,
                         chunk_gaps=settings.otel_chunk_gaps,
                     )
                 )
@@ -235,8 +246,11 @@ class Tap:
             attempt.finalizer = None
         try:
             record = self._bounds.apply(record)  # every wire-valued label bounded before any sink
+            if self._pricer is not None and record.usage != _NO_USAGE:
+                model = record.response_model or record.request_model
+                record = record._replace(cost=self._pricer.price(record.provider, model, record.usage))
         except Exception as exc:
-            internal_error("other", "llmtap: internal error bounding labels: %r", exc)
+            internal_error("other", "llmtap: internal error bounding labels or pricing: %r", exc)
         for sink, state in zip(self.sinks, attempt.states, strict=True):
             if state is _FAILED:
                 continue

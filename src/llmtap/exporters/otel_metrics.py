@@ -35,6 +35,7 @@ from typing import Any
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
+from llmtap._cost import COST_TYPES
 from llmtap._metrics import (
     BASE_ATTRIBUTES,
     COUNTER,
@@ -115,6 +116,10 @@ class OtelMetricsExporter:
         self._call_duration = m["call_duration"]
         self._call_ttft = m["call_ttft"]
         self._parse_errors = m["parse_errors"]
+        self._cost = m["cost"]
+        self._cost_savings = m["cost_savings"]
+        self._unpriced = m["unpriced"]
+        self._priced = self._cost is not _OFF
         self._track_rate_limits = not {"ratelimit_limit", "ratelimit_remaining", "ratelimit_reset"} <= excluded
         # per-chunk gaps waiting for the next collection: label set -> [attributes, counts, sum, max]
         self._pending_gaps: dict[frozenset[tuple[str, str | int]], list[Any]] = {}
@@ -150,6 +155,8 @@ class OtelMetricsExporter:
         self._in_flight.add(0, attrs)
         self._stalls.add(0, attrs)
         self._parse_errors.add(0, attrs)
+        if self._priced:
+            self._unpriced.add(0, attrs)
         return attrs
 
     def _observe(self, index: int) -> list[Observation]:
@@ -218,6 +225,16 @@ class OtelMetricsExporter:
                 self._tokens.add(tokens, {**base, "gen_ai.token.type": token_type})
         for reason in record.stop_reasons:
             self._stop_reasons.add(1, {**base, "reason": reason})
+        if self._priced:
+            cost = record.cost
+            if cost is not None:
+                for token_type, usd in zip(COST_TYPES, cost, strict=False):  # the four priced types, in order
+                    if usd:
+                        self._cost.add(usd, {**base, "gen_ai.token.type": token_type})
+                if cost.cache_savings:
+                    self._cost_savings.add(cost.cache_savings, base)
+            elif usage.input_tokens or usage.output_tokens:
+                self._unpriced.add(1, base)
         if record.rate_limits and self._track_rate_limits:
             with self._lock:
                 for rl in record.rate_limits:

@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from llmtap import _handoff
+from llmtap._cost import COST_TYPES
 from llmtap._metrics import COUNTER, GAUGE, HISTOGRAM, INSTRUMENTS, TOKEN_TYPES, Instrument, resolve_names
 from llmtap._record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord
 from llmtap.exporters._health import HEALTH_METRIC_NAMES, HealthCollector
@@ -219,6 +220,10 @@ class PrometheusExporter:
         self.call_duration = m["call_duration"]
         self.call_ttft = m["call_ttft"]
         self.parse_errors = m["parse_errors"]
+        self.cost = m["cost"]
+        self.cost_savings = m["cost_savings"]
+        self.unpriced = m["unpriced"]
+        self.priced = self.cost is not _OFF
 
     # -- label children, cached --------------------------------------------------------------
 
@@ -235,6 +240,8 @@ class PrometheusExporter:
             self.attempts.labels(*key, "200", "")
             self.retries.labels(*key, "429")
             self.retries.labels(*key, "529")
+            if self.priced:
+                self.unpriced.labels(*key)  # at 0: an unknown model shows up as a rate, not as "no data"
             self._children[key] = children
             return children
 
@@ -323,6 +330,8 @@ class PrometheusExporter:
             if stop is None:
                 stop = self._stops[skey] = self.stop_reasons.labels(*skey)
             stop.inc()
+        if self.priced:
+            self._cost(key, record)
         for rl in record.rate_limits:
             gauges = children.rate_limits.get(rl.resource)
             if gauges is None:
@@ -338,6 +347,20 @@ class PrometheusExporter:
                 gauges[1].set(rl.remaining)
             if rl.reset_seconds is not None:
                 gauges[2].set(rl.reset_seconds)
+
+    def _cost(self, key: tuple[str, str, str], record: AttemptRecord) -> None:
+        """``Settings.cost``: USD by token type and the cache's savings, or one unpriced attempt."""
+        cost = record.cost
+        if cost is None:
+            usage = record.usage
+            if usage.input_tokens or usage.output_tokens:
+                self.unpriced.labels(*key).inc()
+            return
+        for token_type, usd in zip(COST_TYPES, cost, strict=False):  # the four priced types, in order
+            if usd:
+                self.cost.labels(*key, token_type).inc(usd)
+        if cost.cache_savings:
+            self.cost_savings.labels(*key).inc(cost.cache_savings)
 
     def call_end(self, record: CallRecord) -> None:
         children = self._base((record.provider, record.operation, record.request_model))
