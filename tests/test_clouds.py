@@ -332,3 +332,18 @@ def test_quota_error_type(sim: Simulator, cap: Capture, mode: str, client: str, 
     (record,) = cap.records
     assert record.outcome is Outcome.SERVER_ERROR and record.error_type == expected
     assert cap.sample("llmtap_attempts_total", status_code="429", error_type=expected) == 1
+
+
+@pytest.mark.parametrize(
+    ("provider", "model"),
+    [("aws.bedrock", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"), ("gcp.vertex_ai", "claude-sonnet-4-5@20250929")],
+)
+def test_cloud_claude_is_priced(provider: str, model: str) -> None:
+    """Settings.cost finds Claude under the cloud's own prices (Bedrock ids exist only there)."""
+    pytest.importorskip("genai_prices")
+    from llmtap import Usage
+    from llmtap._cost import Pricer
+
+    cost = Pricer({}).price(provider, model, Usage(1000, 100, None, None, None))
+    assert cost is not None and cost.total > 0
+    assert Pricer({}).price(provider, "claude-nonexistent-9", Usage(1000, 100, None, None, None)) is None  # control
