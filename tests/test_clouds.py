@@ -7,6 +7,7 @@ the first-party client is tested with (``test_anthropic_sdk.py``, whose driver i
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 
 from llmtap import Outcome
 from llmtap.providers.anthropic import AnthropicMessages
-from llmtap.simulator import Scenario, Simulator
+from llmtap.simulator import Scenario, Served, Simulator
 from llmtap.testing import Capture
 from tests.test_anthropic_sdk import MODES, SCENARIOS, drive
 
@@ -59,6 +60,17 @@ ERROR_TYPES = {429: "ThrottlingException", 500: "InternalServerException", 503: 
 VERTEX_ERROR_TYPES = {429: "RESOURCE_EXHAUSTED", 500: "api_error", 529: "overloaded_error"}
 
 
+def served_since(sim: Simulator, since: float, api: str, count: int) -> list[Served]:
+    """The ``count`` requests of ``api`` received since ``since`` (a handler of an earlier test that is
+    still stalling may log to ``sim.served`` after the fixture cleared it)."""
+    deadline = time.monotonic() + 5.0
+    while True:
+        mine = [s for s in sim.wait_served(0) if s.api == api and s.received_at >= since]
+        if len(mine) >= count or time.monotonic() > deadline:
+            return mine
+        time.sleep(0.01)
+
+
 def _cases() -> list[Any]:
     cases = []
     for client in CLIENTS:
@@ -86,6 +98,7 @@ def test_outcome(
     error: type[BaseException] | None,
 ) -> None:
     factory, provider, _, in_band = CLIENTS[client]
+    since = time.perf_counter()
     run = drive(sim, mode, action, scenario, factory=factory)
     if error is None:
         assert run.error is None, repr(run.error)
@@ -94,8 +107,7 @@ def test_outcome(
     else:
         assert isinstance(run.error, error), repr(run.error)
     cap.wait(len(expected), calls=1)
-    served = [s for s in sim.wait_served(len(expected)) if s.api == client]
-    served = served[-len(expected) :]
+    served = served_since(sim, since, client, len(expected))
     assert [r.outcome for r in cap.records] == expected
     assert len(cap.calls) == 1 and cap.calls[0].attempts == len(expected)
     assert cap.calls[0].outcome is expected[-1]
@@ -142,11 +154,12 @@ def test_completed_stream_matches_server(sim: Simulator, cap: Capture, mode: str
     scenario = Scenario(
         tokens=8, ttft=0.05, gap=0.01, input=120, cache_read=40, cache_write=7, stop_reason="max_tokens"
     )
+    since = time.perf_counter()
     run = drive(sim, mode, "full", scenario, factory=CLIENTS[client][0])
     assert run.error is None, repr(run.error)
     cap.wait(1, calls=1)
     (record,) = cap.records
-    (served,) = [s for s in sim.wait_served(1) if s.api == client][-1:]
+    (served,) = served_since(sim, since, client, 1)
     assert record.outcome is Outcome.COMPLETED and record.streamed
     assert record.usage.input_tokens == 120 + 40 + 7
     assert record.usage.cache_read_tokens == 40
