@@ -171,11 +171,13 @@ def test_completed_stream_matches_server(sim: Simulator, cap: Capture, mode: str
     # Bedrock sends its request id in x-amzn-requestid; Vertex documents none for these calls
     assert record.request_id == (served.request_id if client == "bedrock" else None)
     assert record.rate_limits == ()  # neither cloud sends rate-limit headers
-    # TTFT: the first content token as the client saw it, after the server wrote it
+    # TTFT: the first content token as the client saw it, after the server wrote it (causal bounds only:
+    # which event sets it is checked on a fixed clock in test_eventstream.py, its ms accuracy over many
+    # streams in test_ttft_accuracy.py)
     assert served.first_token_sent_at is not None and record.first_token_at is not None
-    assert 0 <= record.first_token_at - served.first_token_sent_at < 0.02
+    assert record.first_token_at >= served.first_token_sent_at
     assert record.time_to_first_token is not None and record.time_to_first_token >= 0.05
-    assert record.chunks >= 8 and 0.005 < record.max_gap < 0.1
+    assert record.chunks >= 8 and record.max_gap > 0.005
     assert record.parse_errors == 0
     assert cap.sample("llmtap_tokens_total", gen_ai_token_type="input") == 167
     assert cap.sample("llmtap_stop_reasons_total", reason="max_tokens") == 1
