@@ -23,7 +23,6 @@ Bedrock runtime API reference):
 
 from __future__ import annotations
 
-import base64
 import binascii
 import json
 import re
@@ -101,7 +100,7 @@ class AnthropicBedrock(AnthropicMessages):
             else:
                 encoded = match.group(1)
             try:
-                return None, base64.b64decode(encoded, validate=True)
+                return None, binascii.a2b_base64(encoded, strict_mode=True)
             except (binascii.Error, ValueError) as exc:
                 raise ValueError("a Bedrock chunk with invalid base64") from exc
         if kind == "exception":
