@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 
 from llmtap._eventstream import EventStreamFramer, parse_headers
 from llmtap._observer import AttemptObserver, Ending, ObserverConfig
-from llmtap._record import AttemptStart, Outcome
+from llmtap._record import Outcome
 from llmtap.providers import anthropic as anthropic_provider
 from llmtap.providers import bedrock
 from llmtap.simulator._clouds import encode_event_stream_message
 
-from ._replay import load
+from ._replay import START, load
 from .conftest import recorded_fixtures, require_fixtures
 
 EVENT = {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}
@@ -121,22 +121,7 @@ CONFIG = ObserverConfig(stall_threshold=5.0, gap_bounds=(0.01, 0.1), max_event_b
 
 
 def observer() -> AttemptObserver:
-    start = AttemptStart(
-        "aws.bedrock",
-        "chat",
-        "m",
-        "h",
-        443,
-        "/model/m/invoke-with-response-stream",
-        "POST",
-        True,
-        64,
-        0,
-        None,
-        None,
-        0.0,
-        0,
-    )
+    start = START._replace(provider="aws.bedrock", url_path="/model/m/invoke-with-response-stream")
     obs = AttemptObserver(start, bedrock.PROVIDER, CONFIG)
     obs.on_response(200, [(b"content-type", b"application/vnd.amazon.eventstream"), (b"x-amzn-requestid", b"r-1")], 0.1)
     return obs
@@ -237,7 +222,7 @@ def test_recorded_streams_read_the_same_inside_bedrock_frames(path: Path) -> Non
     events = [block for block in text.replace("\r\n", "\n").split("\n\n") if "data:" in block]
     records = []
     for provider, framing in ((anthropic_provider.PROVIDER, "sse"), (bedrock.PROVIDER, "bedrock")):
-        start = AttemptStart(provider.name, "chat", "m", "h", 443, "/", "POST", True, 64, 0, None, None, 0.0, 0)
+        start = START._replace(provider=provider.name)
         obs = AttemptObserver(start, provider, CONFIG)
         ctype = b"text/event-stream" if framing == "sse" else b"application/vnd.amazon.eventstream"
         obs.on_response(200, [(b"content-type", ctype)], 0.5)

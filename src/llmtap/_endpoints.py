@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from llmtap.providers import anthropic, bedrock, gemini, openai_chat, openai_responses, vertex_anthropic
+from llmtap.providers import anthropic, bedrock, cohere, gemini, openai_chat, openai_responses, vertex_anthropic
 from llmtap.providers._base import Provider
 
 __all__ = ["Endpoint", "EndpointMatcher"]
@@ -26,6 +26,7 @@ PROVIDERS: tuple[Provider, ...] = (
     openai_chat.PROVIDER,
     openai_responses.PROVIDER,
     gemini.PROVIDER,
+    cohere.PROVIDER,
     bedrock.PROVIDER,
     vertex_anthropic.PROVIDER,
 )
@@ -44,6 +45,8 @@ KNOWN_HOSTS: dict[str, str] = {
     "api.groq.com": "groq",
     "api.mistral.ai": "mistral_ai",
     "api.perplexity.ai": "perplexity",
+    "api.cohere.com": "cohere",
+    "api.cohere.ai": "cohere",
     "claude.googleapis.com": "anthropic",  # AnthropicGoogleCloud
 }
 # Cloud hosts with the region inside the name (full match, after KNOWN_HOSTS). The name follows the

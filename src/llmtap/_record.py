@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import SpanContext
 
 __all__ = ["AttemptRecord", "AttemptStart", "CallRecord", "Cost", "Outcome", "RateLimit", "Usage"]
 
@@ -102,6 +105,10 @@ class AttemptStart(NamedTuple):
     """For a retry: what the previous attempt of the call failed with (``429``, ``timeout`` ...)."""
     call_id: str | None
     """The logical SDK call this attempt belongs to (``None`` outside an SDK call)."""
+    attributes: tuple[tuple[str, str], ...]
+    """What :func:`llmtap.attributes` (and ``Settings.baggage_attributes``) attached: span attributes."""
+    attribute_labels: tuple[str, ...]
+    """The values of ``Settings.attribute_labels``, in that order, bounded (``""``: not set)."""
     started_at: float
     start_unix_ns: int
 
@@ -126,6 +133,8 @@ class AttemptRecord(NamedTuple):
     resend_count: int
     retry_reason: str | None
     call_id: str | None
+    attributes: tuple[tuple[str, str], ...]
+    attribute_labels: tuple[str, ...]
     started_at: float
     start_unix_ns: int
     # -- how it ended
@@ -161,6 +170,9 @@ class AttemptRecord(NamedTuple):
     parse_errors: int
     cost: Cost | None = None
     """What the attempt cost (``Settings.cost``; ``None``: off, no usage, or the model has no price)."""
+    span_context: SpanContext | None = None
+    """The attempt's sampled span (``Settings.exemplars``): the metric exporters attach it to their
+    histograms as an exemplar, so a dashboard jumps from a latency spike to the trace."""
 
     @property
     def stop_reason(self) -> str | None:
@@ -202,6 +214,10 @@ class CallRecord(NamedTuple):
     started_at: float
     ended_at: float
     first_token_at: float | None
+    span_context: SpanContext | None = None
+    """The last attempt's sampled span (``Settings.exemplars``)."""
+    attribute_labels: tuple[str, ...] = ()
+    """The call's ``Settings.attribute_labels`` values (its last attempt's)."""
 
     @property
     def duration(self) -> float:
