@@ -20,9 +20,11 @@ from llmtap._eventstream import EventStreamFramer, parse_headers
 from llmtap._observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._record import Outcome
 from llmtap.providers import anthropic as anthropic_provider
-from llmtap.providers import bedrock
+from llmtap.providers import bedrock, vertex_anthropic
+from llmtap.providers._base import Provider
 from llmtap.simulator._clouds import encode_event_stream_message
 
+from . import test_first_output as first_output
 from ._replay import START, load
 from .conftest import recorded_fixtures, require_fixtures
 
@@ -252,3 +254,69 @@ def test_bedrock_chunk_with_escaped_slashes_is_read() -> None:
     record = obs.end(Ending.EOF, 1.0)
     assert record is not None and record.parse_errors == 0 and record.outcome is Outcome.COMPLETED
     assert record.first_token_at is not None  # the escaped chunk carried the first token
+
+
+# The one TTFT rule and the terminal-event ending, with the same table of event kinds as every other
+# provider (tests/test_first_output.py): Claude's events, framed as Bedrock and as Vertex send them.
+CLAUDE_KINDS = [
+    pytest.param(kind, event, id=f"{kind}-{n}")
+    for kind in first_output.KINDS
+    if kind != "none"
+    for n, event in enumerate(first_output.TABLE[anthropic_provider.PROVIDER][kind])
+]
+
+
+def _framed(provider: Provider, event: first_output.Event) -> bytes:
+    if provider is bedrock.PROVIDER:
+        _, payload = event
+        assert isinstance(payload, dict)
+        return chunk(payload)
+    return first_output._sse(event)
+
+
+def _cloud_observer(provider: Provider) -> AttemptObserver:
+    obs = AttemptObserver(START._replace(provider=provider.name), provider, CONFIG)
+    ctype = b"application/vnd.amazon.eventstream" if provider is bedrock.PROVIDER else b"text/event-stream"
+    obs.on_response(200, [(b"content-type", ctype)], 0.0)
+    return obs
+
+
+CLOUDS = [pytest.param(bedrock.PROVIDER, id="bedrock"), pytest.param(vertex_anthropic.PROVIDER, id="vertex")]
+
+
+@pytest.mark.parametrize("provider", CLOUDS)
+@pytest.mark.parametrize(("kind", "event"), CLAUDE_KINDS)
+def test_first_token_is_the_first_output_event(provider: Provider, kind: str, event: first_output.Event) -> None:
+    obs = _cloud_observer(provider)
+    for n, quiet in enumerate(first_output.TABLE[anthropic_provider.PROVIDER]["none"]):
+        obs.on_chunk(_framed(provider, quiet), 0.01 * (n + 1))
+    assert obs.first_token_at is None  # positive control: no output yet
+    obs.on_chunk(_framed(provider, event), 1.0)
+    obs.on_chunk(_framed(provider, first_output.TABLE[anthropic_provider.PROVIDER]["text"][0]), 2.0)
+    record = obs.end(Ending.EOF, 3.0)
+    assert record is not None and record.first_token_at == 1.0 and record.parse_errors == 0
+
+
+@pytest.mark.parametrize(
+    ("provider", "which"),
+    [
+        *((bedrock.PROVIDER, which) for which in ("final", "error", "exception")),  # only Bedrock has exceptions
+        *((vertex_anthropic.PROVIDER, which) for which in ("final", "error")),
+    ],
+)
+def test_terminal_event_ends_the_attempt(provider: Provider, which: str) -> None:
+    final, error = first_output.TERMINAL[anthropic_provider.PROVIDER]
+    obs = _cloud_observer(provider)
+    rows = first_output.TABLE[anthropic_provider.PROVIDER]
+    for n, event in enumerate([*rows["none"], rows["text"][0]]):
+        assert obs.on_chunk(_framed(provider, event), 0.1 + n / 100) is False
+    if which == "exception":
+        last = encode_event_stream_message(
+            {":message-type": "exception", ":exception-type": "modelStreamErrorException"}, b'{"message":"x"}'
+        )
+    else:
+        last = _framed(provider, final if which == "final" else error)
+    assert obs.on_chunk(last, 1.0) is True
+    record = obs.end(Ending.TERMINAL, 1.0)
+    assert record is not None and record.ended_at == 1.0
+    assert record.outcome is (Outcome.COMPLETED if which == "final" else Outcome.SERVER_ERROR)
