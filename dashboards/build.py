@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from llmtap import _metrics as contract
-from llmtap._record import ALL_OUTCOMES, SERVICE_SIDE, Outcome
+from llmtap._record import ALL_OUTCOMES, APP_SIDE, FAILED, SERVICE_SIDE, Outcome
 
 HERE = Path(__file__).resolve().parent
 
@@ -55,10 +55,17 @@ BY = "gen_ai_provider_name, gen_ai_request_model"
 RI = "$__rate_interval"
 PM_LEGEND = "{{gen_ai_provider_name}} {{gen_ai_request_model}}"
 
-# Outcome groups of llmtap_streams_total (all 8 are pre-created at 0), from the library's own contract.
+# Outcome groups of llmtap_streams_total (all pre-created at 0), from the library's own contract.
 STREAM_OUTCOMES = tuple(o.value for o in ALL_OUTCOMES)
 SERVICE_ABORTS = "|".join(o.value for o in ALL_OUTCOMES if o in SERVICE_SIDE)
-CLIENT_ABORTS = "|".join(o.value for o in ALL_OUTCOMES if o not in SERVICE_SIDE and o is not Outcome.COMPLETED)
+CLIENT_ABORTS = "|".join(o.value for o in ALL_OUTCOMES if o in APP_SIDE)
+CALL_FAILURES = "|".join(o.value for o in ALL_OUTCOMES if o in FAILED)
+"""Call outcomes that mean the call failed after the SDK's retries."""
+REJECTED = Outcome.REJECTED.value
+NOT_REJECTED = f'outcome!="{REJECTED}"'
+"""The stream requests not rejected with an HTTP error status: the denominator of every abort ratio."""
+BAD_REQUEST = 'status_code=~"4..", status_code!~"408|409|429"'
+"""4xx statuses the SDKs do not retry: the request, model or key was refused."""
 TOKEN_TYPES: tuple[str, ...] = tuple(contract.TOKEN_TYPES)
 TRUNCATION_REASONS = "max_tokens|length"
 RATELIMIT_RESOURCES = ("requests", "tokens", "input_tokens", "output_tokens")
@@ -69,6 +76,7 @@ OUTCOME_COLORS = {
     "client_closed": "light-blue",
     "cancelled": "blue",
     "abandoned": "purple",
+    "rejected": "light-red",
     "server_error": "red",
     "connection_error": "orange",
     "timeout": "yellow",
@@ -476,8 +484,9 @@ def overview() -> Json:
         ),
         Panel(
             "Stream abort ratio",
-            "Share of streams that did not end with outcome=completed (service- and client-side causes).",
-            [Target(share(streams, 'outcome!="completed"', by=""))],
+            f"Share of the stream requests not {REJECTED} (no HTTP error status) that did not end with "
+            "outcome=completed (service- and client-side causes).",
+            [Target(share(streams, f'outcome!~"completed|{REJECTED}"', NOT_REJECTED, by=""))],
             kind="stat",
             unit="percentunit",
             width=6,
@@ -551,11 +560,32 @@ def overview() -> Json:
         Panel(
             "Stream abort ratio: service-side vs client-side",
             f"Service-side = {SERVICE_ABORTS.replace('|', ', ')}; "
-            f"client-side = {CLIENT_ABORTS.replace('|', ', ')}. Share of all ended streams.",
+            f"client-side = {CLIENT_ABORTS.replace('|', ', ')}. Share of the ended stream requests that were not "
+            f"{REJECTED} with an HTTP error status (rejections are on the Retries and rate limits dashboard).",
             [
-                Target(share(streams, f'outcome=~"{SERVICE_ABORTS}"'), f"service {PM_LEGEND}"),
-                Target(share(streams, f'outcome=~"{CLIENT_ABORTS}"'), f"client {PM_LEGEND}"),
+                Target(share(streams, f'outcome=~"{SERVICE_ABORTS}"', NOT_REJECTED), f"service {PM_LEGEND}"),
+                Target(share(streams, f'outcome=~"{CLIENT_ABORTS}"', NOT_REJECTED), f"client {PM_LEGEND}"),
             ],
+            unit="percentunit",
+            steps=PCT_WARN,
+            show_thresholds=True,
+            minimum=0,
+        ),
+        Panel(
+            "Call failure ratio after retries by provider / model",
+            f"Logical SDK calls whose last attempt ended {CALL_FAILURES.replace('|', ', ')}: what the application "
+            "saw after the SDK's retries. Alert LlmtapCallFailureRatioHigh fires above 5%.",
+            [Target(share(NAME["call_duration"] + "_count", f'outcome=~"{CALL_FAILURES}"'), PM_LEGEND)],
+            unit="percentunit",
+            steps=PCT_WARN,
+            show_thresholds=True,
+            minimum=0,
+        ),
+        Panel(
+            "Bad request share of attempts by provider / model",
+            "Attempts answered with a 4xx other than 408, 409 and 429 (the request, model name or key was refused; "
+            "retrying does not help). Alert LlmtapBadRequestRatioHigh fires above 5%.",
+            [Target(share(attempts, BAD_REQUEST), PM_LEGEND)],
             unit="percentunit",
             steps=PCT_WARN,
             show_thresholds=True,
@@ -640,8 +670,12 @@ def streams() -> Json:
         ),
         Panel(
             "Completed share",
-            "Share of ended streams with outcome=completed.",
-            [Target(f"sum({rate(streams_m, eq('outcome', 'completed'))})\n/\n(sum({rate(streams_m)}) > 0)")],
+            f"Share of the ended stream requests not {REJECTED} (no HTTP error status) with outcome=completed.",
+            [
+                Target(
+                    f"sum({rate(streams_m, eq('outcome', 'completed'))})\n/\n(sum({rate(streams_m, NOT_REJECTED)}) > 0)"
+                )
+            ],
             kind="stat",
             unit="percentunit",
             width=6,
@@ -671,9 +705,10 @@ def streams() -> Json:
         ),
         row("Outcomes"),
         Panel(
-            "Stream outcomes over time (all 8)",
-            "completed, client_closed, cancelled, abandoned (client-side); server_error, connection_error, "
-            "timeout, incomplete (service-side). All 8 series exist from the first stream, at 0.",
+            f"Stream outcomes over time (all {len(STREAM_OUTCOMES)})",
+            f"completed; {CLIENT_ABORTS.replace('|', ', ')} (client-side); {REJECTED} (an HTTP error status before "
+            f"any stream body); {SERVICE_ABORTS.replace('|', ', ')} (service-side, in a stream not rejected). "
+            f"All {len(STREAM_OUTCOMES)} series exist from the first stream, at 0.",
             [Target(sum_rate(streams_m, by="outcome"), "{{outcome}}")],
             unit="reqps",
             stack=True,
@@ -696,9 +731,9 @@ def streams() -> Json:
         ),
         Panel(
             "Service-side abort ratio by provider / model",
-            f"Streams ending with {SERVICE_ABORTS.replace('|', ', ')}, as a share of all ended streams. "
-            "Alert LlmtapStreamServiceAbortRatioHigh fires above 5%.",
-            [Target(share(streams_m, f'outcome=~"{SERVICE_ABORTS}"'), PM_LEGEND)],
+            f"Streams ending with {SERVICE_ABORTS.replace('|', ', ')}, as a share of the ended stream requests not "
+            f"{REJECTED}. Alert LlmtapStreamServiceAbortRatioHigh fires above 5%.",
+            [Target(share(streams_m, f'outcome=~"{SERVICE_ABORTS}"', NOT_REJECTED), PM_LEGEND)],
             unit="percentunit",
             steps=PCT_WARN,
             show_thresholds=True,
@@ -706,9 +741,9 @@ def streams() -> Json:
         ),
         Panel(
             "Client-side abort ratio by provider / model",
-            f"Streams ending with {CLIENT_ABORTS.replace('|', ', ')}, as a share of all ended streams. "
-            "Alert LlmtapStreamClientAbortRatioHigh fires above 10%.",
-            [Target(share(streams_m, f'outcome=~"{CLIENT_ABORTS}"'), PM_LEGEND)],
+            f"Streams ending with {CLIENT_ABORTS.replace('|', ', ')}, as a share of the ended stream requests not "
+            f"{REJECTED}. Alert LlmtapStreamClientAbortRatioHigh fires above 10%.",
+            [Target(share(streams_m, f'outcome=~"{CLIENT_ABORTS}"', NOT_REJECTED), PM_LEGEND)],
             unit="percentunit",
             steps=[("yellow", 0.05), ("red", 0.10)],
             show_thresholds=True,
@@ -716,15 +751,26 @@ def streams() -> Json:
         ),
         Panel(
             "Aborted streams by provider / model / outcome",
-            "Every outcome other than completed.",
+            f"Every outcome other than completed and {REJECTED}.",
             [
                 Target(
-                    sum_rate(streams_m, 'outcome!="completed"', by=f"{BY}, outcome"),
+                    sum_rate(streams_m, f'outcome!~"completed|{REJECTED}"', by=f"{BY}, outcome"),
                     PM_LEGEND + " {{outcome}}",
                 )
             ],
             unit="reqps",
             stack=True,
+        ),
+        Panel(
+            "Rejected share of stream requests by provider / model",
+            f"Stream requests answered with an HTTP error status before any stream body ({REJECTED}: 429, 529, "
+            "4xx, 5xx), as a share of all stream requests. The SDKs retry most of them: see the Retries and rate "
+            "limits dashboard for the statuses and the Overview for calls that failed after retries.",
+            [Target(share(streams_m, eq("outcome", REJECTED)), PM_LEGEND)],
+            unit="percentunit",
+            steps=[("yellow", 0.05), ("red", 0.25)],
+            show_thresholds=True,
+            minimum=0,
         ),
         row("Chunks, stalls and concurrency"),
         Panel(
@@ -777,7 +823,7 @@ def streams() -> Json:
     return dashboard(
         "llmtap-streams",
         "llmtap / Streams",
-        "How streams end (all 8 outcomes), chunk pacing, stalls and concurrency.",
+        f"How streams end (all {len(STREAM_OUTCOMES)} outcomes), chunk pacing, stalls and concurrency.",
         panels,
     )
 
@@ -881,7 +927,7 @@ def retries_ratelimits() -> Json:
         ),
         Panel(
             "429 share of attempts by provider / model",
-            "Alert LlmtapRateLimitedSustained fires above 5% for 15 minutes.",
+            "Alert LlmtapRateLimitedSustained fires above 5% (over 5 minutes) for 15 minutes.",
             [Target(share(attempts, 'status_code="429"'), PM_LEGEND)],
             unit="percentunit",
             steps=PCT_WARN,

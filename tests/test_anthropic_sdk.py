@@ -16,6 +16,7 @@ import httpx2
 import pytest
 
 from llmtap import Outcome
+from llmtap._record import FAILED
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture
 
@@ -165,14 +166,14 @@ SCENARIOS: list[tuple[str, str, Scenario, list[Outcome], type[BaseException] | N
         "retried",
         "full",
         Scenario(tokens=3, fail=2, retry_after=0.01),
-        [Outcome.SERVER_ERROR, Outcome.SERVER_ERROR, Outcome.COMPLETED],
+        [Outcome.REJECTED, Outcome.REJECTED, Outcome.COMPLETED],
         None,
     ),
     (
         "exhausted",
         "full",
         Scenario(tokens=3, fail=9, fail_status=500, retry_after=0.01),
-        [Outcome.SERVER_ERROR] * 3,
+        [Outcome.REJECTED] * 3,
         anthropic.InternalServerError,
     ),
     ("gzip", "full", Scenario(tokens=5, gzip=True), [Outcome.COMPLETED], None),
@@ -221,16 +222,14 @@ def test_outcome(
         )
     assert cap.sample("llmtap_streams_in_flight") == 0
     assert cap.sample("llmtap_retries_total") == len(expected) - 1
-    # spans: one per attempt, errors only for service-side outcomes
+    # spans: one per attempt, errors only for rejections and service-side outcomes
     spans = cap.spans()
     assert len(spans) == len(expected)
     for span, outcome in zip(sorted(spans, key=lambda s: s.start_time or 0), expected, strict=True):
         assert span.attributes is not None
         assert span.attributes["llmtap.outcome"] == outcome.value
         assert span.name == "chat claude-test"
-        assert (span.status.status_code.name == "ERROR") == (
-            outcome in (Outcome.SERVER_ERROR, Outcome.CONNECTION_ERROR, Outcome.TIMEOUT, Outcome.INCOMPLETE)
-        )
+        assert (span.status.status_code.name == "ERROR") == (outcome in FAILED)
 
 
 @pytest.mark.parametrize("mode", MODES)

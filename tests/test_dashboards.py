@@ -247,7 +247,11 @@ def test_overview_content() -> None:
         "llmtap_attempts_total",
         'status_code!~"2.."',
         "llmtap_streams_total",
-        'outcome!="completed"',
+        'outcome!~"completed|rejected"',
+        'outcome!="rejected"',
+        'llmtap_call_duration_seconds_count{gen_ai_provider_name=~"$provider", gen_ai_request_model=~"$model", '
+        'instance=~"$server", outcome=~"rejected|server_error|connection_error|timeout|incomplete"}',
+        'status_code=~"4..", status_code!~"408|409|429"',
         "gen_ai_client_operation_duration_seconds_bucket",
         'gen_ai_token_type="output"',
     ):
@@ -258,13 +262,15 @@ def test_streams_content() -> None:
     text = exprs_of("llmtap-streams")
     assert "sum by (outcome) (rate(llmtap_streams_total" in text
     # the dashboards (stdlib-only, no llmtap import) list the outcomes the library defines
-    from llmtap._record import SERVICE_SIDE, Outcome
+    from llmtap._record import APP_SIDE, FAILED, SERVICE_SIDE, Outcome
 
     assert set(build.STREAM_OUTCOMES) == {o.value for o in Outcome}
     assert set(build.SERVICE_ABORTS.split("|")) == {o.value for o in SERVICE_SIDE}
-    assert set(build.CLIENT_ABORTS.split("|")) == {o.value for o in Outcome} - {o.value for o in SERVICE_SIDE} - {
-        "completed"
-    }
+    assert set(build.CLIENT_ABORTS.split("|")) == {o.value for o in APP_SIDE}
+    assert set(build.CALL_FAILURES.split("|")) == {o.value for o in FAILED}
+    # every abort ratio divides by the stream requests not rejected
+    ratios = [e.expr for e in build.all_expressions() if "abort ratio" in e.panel]
+    assert ratios and all(r.split("\n/\n")[1].count('outcome!="rejected"') == 1 for r in ratios)
     for needle in (
         "gen_ai_client_operation_time_per_output_chunk_seconds_bucket",
         "llmtap_stream_stalls_total",
