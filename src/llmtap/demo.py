@@ -514,8 +514,11 @@ def run_demo(
                     streams = view.delta("llmtap_streams_total")
                     total = sum(streams.values())
                     done = sum(v for k, v in streams.items() if dict(k)["outcome"] == "completed")
+                    rejected = sum(v for k, v in streams.items() if dict(k)["outcome"] == "rejected")
+                    started = total - rejected
                     print(
-                        f"{elapsed:5.0f}s streams={total:.0f} completed={done / total if total else 0:.0%} "
+                        f"{elapsed:5.0f}s streams={total:.0f} rejected={rejected:.0f} "
+                        f"completed={done / started if started else 0:.0%} of those not rejected "
                         f"ttft_p95={'-' if ttft is None else f'{ttft * 1000:.0f}ms'}",
                         flush=True,
                     )
