@@ -515,10 +515,10 @@ def run_demo(
                     total = sum(streams.values())
                     done = sum(v for k, v in streams.items() if dict(k)["outcome"] == "completed")
                     rejected = sum(v for k, v in streams.items() if dict(k)["outcome"] == "rejected")
-                    started = total - rejected
+                    not_rejected = total - rejected
                     print(
                         f"{elapsed:5.0f}s streams={total:.0f} rejected={rejected:.0f} "
-                        f"completed={done / started if started else 0:.0%} of those not rejected "
+                        f"completed={done / not_rejected if not_rejected else 0:.0%} of those not rejected "
                         f"ttft_p95={'-' if ttft is None else f'{ttft * 1000:.0f}ms'}",
                         flush=True,
                     )
