@@ -26,6 +26,7 @@ check each query parses, references only exported metric names, and returns data
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import re
 import sys
@@ -38,6 +39,22 @@ from llmtap import _metrics as contract
 from llmtap._record import ALL_OUTCOMES, APP_SIDE, FAILED, SERVICE_SIDE, Outcome
 
 HERE = Path(__file__).resolve().parent
+
+
+def _load_slo() -> Any:
+    """``dashboards/slo.py`` (the SLO spec's reader), loaded beside this script whatever the working directory."""
+    name = "llmtap_dashboards_slo"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, HERE / "slo.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+slo = _load_slo()
 
 NAME: dict[str, str] = {i.key: i.prometheus() for i in contract.INSTRUMENTS}
 """Prometheus family name of each llmtap instrument (``NAME["attempts"] == "llmtap_attempts_total"``),
@@ -645,6 +662,7 @@ def overview() -> Json:
             unit="suffix: tok/s",
         ),
     ]
+    panels += error_budget_panels()
     return dashboard(
         "llmtap-overview",
         "llmtap / Overview",
@@ -652,6 +670,54 @@ def overview() -> Json:
         "throughput of LLM API traffic as seen by the client (llmtap).",
         panels,
     )
+
+
+def error_budget_panels() -> list[Panel]:
+    """The Overview's SLO row: budget remaining over the spec's period and burn rates, per SLO of
+    ``dashboards/slo.toml`` (the same spec ``slo.py`` generates the burn-rate alerts from)."""
+    spec = slo.load()
+    page = next((a for a in spec.alerts if a.severity == "critical"), None)
+    pairs = [] if page is None else list(page.windows)
+    burn_steps = sorted(
+        {(("red" if i == 0 else "orange"), p.burn_rate) for i, p in enumerate(pairs)}, key=lambda c: c[1]
+    )
+    panels = [row(f"Error budgets (SLOs of dashboards/slo.toml, {spec.period} budget)")]
+    for s in spec.slos:
+        panels.append(
+            Panel(
+                f"{s.title}: budget remaining ({spec.period}, objective {s.objective * 100:.10g}%)",
+                f"Share of the {spec.period} error budget not yet spent: 1 - (bad / all) / (1 - objective), over the "
+                f"last {spec.period} of the selection. Bad: {s.what_bad}. Below 0: the objective is missed.",
+                [Target(f"1 - (\n{s.ratio(spec.period, SEL, '')}\n) / {s.budget:.10g}")],
+                kind="stat",
+                unit="percentunit",
+                width=8,
+                height=4,
+                base_color="red",
+                steps=[("yellow", 0.0), ("green", 0.25)],
+                decimals=1,
+            )
+        )
+    for s in spec.slos:
+        panels.append(
+            Panel(
+                f"{s.title}: burn rate by provider / model",
+                f"Error ratio over the window divided by the budget ({s.budget:.10g}); 1 spends the budget in exactly "
+                f"{spec.period}. The page fires when both windows of a pair are above its rate: "
+                + "; ".join(f"{p.long} and {p.short} above {p.burn_rate:.10g}" for p in pairs)
+                + ".",
+                [
+                    Target(f"(\n{s.ratio(w, SEL, BY)}\n) / {s.budget:.10g}", f"{w} {PM_LEGEND}")
+                    for w in dict.fromkeys(p.long for p in pairs)
+                ],
+                unit="short",
+                width=8,
+                steps=burn_steps,
+                show_thresholds=True,
+                minimum=0,
+            )
+        )
+    return panels
 
 
 def streams() -> Json:

@@ -15,7 +15,12 @@ import yaml
 
 from ._prom import ALERTS, DASHBOARDS, ROOT, require, rules
 
-UNIT_TESTS = sorted((DASHBOARDS / "tests").glob("*.yaml"))
+UNIT_TESTS = sorted(
+    t
+    for t in (DASHBOARDS / "tests").glob("*.yaml")
+    if yaml.safe_load(t.read_text())["rule_files"] == ["../alerts.yaml"]
+)
+"""The promtool cases of alerts.yaml (those of the generated slo-rules.yaml run in tests/test_slo.py)."""
 
 EXPECTED_ALERTS = {
     "LlmtapStreamServiceAbortRatioHigh",
@@ -104,6 +109,13 @@ def test_promtool_unit_tests_catch_rejections_counted_as_aborts(tmp_path: Path) 
 
 def test_expected_alerts_exist() -> None:
     assert set(alerts()) == EXPECTED_ALERTS
+
+
+def test_every_promtool_case_file_is_run() -> None:
+    """Each file in dashboards/tests/ tests alerts.yaml (here) or slo-rules.yaml (tests/test_slo.py)."""
+    others = {t.name for t in (DASHBOARDS / "tests").glob("*.yaml")} - {t.name for t in UNIT_TESTS}
+    assert others == {"slo_test.yaml"}
+    assert len(UNIT_TESTS) >= 8
 
 
 def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
