@@ -283,7 +283,7 @@ def test_otlp_values_match_the_simulator(exported: Exported) -> None:
     assert +attempts == truth
     assert sum(attempts.values()) == sum(len(m.outcomes) * m.times for m in MIX)
 
-    # stream outcomes: exactly the mix's (all 8 outcomes exist per model, at 0 when unseen)
+    # stream outcomes: exactly the mix's (every outcome exists per model, at 0 when unseen)
     streams: Counter[tuple[str, str]] = Counter()
     outcomes_per_model: dict[str, set[str]] = {}
     for attrs, value in _points(metrics["llmtap.streams"]):

@@ -20,7 +20,7 @@ After at least ``MIN_SCRAPE_SECONDS`` of scraping, while the demo is still runni
 Prometheus' HTTP API that:
 
 * every dashboard panel expression (Grafana variables substituted: ``$provider`` = ``.*`` and so on)
-  parses and returns a non-empty result; the stream-outcome panel shows all 8 outcomes;
+  parses and returns a non-empty result; the stream-outcome panel shows every outcome;
 * every template variable (``label_values``) has values;
 * every recording-rule expression, and the series it records, returns data; every rule is healthy
   (no evaluation errors such as many-to-many matches);

@@ -15,8 +15,7 @@ class Outcome(enum.StrEnum):
     Service-side interruptions of an answer: ``SERVER_ERROR``, ``CONNECTION_ERROR``, ``TIMEOUT``,
     ``INCOMPLETE``. App-side causes: ``CLIENT_CLOSED``, ``CANCELLED``, ``ABANDONED``.
 
-    .. versionchanged:: 0.2
-       ``REJECTED`` is new; an HTTP error status was ``SERVER_ERROR`` before.
+    ``REJECTED`` is new since llmtap 0.1, which counted an HTTP error status as ``SERVER_ERROR``.
     """
 
     COMPLETED = "completed"
