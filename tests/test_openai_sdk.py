@@ -149,6 +149,9 @@ CASES: list[tuple[str, str, Scenario, list[Outcome], bool | None]] = [
         False,
     ),
     ("gzip", "full", Scenario(tokens=5, gzip=True), [Outcome.COMPLETED], False),
+    # the app's own bad request or key: not retried, rejected (not a service-side abort)
+    ("bad_request", "full", Scenario(tokens=5, fail=1, fail_status=400), [Outcome.REJECTED], True),
+    ("bad_key", "full", Scenario(tokens=5, fail=1, fail_status=401), [Outcome.REJECTED], True),
 ]
 
 
