@@ -1195,6 +1195,46 @@ def tokens() -> Json:
             minimum=0,
             maximum=1,
         ),
+        row("Cost (Settings.cost)"),
+        Panel(
+            "Cost per hour (USD) by provider / model",
+            "What the attempts cost, from the reported tokens and the price table (genai-prices, or "
+            "Settings.prices). Empty unless llmtap runs with Settings.cost / LLMTAP_COST=true.",
+            [Target(f"{sum_rate(NAME['cost'])} * 3600", PM_LEGEND)],
+            unit="currencyUSD",
+        ),
+        Panel(
+            "Cost per hour (USD) by token type",
+            "Uncached input, output (reasoning included), cache reads and cache writes, each at its own rate.",
+            [Target(f"{sum_rate(NAME['cost'], by='gen_ai_token_type')} * 3600", "{{gen_ai_token_type}}")],
+            unit="currencyUSD",
+            stack=True,
+        ),
+        Panel(
+            "Cost per call (USD) by provider / model",
+            "Mean cost of one logical SDK call (its retries included).",
+            [
+                Target(
+                    f"{sum_rate(NAME['cost'])}\n/\n({sum_rate(NAME['call_duration'] + '_count')} > 0)",
+                    PM_LEGEND,
+                )
+            ],
+            unit="currencyUSD",
+            decimals=4,
+        ),
+        Panel(
+            "Cache savings per hour (USD) by provider / model",
+            "What the cache reads saved against the same tokens as plain input.",
+            [Target(f"{sum_rate(NAME['cost_savings'])} * 3600", PM_LEGEND)],
+            unit="currencyUSD",
+        ),
+        Panel(
+            "Unpriced attempts per second by provider / model",
+            "Attempts whose model has no known price: their cost is missing above, never guessed. "
+            "Give their price in Settings.prices.",
+            [Target(sum_rate(NAME["unpriced"]), PM_LEGEND)],
+            unit="reqps",
+        ),
         row("Stop reasons"),
         Panel(
             "Stop reasons",

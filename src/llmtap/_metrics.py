@@ -80,6 +80,8 @@ class Instrument(NamedTuple):
     """Explicit bucket boundaries (histograms only)."""
     semconv: bool = False
     """Named by the OpenTelemetry GenAI semantic conventions: never namespaced."""
+    requires: str = ""
+    """The ``Settings`` flag that turns this instrument on (``cost``); ``""``: always on."""
 
     def prometheus(self, namespace: str = "") -> str:
         """The family name as Prometheus stores it (counters with ``_total``)."""
@@ -199,6 +201,21 @@ INSTRUMENTS: tuple[Instrument, ...] = (
     Instrument(
         "parse_errors", "llmtap.parse_errors", COUNTER, "{error}", (),
         "Response data llmtap could not parse (malformed SSE, bad encoding, oversized events).",
+    ),
+    Instrument(
+        "cost", "llmtap.cost.usd", COUNTER, "{USD}", ("gen_ai.token.type",),
+        "USD the attempts cost by token type (input is uncached input), priced from the reported tokens.",
+        requires="cost",
+    ),
+    Instrument(
+        "cost_savings", "llmtap.cost.cache_savings.usd", COUNTER, "{USD}", (),
+        "USD the cache reads saved against the same tokens as plain input.",
+        requires="cost",
+    ),
+    Instrument(
+        "unpriced", "llmtap.cost.unpriced", COUNTER, "{attempt}", (),
+        "Attempts that reported tokens for a model with no known price (their cost is not counted).",
+        requires="cost",
     ),
 )  # fmt: skip
 

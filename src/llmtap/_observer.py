@@ -535,5 +535,6 @@ class AttemptObserver:
                 self.retry_after,
                 facts.server_time,
                 self.parse_errors + facts.rejected,
+                None,  # cost: priced by the tap (Settings.cost)
             )
         )

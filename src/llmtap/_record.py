@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple
 
-__all__ = ["AttemptRecord", "AttemptStart", "CallRecord", "Outcome", "RateLimit", "Usage"]
+__all__ = ["AttemptRecord", "AttemptStart", "CallRecord", "Cost", "Outcome", "RateLimit", "Usage"]
 
 
 class Outcome(enum.StrEnum):
@@ -71,6 +71,21 @@ class RateLimit(NamedTuple):
     limit: float | None
     remaining: float | None
     reset_seconds: float | None
+
+
+class Cost(NamedTuple):
+    """USD an attempt cost, per token type (``input`` is uncached input), and what its cache reads saved
+    against plain input (``Settings.cost``)."""
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+    cache_savings: float
+
+    @property
+    def total(self) -> float:
+        return self.input + self.output + self.cache_read + self.cache_write
 
 
 class AttemptStart(NamedTuple):
@@ -155,6 +170,8 @@ class AttemptRecord(NamedTuple):
     server_time: float | None
     """Server-reported processing time, seconds (``openai-processing-ms``)."""
     parse_errors: int
+    cost: Cost | None = None
+    """What the attempt cost (``Settings.cost``; ``None``: off, no usage, or the model has no price)."""
 
     @property
     def stop_reason(self) -> str | None:

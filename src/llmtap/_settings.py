@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import json
 import os
 import typing
 from collections.abc import Mapping
@@ -28,6 +29,7 @@ __all__ = [
     "NON_SETTINGS_ENV",
     "RETRY_AFTER_BUCKETS",
     "TOKEN_BUCKETS",
+    "ModelPrice",
     "Settings",
 ]
 
@@ -38,6 +40,17 @@ NON_SETTINGS_ENV = frozenset({"LLMTAP_FIXTURES", "LLMTAP_REQUIRE_FIXTURES", "LLM
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
 _BOOL_HELP = "true/false, 1/0, yes/no or on/off (any case)"
+
+
+class ModelPrice(BaseModel):
+    """USD per million tokens of one model; the cache rates default to the input rate."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
 
 
 class Settings(BaseModel):
@@ -83,6 +96,15 @@ class Settings(BaseModel):
     max_error_types: int = Field(default=50, ge=1, le=10_000)
     """Distinct error types beyond the documented ones (provider error types, HTTP statuses, transport
     exceptions) before new ones map to ``model_overflow``."""
+    cost: bool = False
+    """Export what each attempt cost in USD (``llmtap_cost_usd_total`` by token type, the cache's savings,
+    unpriced attempts), priced by ``genai-prices`` (``pip install 'llmtap[cost]'``) and ``prices``."""
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    """USD per million tokens by model name, over the price table (negotiated prices, self-hosted
+    models): ``{"my-model": {"input": 0.5, "output": 1.5}}`` (``LLMTAP_PRICES`` takes this JSON)."""
+    max_servers: int = Field(default=50, ge=1, le=10_000)
+    """Distinct (``server.address``, ``server.port``) pairs before new ones map to (``model_overflow``,
+    0). Only matters with ``match_any_host`` or many ``base_urls``: a fleet of self-hosted servers."""
     model_overflow: str = Field(default="_other", min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")
     """The value every bounded label takes past its limit; each replacement is counted in
     ``llmtap_label_overflows_total{label}``. (Named for its first use; it applies to all bounded labels.)"""
@@ -199,6 +221,11 @@ def _from_text(name: str, annotation: Any, raw: str) -> Any:
     if origin is tuple:
         return tuple(p.strip() for p in raw.split(",") if p.strip())
     if origin is dict:
+        if raw.lstrip().startswith("{"):  # a JSON object (LLMTAP_PRICES, or any mapping)
+            try:
+                return json.loads(raw)
+            except ValueError as exc:
+                raise ValueError(f"expected a JSON object: {exc}") from None
         pairs: dict[str, str] = {}
         for part in (p.strip() for p in raw.split(",")):
             if not part:

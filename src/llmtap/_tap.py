@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import context as otel_context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
+from llmtap import _handoff
 from llmtap._bounds import RecordBounds
 from llmtap._calls import CURRENT_CALL, Call, call_record
 from llmtap._endpoints import PROVIDERS, EndpointMatcher
 from llmtap._log import internal_error
+from llmtap._metrics import INSTRUMENTS
 from llmtap._observer import AttemptObserver, Ending, ObserverConfig
-from llmtap._record import AttemptStart, CallRecord
+from llmtap._record import AttemptStart, CallRecord, Usage
 from llmtap._request import UNKNOWN, info_from_body, info_from_options
 from llmtap._settings import CHUNK_GAP_BUCKETS, Settings
 from llmtap.exporters._base import Sink
@@ -36,12 +38,14 @@ if TYPE_CHECKING:
     from opentelemetry.util.http import ExcludeList
     from prometheus_client import CollectorRegistry
 
+    from llmtap._cost import Pricer
     from llmtap.exporters.prometheus import PrometheusExporter
     from llmtap.exporters.tracing import TracingExporter
 
 __all__ = ["Attempt", "Tap", "activate", "active"]
 
 _FAILED = object()
+_NO_USAGE = Usage()
 # What ``opentelemetry.instrumentation.utils.suppress_instrumentation()`` sets (its key and the legacy plain
 # one); read here directly so the request path does not import that package (about 1 MiB of modules).
 _SUPPRESS_KEYS = (_SUPPRESS_INSTRUMENTATION_KEY, "suppress_instrumentation")
@@ -108,6 +112,14 @@ class Tap:
 
             self._excluded = get_excluded_urls("HTTPX")
         self._bounds = RecordBounds(settings, PROVIDERS)
+        self._pricer: Pricer | None = None
+        if settings.cost:
+            from llmtap._cost import Pricer
+
+            self._pricer = Pricer(settings.prices)  # ImportError naming the extra when there is no price table
+        # instruments whose Settings flag is off are never created
+        off = tuple(i.name for i in INSTRUMENTS if i.requires and not getattr(settings, i.requires))
+        exclude = (*settings.exclude_metrics, *off)
         self.prometheus: PrometheusExporter | None = None
         self._tracing: TracingExporter | None = None
         built: list[Sink] = []
@@ -119,7 +131,7 @@ class Tap:
                 self.prometheus = PrometheusExporter(
                     registry,
                     settings.metric_prefix_namespace,
-                    exclude=settings.exclude_metrics,
+                    exclude=exclude,
                     created_series=settings.prometheus_created_series,
                 )
                 built.append(self.prometheus)
@@ -136,19 +148,22 @@ class Tap:
                     OtelMetricsExporter(
                         meter_provider,
                         namespace=settings.metric_prefix_namespace,
-                        exclude=settings.exclude_metrics,
+                        exclude=exclude,
                         chunk_gaps=settings.otel_chunk_gaps,
                     )
                 )
         except BaseException:
-            self.close()  # all or nothing: no metric stays registered
+            for sink in built:  # all or nothing: no metric stays registered, no callback bound
+                sink.close()
             raise
         self.sinks: tuple[Sink, ...] = tuple(built + list(sinks or ()))
+        _handoff.start()
 
     # -- request path ----------------------------------------------------------------------------
 
     def begin(self, request: Any) -> Attempt | None:
         """Start observing ``request`` if it is LLM API traffic; ``None`` means pass through."""
+        _handoff.tend()  # attempts the garbage collector found dropped end here at the latest
         url = request.url
         port = url.port
         if port is None:
@@ -193,8 +208,7 @@ class Tap:
             endpoint.provider_name,
             provider.operation,
             self._bounds.model_label(info.model),
-            url.host,
-            port,
+            *self._bounds.server(url.host, port),
             path,
             request.method,
             info.stream,
@@ -232,8 +246,11 @@ class Tap:
             attempt.finalizer = None
         try:
             record = self._bounds.apply(record)  # every wire-valued label bounded before any sink
+            if self._pricer is not None and record.usage != _NO_USAGE:
+                model = record.response_model or record.request_model
+                record = record._replace(cost=self._pricer.price(record.provider, model, record.usage))
         except Exception as exc:
-            internal_error("other", "llmtap: internal error bounding labels: %r", exc)
+            internal_error("other", "llmtap: internal error bounding labels or pricing: %r", exc)
         for sink, state in zip(self.sinks, attempt.states, strict=True):
             if state is _FAILED:
                 continue
@@ -268,6 +285,14 @@ class Tap:
                 internal_error("sink", "llmtap: the %s exporter failed: %r", sink.name, exc)
 
     def close(self) -> None:
-        """Unregister this tap's Prometheus metrics."""
-        if self.prometheus is not None:
-            self.prometheus.unregister()
+        """Close every sink (the Prometheus metrics are unregistered, the OTel callbacks let go), after
+        ending what the garbage collector handed off. Each sink is closed even if another fails."""
+        _handoff.drain()
+        for sink in self.sinks:
+            close = getattr(sink, "close", None)  # sinks written before close() joined the protocol
+            if close is None:
+                continue
+            try:
+                close()
+            except Exception as exc:
+                internal_error("sink", "llmtap: closing the %s exporter failed: %r", sink.name, exc)

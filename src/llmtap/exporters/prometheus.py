@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
+from llmtap import _handoff
+from llmtap._cost import COST_TYPES
 from llmtap._metrics import COUNTER, GAUGE, HISTOGRAM, INSTRUMENTS, TOKEN_TYPES, Instrument, resolve_names
 from llmtap._record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord
 from llmtap.exporters._health import HEALTH_METRIC_NAMES, HealthCollector
@@ -70,6 +74,18 @@ class _Off:
 
 
 _OFF: Any = _Off()
+
+
+class _HandOff(Collector):
+    """Exports nothing: each scrape first ends the attempts handed off by the garbage collector
+    (:mod:`llmtap._handoff`), so an abandoned stream is counted by the next scrape at the latest."""
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        _handoff.drain()
+        return iter(())
 
 
 class _Children:
@@ -174,6 +190,8 @@ class PrometheusExporter:
             return metric
 
         self.health: HealthCollector | None = None
+        self._handoff = _HandOff()
+        reg.register(self._handoff)  # first, so a scrape ends handed-off attempts before it reads the rest
         try:
             m = {spec.key: make(spec) for spec in INSTRUMENTS}
             self.health = HealthCollector(namespace).register(reg)  # llmtap_internal_errors / _label_overflows
@@ -202,6 +220,10 @@ class PrometheusExporter:
         self.call_duration = m["call_duration"]
         self.call_ttft = m["call_ttft"]
         self.parse_errors = m["parse_errors"]
+        self.cost = m["cost"]
+        self.cost_savings = m["cost_savings"]
+        self.unpriced = m["unpriced"]
+        self.priced = self.cost is not _OFF
 
     # -- label children, cached --------------------------------------------------------------
 
@@ -218,6 +240,8 @@ class PrometheusExporter:
             self.attempts.labels(*key, "200", "")
             self.retries.labels(*key, "429")
             self.retries.labels(*key, "529")
+            if self.priced:
+                self.unpriced.labels(*key)  # at 0: an unknown model shows up as a rate, not as "no data"
             self._children[key] = children
             return children
 
@@ -306,6 +330,8 @@ class PrometheusExporter:
             if stop is None:
                 stop = self._stops[skey] = self.stop_reasons.labels(*skey)
             stop.inc()
+        if self.priced:
+            self._cost(key, record)
         for rl in record.rate_limits:
             gauges = children.rate_limits.get(rl.resource)
             if gauges is None:
@@ -322,6 +348,20 @@ class PrometheusExporter:
             if rl.reset_seconds is not None:
                 gauges[2].set(rl.reset_seconds)
 
+    def _cost(self, key: tuple[str, str, str], record: AttemptRecord) -> None:
+        """``Settings.cost``: USD by token type and the cache's savings, or one unpriced attempt."""
+        cost = record.cost
+        if cost is None:
+            usage = record.usage
+            if usage.input_tokens or usage.output_tokens:
+                self.unpriced.labels(*key).inc()
+            return
+        for token_type, usd in zip(COST_TYPES, cost, strict=False):  # the four priced types, in order
+            if usd:
+                self.cost.labels(*key, token_type).inc(usd)
+        if cost.cache_savings:
+            self.cost_savings.labels(*key).inc(cost.cache_savings)
+
     def call_end(self, record: CallRecord) -> None:
         children = self._base((record.provider, record.operation, record.request_model))
         outcome = record.outcome.value
@@ -336,8 +376,14 @@ class PrometheusExporter:
                 call_ttft = children.call_ttft = self.call_ttft.labels(*children.key)
             call_ttft.observe(record.first_token_at - record.started_at)
 
+    def close(self) -> None:
+        """Remove every llmtap metric from the registry."""
+        self.unregister()
+
     def unregister(self) -> None:
         """Remove every llmtap metric from the registry."""
+        with contextlib.suppress(KeyError):
+            self.registry.unregister(self._handoff)
         for metric in self._registered:
             with contextlib.suppress(KeyError):
                 self.registry.unregister(metric)
