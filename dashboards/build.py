@@ -161,6 +161,19 @@ def quantile(q: float, histogram: str, by: str = BY, extra: str = "") -> str:
     return f"histogram_quantile({q}, sum by ({by_le}) ({rate(histogram + '_bucket', extra)}))"
 
 
+def token_quantile(q: float) -> str:
+    """Tokens per request by type, from whichever GenAI semconv token histograms the app emits
+    (``Settings.genai_semconv``): ``gen_ai.client.token.usage`` by ``gen_ai_token_type``, or the latest
+    per-direction histograms, relabelled; with both, the first one wins (``or`` on equal label sets)."""
+    by_le = f"le, {BY}"
+    legacy = f"sum by ({by_le}, gen_ai_token_type) ({rate(NAME['usage'] + '_bucket')})"
+    latest = [
+        f'label_replace(sum by ({by_le}) ({rate(NAME[key] + "_bucket")}), "gen_ai_token_type", "{kind}", "", "")'
+        for key, kind in (("inference_input", "input"), ("inference_output", "output"))
+    ]
+    return f"histogram_quantile({q}, {legacy} or {latest[0]} or {latest[1]})"
+
+
 def eq(label: str, value: str) -> str:
     """An equality matcher, ``label="value"``."""
     return f'{label}="{value}"'
@@ -283,6 +296,10 @@ def _render_panel(p: Panel, panel_id: int, x: int, y: int) -> Json:
             "instant": t.instant,
             "editorMode": "code",
         }
+        if "histogram_quantile(" in t.expr and "_bucket" in t.expr and not t.instant:
+            # the attempt's trace id rides on the buckets (llmtap Settings.exemplars): a latency spike
+            # links to the trace that made it
+            target["exemplar"] = True
         targets.append(target)
     return {
         "type": p.kind,
@@ -654,7 +671,7 @@ def overview() -> Json:
             [
                 Target(
                     f"sum by ({BY}) "
-                    f"({rate(NAME['usage'] + '_sum', eq('gen_ai_token_type', 'output'))})"
+                    f"({rate(NAME['tokens'], eq('gen_ai_token_type', 'output'))})"
                     f"\n/\n(sum by ({BY}) ({rate(NAME['duration'] + '_sum')}) > 0)",
                     PM_LEGEND,
                 )
@@ -1163,13 +1180,7 @@ def tokens() -> Json:
         Panel(
             "Tokens per request (p50 / p95) by type",
             "Distribution of input and output tokens per request.",
-            [
-                Target(
-                    quantile(q, NAME["usage"], by=f"{BY}, gen_ai_token_type"),
-                    f"p{int(q * 100)} {{{{gen_ai_token_type}}}} {PM_LEGEND}",
-                )
-                for q in (0.5, 0.95)
-            ],
+            [Target(token_quantile(q), f"p{int(q * 100)} {{{{gen_ai_token_type}}}} {PM_LEGEND}") for q in (0.5, 0.95)],
             unit="short",
         ),
         Panel(

@@ -82,6 +82,9 @@ class Instrument(NamedTuple):
     """Named by the OpenTelemetry GenAI semantic conventions: never namespaced."""
     requires: str = ""
     """The ``Settings`` flag that turns this instrument on (``cost``); ``""``: always on."""
+    semconv_version: str = ""
+    """For GenAI semconv names that changed: ``"legacy"`` (on unless ``Settings.genai_semconv`` is
+    ``latest``) or ``"latest"`` (on when it is ``latest`` or ``both``); ``""``: always on."""
 
     def prometheus(self, namespace: str = "") -> str:
         """The family name as Prometheus stores it (counters with ``_total``)."""
@@ -141,6 +144,17 @@ INSTRUMENTS: tuple[Instrument, ...] = (
     Instrument(
         "usage", "gen_ai.client.token.usage", HISTOGRAM, "{token}", ("gen_ai.token.type",),
         "Input and output tokens per attempt, as reported by the provider.", TOKEN_BUCKETS, semconv=True,
+        semconv_version="legacy",
+    ),
+    Instrument(
+        "inference_input", "gen_ai.client.inference.operation.input_tokens", HISTOGRAM, "{token}", ("error.type",),
+        "Input (prompt) tokens per attempt, cached ones included, as reported by the provider.", TOKEN_BUCKETS,
+        semconv=True, semconv_version="latest",
+    ),
+    Instrument(
+        "inference_output", "gen_ai.client.inference.operation.output_tokens", HISTOGRAM, "{token}", ("error.type",),
+        "Output (completion) tokens per attempt, reasoning included, as reported by the provider.", TOKEN_BUCKETS,
+        semconv=True, semconv_version="latest",
     ),
     Instrument(
         "ttft", "llmtap.time_to_first_token", HISTOGRAM, "s", (),

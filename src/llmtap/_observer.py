@@ -536,5 +536,6 @@ class AttemptObserver:
                 facts.server_time,
                 self.parse_errors + facts.rejected,
                 None,  # cost: priced by the tap (Settings.cost)
+                None,  # span_context: set by the tap (Settings.exemplars)
             )
         )

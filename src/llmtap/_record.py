@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import SpanContext
 
 __all__ = ["AttemptRecord", "AttemptStart", "CallRecord", "Cost", "Outcome", "RateLimit", "Usage"]
 
@@ -172,6 +175,9 @@ class AttemptRecord(NamedTuple):
     parse_errors: int
     cost: Cost | None = None
     """What the attempt cost (``Settings.cost``; ``None``: off, no usage, or the model has no price)."""
+    span_context: SpanContext | None = None
+    """The attempt's sampled span (``Settings.exemplars``): the metric exporters attach it to their
+    histograms as an exemplar, so a dashboard jumps from a latency spike to the trace."""
 
     @property
     def stop_reason(self) -> str | None:
@@ -213,6 +219,8 @@ class CallRecord(NamedTuple):
     started_at: float
     ended_at: float
     first_token_at: float | None
+    span_context: SpanContext | None = None
+    """The last attempt's sampled span (``Settings.exemplars``)."""
 
     @property
     def duration(self) -> float:

@@ -8,7 +8,7 @@ import json
 import os
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -75,6 +75,11 @@ class Settings(BaseModel):
     """Export Prometheus metrics."""
     traces: bool = True
     """Export one OpenTelemetry span per attempt."""
+    exemplars: bool = True
+    """Attach each attempt's trace id (when its span is sampled) to the duration and time-to-first-token
+    histograms as an exemplar, on the Prometheus path (OpenMetrics scrapes; not in prometheus-client's
+    multiprocess mode, which cannot store them) and the OpenTelemetry one (the SDK's exemplar filter).
+    Needs ``traces``."""
     otel_metrics: bool = True
     """Also record every metric through the OpenTelemetry meter provider (for OTLP / a Collector);
     with an exporting meter provider, set ``metrics=False`` so the names do not arrive twice."""
@@ -96,6 +101,11 @@ class Settings(BaseModel):
     max_error_types: int = Field(default=50, ge=1, le=10_000)
     """Distinct error types beyond the documented ones (provider error types, HTTP statuses, transport
     exceptions) before new ones map to ``model_overflow``."""
+    genai_semconv: Literal["default", "latest", "both"] = "default"
+    """Which GenAI semantic-convention token metrics to emit: ``default`` (``gen_ai.client.token.usage``,
+    by ``gen_ai.token.type``), ``latest`` (``gen_ai.client.inference.operation.input_tokens`` /
+    ``.output_tokens``, the split the GenAI conventions now define) or ``both`` during a migration. The
+    shipped dashboards read either."""
     cost: bool = False
     """Export what each attempt cost in USD (``llmtap_cost_usd_total`` by token type, the cache's savings,
     unpriced attempts), priced by ``genai-prices`` (``pip install 'llmtap[cost]'``) and ``prices``."""

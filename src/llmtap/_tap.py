@@ -22,9 +22,9 @@ from llmtap._bounds import RecordBounds
 from llmtap._calls import CURRENT_CALL, Call, call_record
 from llmtap._endpoints import PROVIDERS, EndpointMatcher
 from llmtap._log import internal_error
-from llmtap._metrics import INSTRUMENTS
+from llmtap._metrics import INSTRUMENTS, Instrument
 from llmtap._observer import AttemptObserver, Ending, ObserverConfig
-from llmtap._record import AttemptStart, CallRecord, Usage
+from llmtap._record import AttemptRecord, AttemptStart, CallRecord, Usage
 from llmtap._request import UNKNOWN, info_from_body, info_from_options
 from llmtap._settings import CHUNK_GAP_BUCKETS, Settings
 from llmtap.exporters._base import Sink
@@ -63,6 +63,17 @@ def activate(tap: Tap | None) -> None:
     """Make ``tap`` the active one (``None``: none)."""
     global _active
     _active = tap
+
+
+def _wanted(instrument: Instrument, settings: Settings) -> bool:
+    """Whether the settings turn ``instrument`` on (its ``requires`` flag, its semconv version)."""
+    if instrument.requires and not getattr(settings, instrument.requires):
+        return False
+    if instrument.semconv_version == "legacy":
+        return settings.genai_semconv != "latest"
+    if instrument.semconv_version == "latest":
+        return settings.genai_semconv != "default"
+    return True
 
 
 class Attempt:
@@ -118,7 +129,7 @@ class Tap:
 
             self._pricer = Pricer(settings.prices)  # ImportError naming the extra when there is no price table
         # instruments whose Settings flag is off are never created
-        off = tuple(i.name for i in INSTRUMENTS if i.requires and not getattr(settings, i.requires))
+        off = tuple(i.name for i in INSTRUMENTS if not _wanted(i, settings))
         exclude = (*settings.exclude_metrics, *off)
         self.prometheus: PrometheusExporter | None = None
         self._tracing: TracingExporter | None = None
@@ -157,6 +168,7 @@ class Tap:
                 sink.close()
             raise
         self.sinks: tuple[Sink, ...] = tuple(built + list(sinks or ()))
+        self._exemplars = settings.exemplars and self._tracing is not None
         _handoff.start()
 
     # -- request path ----------------------------------------------------------------------------
@@ -246,9 +258,8 @@ class Tap:
             attempt.finalizer = None
         try:
             record = self._bounds.apply(record)  # every wire-valued label bounded before any sink
-            if self._pricer is not None and record.usage != _NO_USAGE:
-                model = record.response_model or record.request_model
-                record = record._replace(cost=self._pricer.price(record.provider, model, record.usage))
+            if self._pricer is not None or self._exemplars:
+                record = self._derive(attempt, record)
         except Exception as exc:
             internal_error("other", "llmtap: internal error bounding labels or pricing: %r", exc)
         for sink, state in zip(self.sinks, attempt.states, strict=True):
@@ -269,6 +280,21 @@ class Tap:
             return
         if ended is not None:
             self.call_ended(ended)
+
+    def _derive(self, attempt: Attempt, record: AttemptRecord) -> AttemptRecord:
+        """What the record gains from the settings: its cost (``Settings.cost``) and its sampled span
+        for exemplars (``Settings.exemplars``), in one replace."""
+        changes: dict[str, Any] = {}
+        if self._pricer is not None and record.usage != _NO_USAGE:
+            model = record.response_model or record.request_model
+            changes["cost"] = self._pricer.price(record.provider, model, record.usage)
+        if self._exemplars:
+            span = attempt.states[self._tracing_index]
+            if span is not _FAILED:
+                context = span.get_span_context()  # type: ignore[attr-defined]
+                if context.trace_flags.sampled:
+                    changes["span_context"] = context
+        return record._replace(**changes) if changes else record
 
     # -- logical calls (the SDK hook) ------------------------------------------------------------
 
