@@ -37,6 +37,7 @@ typecheck: $(STAMP)
 
 dashboards: $(STAMP)
 	$(BIN)/python dashboards/build.py --check
+	$(BIN)/python dashboards/slo.py --check
 
 ## test: ruff, mypy --strict, the dashboards check and pytest (real SDKs, simulator, real Prometheus)
 test: $(STAMP) prometheus lint typecheck dashboards

@@ -29,12 +29,12 @@ from google import genai
 from google.genai import errors, types
 
 from llmtap import Outcome
+from llmtap._record import FAILED
 from llmtap.simulator import Scenario, Served, Simulator
 from llmtap.testing import Capture
 
 SECRET = "AIzaSy-llmtap-test-secret-key-0123456789"
 MODES = ["sync", "async"]
-SERVICE = (Outcome.SERVER_ERROR, Outcome.CONNECTION_ERROR, Outcome.TIMEOUT, Outcome.INCOMPLETE)
 _serial = itertools.count()
 
 
@@ -145,7 +145,7 @@ def _check_common(cap: Capture, sim: Simulator, model: str, expected: list[Outco
         assert SECRET not in repr(record)  # ... and never recorded
     spans = sorted(cap.spans(), key=lambda s: s.start_time or 0)
     assert [s.attributes["llmtap.outcome"] if s.attributes else None for s in spans] == [o.value for o in expected]
-    assert [s.status.status_code.name == "ERROR" for s in spans] == [o in SERVICE for o in expected]
+    assert [s.status.status_code.name == "ERROR" for s in spans] == [o in FAILED for o in expected]
     for span in spans:
         for value in (span.attributes or {}).values():
             assert SECRET not in str(value)
@@ -162,9 +162,9 @@ CASES: list[tuple[str, str, Scenario, list[Outcome], type[BaseException] | None]
     ("gzip", "stream", Scenario(tokens=5, gzip=True), [Outcome.COMPLETED], None),
     ("incomplete", "stream", Scenario(tokens=5, no_stop=True), [Outcome.INCOMPLETE], None),
     ("error_chunk", "stream", Scenario(tokens=5, error_event_at=2), [Outcome.SERVER_ERROR], errors.ServerError),
-    ("error_status", "create", Scenario(tokens=5, error_event_at=2), [Outcome.SERVER_ERROR], errors.ServerError),
-    ("429", "stream", Scenario(fail=1, fail_status=429), [Outcome.SERVER_ERROR], errors.ClientError),
-    ("503", "create", Scenario(fail=1, fail_status=503), [Outcome.SERVER_ERROR], errors.ServerError),
+    ("error_status", "create", Scenario(tokens=5, error_event_at=2), [Outcome.REJECTED], errors.ServerError),
+    ("429", "stream", Scenario(fail=1, fail_status=429), [Outcome.REJECTED], errors.ClientError),
+    ("503", "create", Scenario(fail=1, fail_status=503), [Outcome.REJECTED], errors.ServerError),
     ("dropped", "stream", Scenario(tokens=5, drop_at=2), [Outcome.CONNECTION_ERROR], httpx2.TransportError),
     # the app leaves the loop early and drops the generator: the SDK closes the response only when
     # the generator is finalised, which llmtap reports as abandoned (not client_closed)
@@ -254,7 +254,7 @@ def test_retry_options_attempts_are_separate_calls(sim: Simulator, cap: Capture,
     scenario = Scenario(fail=1, fail_status=503, retry_after=0.01)
     _, error = drive(sim, mode, "stream", scenario, model, retry_options=retry)
     assert isinstance(error, errors.ServerError) and error.code == 503
-    _check_common(cap, sim, model, [Outcome.SERVER_ERROR] * 3)
+    _check_common(cap, sim, model, [Outcome.REJECTED] * 3)
     assert all(r.error_type == "UNAVAILABLE" for r in cap.records)
     assert all(r.retry_after == 0.01 for r in cap.records)
     assert cap.sample("llmtap_retries_total") == 0

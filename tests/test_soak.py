@@ -52,11 +52,11 @@ class Plan:
         return len(self.outcomes)
 
 
-C, E = Outcome.COMPLETED, Outcome.SERVER_ERROR
+C, E, R = Outcome.COMPLETED, Outcome.SERVER_ERROR, Outcome.REJECTED
 PLANS: dict[str, tuple[Plan, float]] = {
     "completed": (Plan("completed", Scenario(tokens=6), (C,)), 0.30),
-    "retry_529": (Plan("retry_529", Scenario(tokens=4, fail=1, fail_status=529, retry_after=0.001), (E, C)), 0.08),
-    "retry_429": (Plan("retry_429", Scenario(tokens=4, fail=2, fail_status=429, retry_after=0.001), (E, E, C)), 0.04),
+    "retry_529": (Plan("retry_529", Scenario(tokens=4, fail=1, fail_status=529, retry_after=0.001), (R, C)), 0.08),
+    "retry_429": (Plan("retry_429", Scenario(tokens=4, fail=2, fail_status=429, retry_after=0.001), (R, R, C)), 0.04),
     "error_event": (Plan("error_event", Scenario(tokens=6, error_event_at=2), (E,)), 0.10),
     "drop": (Plan("drop", Scenario(tokens=6, drop_at=2), (Outcome.CONNECTION_ERROR,)), 0.10),
     "no_stop": (Plan("no_stop", Scenario(tokens=6, no_stop=True), (Outcome.INCOMPLETE,)), 0.10),
