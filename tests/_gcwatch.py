@@ -45,7 +45,7 @@ class InsideGc:
 
 
 @contextmanager
-def gc_pressure(threshold: tuple[int, int, int]) -> Iterator[None]:
+def gc_pressure(threshold: tuple[int, ...]) -> Iterator[None]:
     """Aggressive collection: ``threshold`` for ``gc.set_threshold``, and everything alive now frozen out
     of the collector's view, so full collections (the ones that find garbage older than a request)
     are not postponed by the size of the imported modules' heap."""
