@@ -50,7 +50,7 @@ STREAMS = int(os.environ.get("LLMTAP_SOAK_STREAMS", "600"))
 THREADS = int(os.environ.get("LLMTAP_SOAK_THREADS", "12"))  # sync workers; async tasks run 16 at a time
 STALL = float(os.environ.get("LLMTAP_SOAK_STALL", "60"))  # seconds without any progress: a hang
 GC_THRESHOLD = tuple(int(n) for n in os.environ.get("LLMTAP_SOAK_GC", "200,2,2").split(","))
-REQUEST: dict[str, Any] = {"model": "claude-soak", "max_tokens": 64, "messages": [{"role": "user", "content": "x"}]}
+REQUEST: dict[str, Any] = {"max_tokens": 64, "messages": [{"role": "user", "content": "x"}]}
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ CYCLES = Cycles()
 
 def run_sync(clients: dict[str, anthropic.Anthropic], plan: Plan) -> None:
     client: Any = clients["timeout" if plan.kind == "timeout" else "retrying"]
-    extra = {"extra_headers": plan.scenario.headers()}
+    extra = {"extra_headers": plan.scenario.headers(), "model": f"soak-{plan.kind}"}  # the model names the kind
     try:
         if plan.kind == "nonstream":
             client.messages.create(**REQUEST, **extra)
@@ -178,7 +178,7 @@ def run_sync(clients: dict[str, anthropic.Anthropic], plan: Plan) -> None:
 
 async def run_async(clients: dict[str, anthropic.AsyncAnthropic], plan: Plan) -> None:
     client: Any = clients["timeout" if plan.kind == "timeout" else "retrying"]
-    extra = {"extra_headers": plan.scenario.headers()}
+    extra = {"extra_headers": plan.scenario.headers(), "model": f"soak-{plan.kind}"}  # the model names the kind
     try:
         if plan.kind == "nonstream":
             await client.messages.create(**REQUEST, **extra)
@@ -239,6 +239,7 @@ class Tally:
         self.outcomes: Counter[Outcome] = Counter()
         self.by_status: Counter[tuple[str, int | None]] = Counter()
         self.unanswered: Counter[tuple[str, str | None]] = Counter()
+        self.by_kind: Counter[tuple[str, str, int | None, str | None]] = Counter()
         self.completed_output_tokens = 0
         self.attempts = self.calls = self.inside_gc = 0
         self._inside = inside
@@ -254,6 +255,7 @@ class Tally:
             self.attempts += 1
             self.outcomes[record.outcome] += 1
             self.by_status[(record.outcome.value, record.status_code)] += 1
+            self.by_kind[(record.request_model, record.outcome.value, record.status_code, record.error_type)] += 1
             if record.status_code is None:
                 self.unanswered[(record.outcome.value, record.error_type)] += 1
             if record.outcome is Outcome.COMPLETED:
@@ -264,6 +266,9 @@ class Tally:
         with self._lock:
             self.inside_gc += inside
             self.calls += 1
+
+    def close(self) -> None:
+        pass
 
 
 class OpenSpans(SpanProcessor):
@@ -483,6 +488,9 @@ def _check(result: SoakResult) -> None:
         _check_exact(result)
     except AssertionError:
         print("soak: llmtap records", result.recording.by_status)
+        print("soak: llmtap records by kind (model, outcome, status, error type):")
+        for key, count in sorted(result.recording.by_kind.items(), key=str):
+            print(f"    {key}: {count}")
         print("soak: the app saw", sorted(APP_SAW.items()))
         print("soak: simulator served", Counter((s.status, s.outcome_sent) for s in result.served))
         raise
