@@ -45,7 +45,13 @@ from llmtap._record import AttemptRecord, AttemptStart, CallRecord
 from llmtap.simulator import Scenario, Simulator
 from tests._gcwatch import InsideGc, Watchdog, gc_pressure
 
-READ_TIMEOUT = httpx2.Timeout(10.0, read=0.05)  # only the read times out: the request always arrives
+# Only the read times out, and only in the timeout kind: the request always arrives. Connecting is given
+# as long as the watchdog gives a stall (the SDK's own 5 s is a timing tolerance: on a loaded machine,
+# under collector pressure, a connect can wait longer, and the attempt that never reached the simulator
+# would then be retried beside the plan).
+CONNECT = 60.0
+READ_TIMEOUT = httpx2.Timeout(CONNECT, read=0.05)
+PATIENT = httpx2.Timeout(600.0, connect=CONNECT)
 STREAMS = int(os.environ.get("LLMTAP_SOAK_STREAMS", "600"))
 THREADS = int(os.environ.get("LLMTAP_SOAK_THREADS", "12"))  # sync workers; async tasks run 16 at a time
 STALL = float(os.environ.get("LLMTAP_SOAK_STALL", "60"))  # seconds without any progress: a hang
@@ -355,7 +361,7 @@ def soak(total: int, trace_memory: bool) -> SoakResult:
         )
         cleanup.callback(instrumentor.uninstrument)
         sync_clients = {
-            "retrying": anthropic.Anthropic(api_key="k", base_url=sim.base_url, max_retries=3),
+            "retrying": anthropic.Anthropic(api_key="k", base_url=sim.base_url, max_retries=3, timeout=PATIENT),
             "timeout": anthropic.Anthropic(api_key="k", base_url=sim.base_url, max_retries=0, timeout=READ_TIMEOUT),
         }
         for client in sync_clients.values():
@@ -381,7 +387,9 @@ def soak(total: int, trace_memory: bool) -> SoakResult:
 
         async def async_all(items: list[Plan]) -> None:
             clients = {
-                "retrying": anthropic.AsyncAnthropic(api_key="k", base_url=sim.base_url, max_retries=3),
+                "retrying": anthropic.AsyncAnthropic(
+                    api_key="k", base_url=sim.base_url, max_retries=3, timeout=PATIENT
+                ),
                 "timeout": anthropic.AsyncAnthropic(
                     api_key="k", base_url=sim.base_url, max_retries=0, timeout=READ_TIMEOUT
                 ),
@@ -472,6 +480,13 @@ def _missing(work: list[tuple[Plan, bool]], served: list[Any], recording: Tally)
         if sent != got[kind]:
             print(f"soak: {kind}: {sent} attempts (sync {made[(kind, False)]}), simulator recorded {got[kind]}")
     print(f"soak: attempts without a response: {dict(recording.unanswered)}")
+    _by_kind(recording)
+
+
+def _by_kind(recording: Tally) -> None:
+    print("soak: llmtap records by kind (model, outcome, status, error type):")
+    for key, count in sorted(recording.by_kind.items(), key=str):
+        print(f"    {key}: {count}")
 
 
 def _sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
@@ -488,9 +503,7 @@ def _check(result: SoakResult) -> None:
         _check_exact(result)
     except AssertionError:
         print("soak: llmtap records", result.recording.by_status)
-        print("soak: llmtap records by kind (model, outcome, status, error type):")
-        for key, count in sorted(result.recording.by_kind.items(), key=str):
-            print(f"    {key}: {count}")
+        _by_kind(result.recording)
         print("soak: the app saw", sorted(APP_SAW.items()))
         print("soak: simulator served", Counter((s.status, s.outcome_sent) for s in result.served))
         raise
