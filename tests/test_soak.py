@@ -75,6 +75,7 @@ class Plan:
 
 
 C, E, A = Outcome.COMPLETED, Outcome.SERVER_ERROR, Outcome.ABANDONED
+HELD = Scenario(stall_at=3, stall=600.0, stall_until_closed=True)  # 600 s: only a cap
 PLANS: dict[str, tuple[Plan, float]] = {
     "completed": (Plan("completed", Scenario(tokens=6), (C,)), 0.30),
     "retry_529": (Plan("retry_529", Scenario(tokens=4, fail=1, fail_status=529, retry_after=0.001), (E, C)), 0.08),
@@ -82,14 +83,15 @@ PLANS: dict[str, tuple[Plan, float]] = {
     "error_event": (Plan("error_event", Scenario(tokens=6, error_event_at=2), (E,)), 0.10),
     "drop": (Plan("drop", Scenario(tokens=6, drop_at=2), (Outcome.CONNECTION_ERROR,)), 0.10),
     "no_stop": (Plan("no_stop", Scenario(tokens=6, no_stop=True), (Outcome.INCOMPLETE,)), 0.10),
-    # the server pauses after 3 deltas, so the end of the stream cannot have arrived when the app leaves
-    "close": (Plan("close", Scenario(tokens=20, stall_at=3, stall=3.0), (Outcome.CLIENT_CLOSED,)), 0.10),
+    # the server holds the stream after 3 deltas until the app has left (HELD), so its end cannot have
+    # arrived before, however late the app's thread or loop is scheduled
+    "close": (Plan("close", HELD.replace(tokens=20), (Outcome.CLIENT_CLOSED,)), 0.10),
     "drop_unread": (
-        Plan("drop_unread", Scenario(tokens=21, stall_at=3, stall=3.0), (Outcome.ABANDONED,), modes=(False,)),
+        Plan("drop_unread", HELD.replace(tokens=21), (Outcome.ABANDONED,), modes=(False,)),
         0.06,
     ),
     "cancel": (
-        Plan("cancel", Scenario(tokens=22, stall_at=3, stall=3.0), (Outcome.CANCELLED,), modes=(True,)),
+        Plan("cancel", HELD.replace(tokens=22), (Outcome.CANCELLED,), modes=(True,)),
         0.06,
     ),
     "timeout": (Plan("timeout", Scenario(headers_delay=2.0), (Outcome.TIMEOUT,)), 0.03),
@@ -104,7 +106,7 @@ PLANS: dict[str, tuple[Plan, float]] = {
         0.01,
     ),
     "cycle_partly": (
-        Plan("cycle_partly", Scenario(tokens=25, stall_at=3, stall=3.0), (A,), in_cycle=True, modes=(True,)),
+        Plan("cycle_partly", HELD.replace(tokens=25), (A,), in_cycle=True, modes=(True,)),
         0.04,
     ),
 }

@@ -101,6 +101,9 @@ class Scenario:
     #: sleep ``stall`` seconds after ``stall_at`` deltas, then continue
     stall_at: int | None = None
     stall: float = 0.0
+    #: the stall lasts until the client closes the connection (``stall`` is then only a cap): the end
+    #: of the stream cannot arrive before the client leaves, however late it is scheduled
+    stall_until_closed: bool = False
     #: ``content-encoding: gzip`` (per-event sync-flushed when streaming)
     gzip: bool = False
     #: usage numbers
@@ -115,7 +118,7 @@ class Scenario:
     #: overrides the requests-remaining rate-limit header
     ratelimit_remaining: int | None = None
 
-    _FLAGS: ClassVar[frozenset[str]] = frozenset({"gzip", "no_stop", "fill", "count_input"})
+    _FLAGS: ClassVar[frozenset[str]] = frozenset({"gzip", "no_stop", "fill", "count_input", "stall_until_closed"})
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
