@@ -399,3 +399,45 @@ def test_uninstrument_closes_every_sink(sim: Simulator) -> None:
     assert closed == []
     llmtap.uninstrument()
     assert closed == ["mine"]
+
+
+def test_server_address_and_port_are_bounded_on_the_otel_path() -> None:
+    """A fleet of self-hosted model servers under match_any_host: the semconv histograms' (server.address,
+    server.port) pairs stop at max_servers, the rest become (_other, 0) and are counted."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from llmtap._log import label_overflows
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    settings = llmtap.Settings(match_any_host=True, max_servers=2)
+    before = label_overflows().get("server", 0)
+    sims = [Simulator().__enter__() for _ in range(4)]
+    try:
+        with capture(settings, meter_provider=provider) as cap:
+            for sim in sims:
+                httpx2.post(
+                    f"{sim.base_url}/v1/messages",
+                    json={"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]},
+                    headers={"x-api-key": "k"},
+                )
+            assert len(cap.records) == 4  # control: every server's attempt was observed
+            data = reader.get_metrics_data()
+            assert data is not None
+    finally:
+        for sim in sims:
+            sim.__exit__(None, None, None)
+        provider.shutdown()
+    pairs = {
+        (dict(point.attributes or {})["server.address"], dict(point.attributes or {})["server.port"])
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == "gen_ai.client.operation.duration"
+        for point in metric.data.data_points
+    }
+    first_two = {(s.base_url.split("//")[1].split(":")[0], int(s.base_url.rsplit(":", 1)[1])) for s in sims[:2]}
+    assert pairs == first_two | {("_other", 0)}
+    assert label_overflows().get("server", 0) - before == 2
+    assert {dict(s.attributes or {})["server.address"] for s in cap.spans()} == {"_other"} | {a for a, _ in first_two}
