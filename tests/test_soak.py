@@ -55,6 +55,8 @@ PATIENT = httpx2.Timeout(600.0, connect=CONNECT)
 STREAMS = int(os.environ.get("LLMTAP_SOAK_STREAMS", "600"))
 THREADS = int(os.environ.get("LLMTAP_SOAK_THREADS", "12"))  # sync workers; async tasks run 16 at a time
 STALL = float(os.environ.get("LLMTAP_SOAK_STALL", "60"))  # seconds without any progress: a hang
+# objects the test's sink allocates under its lock per record (see Tally)
+SINK_WORK = int(os.environ.get("LLMTAP_SOAK_SINK_WORK", "2000"))
 GC_THRESHOLD = tuple(int(n) for n in os.environ.get("LLMTAP_SOAK_GC", "200,2,2").split(","))
 REQUEST: dict[str, Any] = {"max_tokens": 64, "messages": [{"role": "user", "content": "x"}]}
 
@@ -236,9 +238,10 @@ async def run_async(clients: dict[str, anthropic.AsyncAnthropic], plan: Plan) ->
 class Tally:
     """A sink that keeps counts only (keeping the records would be the memory growth we measure).
 
-    Its lock is a plain one and it allocates under it, as an app's own sink may: a collection that
-    starts while it is held must not call back into it. It counts the calls it gets from inside a
-    collection, which must be none.
+    Its lock is a plain one and it allocates under it (``SINK_WORK`` objects per record, as a sink that
+    formats or aggregates might), so collections often start on a thread that holds it: a collection
+    must not call back into it (before llmtap handed such endings off, the soak hung within seconds).
+    It counts the calls it gets from inside a collection, which must be none.
     """
 
     name = "tally"
@@ -259,6 +262,8 @@ class Tally:
     def end(self, record: AttemptRecord, state: object) -> None:
         inside = self._inside.now()
         with self._lock:
+            if SINK_WORK:
+                self._work = [(n, record) for n in range(SINK_WORK)]  # objects the collector tracks
             self.inside_gc += inside
             self.attempts += 1
             self.outcomes[record.outcome] += 1
