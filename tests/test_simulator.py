@@ -642,3 +642,5 @@ def test_stall_until_closed_holds_the_stream_until_the_client_leaves(sim: Simula
     assert response.status_code == 200 and "message_stop" in response.text
     (_, served) = sim.wait_served(2)
     assert served.outcome_sent == "completed"
+    unary = _post(sim, capped)  # the same knob holds a non-streamed answer
+    assert unary.status_code == 200 and unary.json()["stop_reason"] == "end_turn"

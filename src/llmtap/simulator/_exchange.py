@@ -383,9 +383,12 @@ def _run_unary(api: Api, ex: Exchange) -> RunResult:
     total = sc.headers_delay
     if sc.tokens:
         total += sc.ttft + sc.gap * (sc.tokens - 1)
-    if sc.stall_at is not None and sc.stall_at <= sc.tokens:
+    stalls = sc.stall_at is not None and sc.stall_at <= sc.tokens
+    if stalls and not sc.stall_until_closed:
         total += sc.stall
     ex.sleep(total)
+    if stalls and sc.stall_until_closed:
+        ex.wait_closed(sc.stall)
     base = api.common_headers()
     if sc.error_event_at is not None:
         status = api.error_status()
