@@ -203,7 +203,7 @@ class Tap:
         if info.model is None:
             path_model = provider.model_from_path(path)
             if path_model is not None:
-                stream = info.stream if info.stream is not None else path.endswith(":streamGenerateContent")
+                stream = info.stream if info.stream is not None else provider.stream_from_path(path)
                 info = RequestInfo(path_model, stream, info.max_tokens)
         started_at = time.perf_counter()
         if call is not None:
