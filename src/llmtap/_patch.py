@@ -28,7 +28,9 @@ from llmtap._tap import Tap
 __all__ = ["patch", "unpatch", "wrap_transport"]
 
 HTTP_MODULES = ("httpx", "httpx2")
-SDK_MODULES = ("anthropic._base_client", "openai._base_client")
+# the official SDKs' base client modules -> the provider name of their requests on hosts no rule covers
+SDK_MODULES = {"anthropic._base_client": "anthropic", "openai._base_client": "openai"}
+AIOHTTP_MODULE = "aiohttp"  # observed by ``_aiohttp.py``, below any httpx client sending through it
 
 _patched: list[tuple[Any, str, Any]] = []
 _wanted: dict[str, Any] = {}  # module name -> how to patch it, while instrumented (empty: not patched)
@@ -57,9 +59,9 @@ def _send_wrapper(module: ModuleType, is_async: bool) -> Any:
 # -- the SDK hook: logical calls --------------------------------------------------------------------
 
 
-def _open_call(tap: Tap, args: Any, kwargs: Any) -> Call | None:
+def _open_call(tap: Tap, sdk: str, args: Any, kwargs: Any) -> Call | None:
     try:
-        return tap.new_call(args[1] if len(args) > 1 else kwargs.get("options"))
+        return tap.new_call(args[1] if len(args) > 1 else kwargs.get("options"), sdk)
     except Exception as exc:
         internal_error("sdk_hook", "llmtap: could not open a logical call: %r", exc)
         return None
@@ -74,11 +76,11 @@ def _close_call(tap: Tap, call: Call) -> None:
         internal_error("sdk_hook", "llmtap: could not close a logical call: %r", exc)
 
 
-def _sdk_sync_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+def _sdk_sync_request(sdk: str, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     tap = _tap._active
     if tap is None or CURRENT_CALL.get() is not None:
         return wrapped(*args, **kwargs)
-    call = _open_call(tap, args, kwargs)
+    call = _open_call(tap, sdk, args, kwargs)
     if call is None:
         return wrapped(*args, **kwargs)
     token = CURRENT_CALL.set(call)
@@ -89,10 +91,10 @@ def _sdk_sync_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> An
         _close_call(tap, call)
 
 
-async def _sdk_async_call(tap: Tap, wrapped: Any, args: Any, kwargs: Any) -> Any:
+async def _sdk_async_call(tap: Tap, sdk: str, wrapped: Any, args: Any, kwargs: Any) -> Any:
     if CURRENT_CALL.get() is not None:
         return await wrapped(*args, **kwargs)
-    call = _open_call(tap, args, kwargs)
+    call = _open_call(tap, sdk, args, kwargs)
     if call is None:
         return await wrapped(*args, **kwargs)
     token = CURRENT_CALL.set(call)
@@ -103,11 +105,11 @@ async def _sdk_async_call(tap: Tap, wrapped: Any, args: Any, kwargs: Any) -> Any
         _close_call(tap, call)
 
 
-def _sdk_async_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+def _sdk_async_request(sdk: str, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     tap = _tap._active
     if tap is None:
         return wrapped(*args, **kwargs)
-    return _sdk_async_call(tap, wrapped, args, kwargs)
+    return _sdk_async_call(tap, sdk, wrapped, args, kwargs)
 
 
 # -- patch / unpatch ---------------------------------------------------------------------------------
@@ -138,10 +140,17 @@ def _patch_http(module: ModuleType) -> None:
 
 
 def _patch_sdk(module: ModuleType) -> None:
+    sdk = SDK_MODULES[module.__name__]
     for cls_name, wrapper in (("SyncAPIClient", _sdk_sync_request), ("AsyncAPIClient", _sdk_async_request)):
         owner = getattr(module, cls_name, None)
         if owner is not None:
-            _wrap(owner, "request", wrapper, f"{module.__name__}.{cls_name}")
+            _wrap(owner, "request", functools.partial(wrapper, sdk), f"{module.__name__}.{cls_name}")
+
+
+def _patch_aiohttp(module: ModuleType) -> None:
+    from llmtap._aiohttp import request_wrapper
+
+    _wrap(module.ClientSession, "_request", request_wrapper, f"{module.__name__}.ClientSession")
 
 
 def _imported(module: ModuleType) -> None:
@@ -168,6 +177,7 @@ def patch(sdk_calls: bool = True) -> list[str]:
     if _wanted:
         return []
     targets = [(name, _patch_http) for name in HTTP_MODULES]
+    targets.append((AIOHTTP_MODULE, _patch_aiohttp))
     if sdk_calls:
         targets += [(name, _patch_sdk) for name in SDK_MODULES]
     done: list[str] = []

@@ -25,7 +25,7 @@ from llmtap._log import internal_error
 from llmtap._observer import Ending
 from llmtap._tap import Attempt, Tap
 
-__all__ = ["observe_async", "observe_sync", "shells_for"]
+__all__ = ["observe_async", "observe_sync", "shells_for", "watch_drop"]
 
 _clock = time.perf_counter
 # Set while an observed attempt is being sent, so an explicit llmtap transport inside a patched
@@ -132,6 +132,12 @@ def _collected(tap: Tap, attempt: Attempt) -> None:
     _end(tap, attempt, Ending.DROPPED)
 
 
+def watch_drop(body: object, tap: Tap, attempt: Attempt) -> None:
+    """End ``attempt`` as dropped if ``body`` is garbage-collected before the attempt ended (the
+    aiohttp adapter's body; the shells above arm the same finaliser in :meth:`_Sending.responded`)."""
+    attempt.finalizer = weakref.finalize(body, _collected, tap, attempt)
+
+
 class _Sending:
     """The bookkeeping around one observed send, shared by the sync and async entry points."""
 
@@ -158,6 +164,18 @@ class _Sending:
     def failed(self, exc: BaseException) -> None:
         self._leave()
         _end(self.tap, self.attempt, Ending.RAISED, exc)
+
+    def answered(self, status: int, raw_headers: Any) -> bool:
+        """The send is over with a response's status and headers (for clients other than httpx, whose
+        responses :meth:`responded` takes whole); ``False`` when llmtap failed and ended the attempt."""
+        self._leave()
+        try:
+            self.attempt.observer.on_response(status, raw_headers, _now(self.attempt))
+        except Exception as exc:
+            _internal_error("on_response", exc)
+            _end(self.tap, self.attempt, Ending.INTERNAL)
+            return False
+        return True
 
     def responded(self, response: Any, shell: type) -> None:
         self._leave()
