@@ -26,7 +26,9 @@ the application imports aiohttp; ``uninstrument()`` restores it.
     google-genai's ``finally``) tell their ``content`` through ``set_exception``; the proxy receives
     it and ends the attempt as closed (dropped, when a dropped generator is being finalised);
   * an exception or a cancellation out of a read: raised, re-raised untouched;
-  * dropped: the proxy garbage-collected first (the finaliser the httpx shells use).
+  * dropped: the proxy garbage-collected first (the finaliser the httpx shells use). aiohttp itself
+    keeps an unreleased response alive until its body has arrived (the reader holds the response's
+    end-of-body callback), so a response dropped mid-stream is found only after that.
 
 Reads the proxy does not know (a future ``StreamReader`` method) reach the real reader unobserved,
 never broken. One ``_request`` is one attempt: aiohttp's redirects (rare for LLM APIs; recorded as
