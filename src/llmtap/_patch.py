@@ -7,8 +7,12 @@ sees every attempt exactly once. It is a private method: the patch checks it exi
 warning naming the version when it does not. Users who prefer no patching wrap their transport
 with :func:`wrap_transport` instead.
 
+**aiohttp.** ``aiohttp.ClientSession._request`` is wrapped by ``_aiohttp.py`` (where and why is
+written there), patched like the others only when the application imports aiohttp.
+
 **Logical calls.** The official SDKs retry inside their client's ``request()`` method; a guarded
-wrapper around it opens a :class:`~llmtap._calls.Call` so retries are linked (see ``_calls.py``).
+wrapper around it opens a :class:`~llmtap._calls.Call` so retries are linked (see ``_calls.py``), and
+its requests are LLM requests on any host (the call carries the SDK's provider name).
 """
 
 from __future__ import annotations
