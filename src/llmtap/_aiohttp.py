@@ -47,8 +47,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiohttp import ClientResponseError, StreamReader
+from multidict import CIMultiDict
+from yarl import URL
 
-from llmtap import _tap
+from llmtap import _stream, _tap
 from llmtap._observer import Ending
 from llmtap._stream import _begin, _clock, _closed, _end, _internal_error, _Sending, watch_drop
 from llmtap._tap import Attempt, Tap
@@ -60,18 +62,15 @@ _CONTENT_ENCODING = b"content-encoding"
 
 class _Request:
     """``ClientSession._request``'s arguments as :meth:`Tap.begin` reads a request (``url``,
-    ``method``, ``headers``, ``content``); each is worked out only when read, so a request that is
-    not an LLM API call costs only its URL."""
+    ``method``, ``headers``, ``content``); headers and content are worked out only when read, so a
+    request that is not an LLM API call costs only its URL."""
 
-    def __init__(self, session: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-        self._session = session
+    __slots__ = ("_args", "_kwargs", "url")
+
+    def __init__(self, url: URL, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+        self.url = url
         self._args = args
         self._kwargs = kwargs
-
-    @functools.cached_property
-    def url(self) -> Any:
-        target = self._args[1] if len(self._args) > 1 else self._kwargs["str_or_url"]
-        return self._session._build_url(target)  # the session's base_url applied, as _request does
 
     @property
     def method(self) -> str:
@@ -79,9 +78,10 @@ class _Request:
 
     @property
     def headers(self) -> Mapping[str, str]:
-        from multidict import CIMultiDict
-
-        return CIMultiDict(self._kwargs.get("headers") or ())
+        try:
+            return CIMultiDict(self._kwargs.get("headers") or ())
+        except Exception:  # headers aiohttp will refuse itself
+            return CIMultiDict()
 
     @property
     def content(self) -> bytes | Mapping[str, Any]:
@@ -94,16 +94,33 @@ class _Request:
         return body if isinstance(body, Mapping) else b""
 
 
+def _url(session: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> URL | None:
+    """The URL ``_request`` will send to (the session's ``base_url`` applied), ``None`` if it is not one:
+    aiohttp then tells the app so itself."""
+    try:
+        target = args[1] if len(args) > 1 else kwargs["str_or_url"]
+        build = getattr(session, "_build_url", None)  # aiohttp 3.8+: joins the session's base_url
+        url = build(target) if build is not None else URL(target)
+        return url if url.host else None
+    except Exception:
+        return None
+
+
 def request_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     """The wrapper of ``aiohttp.ClientSession._request`` (a coroutine function)."""
     tap = _tap._active
     if tap is None:
         return wrapped(*args, **kwargs)
-    return _observed(tap, _Request(instance, args, kwargs), functools.partial(wrapped, *args, **kwargs))
+    return _observed(tap, instance, args, kwargs, functools.partial(wrapped, *args, **kwargs))
 
 
-async def _observed(tap: Tap, request: _Request, send: Callable[[], Awaitable[Any]]) -> Any:
-    sending = _begin(tap, request)
+async def _observed(
+    tap: Tap, session: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any], send: Callable[[], Awaitable[Any]]
+) -> Any:
+    if _stream._OBSERVING.get():  # an httpx client above is observing this attempt already
+        return await send()
+    url = _url(session, args, kwargs)
+    sending = None if url is None else _begin(tap, _Request(url, args, kwargs))
     if sending is None:
         return await send()
     try:
