@@ -319,3 +319,29 @@ def test_request_body_from_data_bytes(sim: Simulator, cap: Capture) -> None:
     asyncio.run(main())
     cap.wait(1)
     assert [(r.request_model, r.outcome) for r in cap.records] == [("claude-bytes", Outcome.COMPLETED)]
+
+
+def test_app_retries_a_429(sim: Simulator, cap: Capture) -> None:
+    """An app's own retry loop over a raw session: each attempt is its own call; the retry count the
+    request carries (``x-stainless-retry-count``, as the SDKs send it) is read from aiohttp's headers."""
+
+    async def main() -> list[int]:
+        statuses = []
+        async with aiohttp.ClientSession() as session:
+            for retry in range(2):
+                headers = {
+                    **Scenario(tokens=3, fail=1, fail_status=429).headers(),
+                    "X-Stainless-Retry-Count": str(retry),
+                }
+                async with session.post(sim.base_url + "/v1/messages", json=BODY, headers=headers) as response:
+                    await response.read()
+                    statuses.append(response.status)
+        return statuses
+
+    assert asyncio.run(main()) == [429, 200]
+    cap.wait(2, calls=2)
+    assert [(r.outcome, r.status_code, r.resend_count, r.retry_reason) for r in cap.records] == [
+        (Outcome.SERVER_ERROR, 429, 0, None),
+        (Outcome.COMPLETED, 200, 1, "unknown"),
+    ]
+    assert [c.attempts for c in cap.calls] == [1, 1]
