@@ -162,6 +162,8 @@ class Tap:
         endpoint = self._matcher.lookup(url.host, port, path)
         if endpoint is None or otel_context.get_value(_SUPPRESS_KEYS[0]) or otel_context.get_value(_SUPPRESS_KEYS[1]):
             return None
+        if self._excluded is not None and self._excluded.url_disabled(str(url)):
+            return None
         call = CURRENT_CALL.get()
         if not endpoint.observed:
             if call is None or call.sdk is None:
@@ -169,8 +171,6 @@ class Tap:
                 return None
             # sent from inside an official SDK's call: an LLM request whatever the host
             endpoint = Endpoint(endpoint.provider, call.sdk)
-        if self._excluded is not None and self._excluded.url_disabled(str(url)):
-            return None
         info = call.info if call is not None else None
         if info is None:
             try:
