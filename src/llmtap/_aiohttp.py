@@ -1,8 +1,8 @@
 """aiohttp: ``aiohttp.ClientSession`` requests observed with the same observer and bookkeeping.
 
 google-genai's async client sends through aiohttp whenever aiohttp is installed, and so do other LLM
-clients. ``_patch.py`` wraps :data:`ClientSession._request <request_wrapper>` when (and only when)
-the application imports aiohttp; ``uninstrument()`` restores it.
+clients. ``_patch.py`` wraps ``ClientSession._request`` with :func:`request_wrapper` when (and only
+when) the application imports aiohttp; ``uninstrument()`` restores it.
 
 **Where the hook sits, and why.** Three seams were weighed:
 
@@ -10,7 +10,8 @@ the application imports aiohttp; ``uninstrument()`` restores it.
   a session the app or an SDK already made (google-genai's) cannot be given one; their
   ``on_response_chunk_received`` fires only for ``ClientResponse.read()``, not for the ``content``
   reads a streaming client does; and none says how the body ended (EOF, release, close, cancel, drop).
-- Client middlewares (aiohttp 3.12+) are per session too, and also end at the response headers.
+- Client middlewares (aiohttp 3.12+) are given per session or per call, so reaching every session
+  would take a patch anyway, and they too end at the response headers.
 - ``ClientSession._request`` is the one method every request of every session passes through
   (``request``, ``get``, ``post`` ...; google-genai itself reads its signature). It returns the
   response once its headers arrived; the body is then read from ``response.content`` (a
