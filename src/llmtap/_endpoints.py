@@ -173,9 +173,10 @@ class UnobservedHosts:
         origin = f"{scheme}://{'[' + shown + ']' if ':' in shown else shown}:{port}"
         suffix = next((s for s in provider.path_suffixes if path.rstrip("/").endswith(s)), "")
         logger.warning(
-            "llmtap: %s looks like an LLM API (a path ending %s) but is not observed: only requests from the "
-            "official SDKs are observed on any host; for other clients add %r to Settings.base_urls "
-            "(LLMTAP_BASE_URLS), or set match_any_host=True (LLMTAP_MATCH_ANY_HOST)",
+            "llmtap: %s looks like an LLM API (a path ending %s) but is not observed: on a host like this one "
+            "llmtap observes the official anthropic / openai SDKs' requests (sdk_calls), other clients' only "
+            "when you add %r to Settings.base_urls (LLMTAP_BASE_URLS) or set match_any_host=True "
+            "(LLMTAP_MATCH_ANY_HOST)",
             origin,
             suffix,
             origin,
