@@ -345,3 +345,21 @@ def test_app_retries_a_429(sim: Simulator, cap: Capture) -> None:
         (Outcome.COMPLETED, 200, 1, "unknown"),
     ]
     assert [c.attempts for c in cap.calls] == [1, 1]
+
+
+def test_the_proxy_hands_everything_else_to_the_real_reader(sim: Simulator, cap: Capture) -> None:
+    """What the proxy does not observe is the real reader's: attributes and methods work as before."""
+
+    async def main() -> tuple[int, bool, object, bool]:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(sim.base_url + "/v1/messages", json=BODY, headers=Scenario(tokens=2).headers()) as response,
+        ):
+            assert type(response.content).__name__ == "ObservedContent"  # the control: it is the proxy
+            await response.content.read()
+            return response.content.total_bytes, response.content.at_eof(), response.content.exception(), response.ok
+
+    total, at_eof, exception, ok = asyncio.run(main())
+    assert total > 0 and at_eof and exception is None and ok
+    cap.wait(1)
+    assert [r.outcome for r in cap.records] == [Outcome.COMPLETED]
