@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from llmtap._bounds import sanitize
 from llmtap._log import logger
-from llmtap.providers import anthropic, gemini, openai_chat, openai_responses
+from llmtap.providers import anthropic, cohere, gemini, openai_chat, openai_responses
 from llmtap.providers._base import Provider
 
 __all__ = ["Endpoint", "EndpointMatcher", "UnobservedHosts", "normalize_host"]
@@ -32,6 +32,7 @@ PROVIDERS: tuple[Provider, ...] = (
     openai_chat.PROVIDER,
     openai_responses.PROVIDER,
     gemini.PROVIDER,
+    cohere.PROVIDER,
 )
 # exact host, or ".suffix" / "-suffix" for every matching host -> gen_ai.provider.name
 KNOWN_HOSTS: dict[str, str] = {
@@ -48,6 +49,8 @@ KNOWN_HOSTS: dict[str, str] = {
     "api.groq.com": "groq",
     "api.mistral.ai": "mistral_ai",
     "api.perplexity.ai": "perplexity",
+    "api.cohere.com": "cohere",
+    "api.cohere.ai": "cohere",
 }
 _CACHE_LIMIT = 4096
 _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})

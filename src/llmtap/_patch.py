@@ -10,9 +10,10 @@ with :func:`wrap_transport` instead.
 **aiohttp.** ``aiohttp.ClientSession._request`` is wrapped by ``_aiohttp.py`` (where and why is
 written there), patched like the others only when the application imports aiohttp.
 
-**Logical calls.** The official SDKs retry inside their client's ``request()`` method; a guarded
+**Logical calls.** The SDKs retry inside one method of their client (:data:`SDK_HOOKS`); a guarded
 wrapper around it opens a :class:`~llmtap._calls.Call` so retries are linked (see ``_calls.py``), and
-its requests are LLM requests on any host (the call carries the SDK's provider name).
+its requests are LLM requests on any host (the call carries the SDK's provider name,
+:data:`SDK_PROVIDERS`).
 """
 
 from __future__ import annotations
@@ -32,8 +33,26 @@ from llmtap._tap import Tap
 __all__ = ["patch", "unpatch", "wrap_transport"]
 
 HTTP_MODULES = ("httpx", "httpx2")
-# the official SDKs' base client modules -> the provider name of their requests on hosts no rule covers
-SDK_MODULES = {"anthropic._base_client": "anthropic", "openai._base_client": "openai"}
+_STAINLESS = (("SyncAPIClient", "request", False), ("AsyncAPIClient", "request", True))
+SDK_HOOKS: dict[str, tuple[tuple[str, str, bool], ...]] = {
+    "anthropic._base_client": _STAINLESS,
+    "openai._base_client": _STAINLESS,
+    "groq._base_client": _STAINLESS,
+    # Speakeasy: one method sends a request and, when a retry_config is set, its retries
+    "mistralai.client.basesdk": (("BaseSDK", "do_request", False), ("BaseSDK", "do_request_async", True)),
+    # Fern: request() retries by calling itself (the inner calls join the outer one); stream() never retries
+    "cohere.core.http_client": (("HttpClient", "request", False), ("AsyncHttpClient", "request", True)),
+}
+"""SDK module -> (class, method, is async): the method that runs all the attempts of one SDK call."""
+SDK_MODULES = tuple(SDK_HOOKS)
+SDK_PROVIDERS: dict[str, str] = {
+    "anthropic._base_client": "anthropic",
+    "openai._base_client": "openai",
+    "groq._base_client": "groq",
+    "mistralai.client.basesdk": "mistral_ai",
+    "cohere.core.http_client": "cohere",
+}
+"""SDK module -> the provider name of its requests on a host no rule covers (``gen_ai.provider.name``)."""
 AIOHTTP_MODULE = "aiohttp"  # observed by ``_aiohttp.py``, below any httpx client sending through it
 
 _patched: list[tuple[Any, str, Any]] = []
@@ -144,11 +163,12 @@ def _patch_http(module: ModuleType) -> None:
 
 
 def _patch_sdk(module: ModuleType) -> None:
-    sdk = SDK_MODULES[module.__name__]
-    for cls_name, wrapper in (("SyncAPIClient", _sdk_sync_request), ("AsyncAPIClient", _sdk_async_request)):
+    sdk = SDK_PROVIDERS[module.__name__]
+    for cls_name, method, is_async in SDK_HOOKS[module.__name__]:
         owner = getattr(module, cls_name, None)
         if owner is not None:
-            _wrap(owner, "request", functools.partial(wrapper, sdk), f"{module.__name__}.{cls_name}")
+            wrapper = _sdk_async_request if is_async else _sdk_sync_request
+            _wrap(owner, method, functools.partial(wrapper, sdk), f"{module.__name__}.{cls_name}")
 
 
 def _patch_aiohttp(module: ModuleType) -> None:
