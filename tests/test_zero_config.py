@@ -120,3 +120,10 @@ def test_hints_are_bounded(caplog: pytest.LogCaptureFixture) -> None:
     assert len(lines) == MAX_HINTS + 1
     assert "not observed; the first" in lines[-1]
     assert all("\n" not in line for line in lines)  # control characters never reach the log
+
+
+def test_every_hooked_sdk_has_a_provider_name() -> None:
+    """What an SDK's call sends on an uncovered host is named after the SDK: each hook has its name."""
+    from llmtap._patch import SDK_HOOKS, SDK_PROVIDERS
+
+    assert set(SDK_PROVIDERS) == set(SDK_HOOKS)

@@ -163,7 +163,7 @@ def _patch_http(module: ModuleType) -> None:
 
 
 def _patch_sdk(module: ModuleType) -> None:
-    sdk = SDK_PROVIDERS[module.__name__]
+    sdk = SDK_PROVIDERS.get(module.__name__) or module.__name__.split(".")[0]  # a test keeps the two in step
     for cls_name, method, is_async in SDK_HOOKS[module.__name__]:
         owner = getattr(module, cls_name, None)
         if owner is not None:
