@@ -25,6 +25,8 @@ from llmtap import Outcome, _stream
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture, capture
 
+from ._rawserver import RawServer, Reply, http_response
+
 BODY: dict[str, Any] = {
     "model": "claude-raw-aio",
     "max_tokens": 64,
@@ -363,3 +365,39 @@ def test_the_proxy_hands_everything_else_to_the_real_reader(sim: Simulator, cap:
     assert total > 0 and at_eof and exception is None and ok
     cap.wait(1)
     assert [r.outcome for r in cap.records] == [Outcome.COMPLETED]
+
+
+def _sse(event: str, **data: Any) -> bytes:
+    return f"event: {event}\ndata: {json.dumps({'type': event, **data})}\n\n".encode()
+
+
+def test_the_attempt_ends_at_the_terminal_event() -> None:
+    """The attempt ends with the read that completes ``message_stop``, although the body goes on (a
+    comment 0.3 s later) and the response is not released yet; the control: not a read earlier."""
+    events = [
+        _sse("message_start", message={"id": "msg_1", "model": "m", "usage": {"input_tokens": 3}}),
+        _sse("content_block_delta", index=0, delta={"type": "text_delta", "text": "hi"}),
+        _sse("message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": 1}),
+        _sse("message_stop"),
+    ]
+    head = http_response(200, [(b"content-type", b"text/event-stream"), (b"connection", b"close")], b"")
+    with RawServer(Reply([head + b"".join(events), b": trailing comment\n\n"], pause=0.3)) as raw:
+
+        async def main() -> list[list[Outcome]]:
+            seen: list[list[Outcome]] = []
+            async with (
+                aiohttp.ClientSession() as session,
+                session.post(raw.base_url + "/v1/messages", json=BODY) as response,
+            ):
+                while line := await response.content.readline():
+                    seen.append([r.outcome for r in cap.records])
+                    if line == b"\n" and len(seen) == 4 * 3:  # the blank line that ends message_stop
+                        assert not response.content.at_eof()  # the body goes on
+                        break
+            return seen
+
+        with capture(llmtap.Settings(base_urls=(raw.base_url,))) as cap:
+            seen = asyncio.run(main())
+    assert seen[:-1] == [[]] * (len(seen) - 1) and seen[-1] == [Outcome.COMPLETED]
+    (record,) = cap.records
+    assert (record.usage.input_tokens, record.usage.output_tokens, record.stop_reason) == (3, 1, "end_turn")

@@ -22,7 +22,8 @@ when) the application imports aiohttp; ``uninstrument()`` restores it.
 
   * the real bytes, as the app gets them and when it gets them (as the httpx shells time them);
     after aiohttp's own decompression, so the observer is then not told the ``content-encoding``;
-  * EOF: the read after which the reader is at EOF (every byte handed out);
+  * the provider's terminal event (``message_stop``, ``[DONE]`` ...), parsed from what a read
+    returned, as in the httpx shells; else EOF: the read after which the reader is at EOF;
   * release / close: ``ClientResponse.release()`` and ``close()`` (hence ``async with`` and
     google-genai's ``finally``) tell their ``content`` through ``set_exception``; the proxy receives
     it and ends the attempt as closed (dropped, when a dropped generator is being finalised);
@@ -53,7 +54,7 @@ from yarl import URL
 
 from llmtap import _stream, _tap
 from llmtap._observer import Ending
-from llmtap._stream import _begin, _clock, _closed, _end, _internal_error, _Sending, watch_drop
+from llmtap._stream import _after_the_end, _begin, _clock, _closed, _end, _internal_error, _Sending, watch_drop
 from llmtap._tap import Attempt, Tap
 
 __all__ = ["ObservedContent", "request_wrapper"]
@@ -197,7 +198,9 @@ class ObservedContent:
     def _seen(self, data: bytes) -> None:
         if data:
             try:
-                self._on_chunk(data, _clock())
+                if self._on_chunk(data, _clock()):  # the provider's terminal event: the attempt ends here
+                    self._on_chunk = _after_the_end
+                    _end(self._tap, self._attempt, Ending.TERMINAL)
             except Exception as exc:
                 _internal_error("on_chunk", exc)
         if self._inner.at_eof():
