@@ -127,3 +127,23 @@ def test_every_hooked_sdk_has_a_provider_name() -> None:
     from llmtap._patch import SDK_HOOKS, SDK_PROVIDERS
 
     assert set(SDK_PROVIDERS) == set(SDK_HOOKS)
+
+
+def test_bedrock_client_on_a_private_endpoint_keeps_its_service_name(
+    sim: Simulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``AnthropicBedrock`` pointed at a host no rule covers (a VPC endpoint; here the simulator): the
+    SDK's call makes it observed, and Bedrock's own API keeps the name ``aws.bedrock``, not the SDK's."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")  # fake: SigV4 signs locally, nobody checks
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "ANTHROPIC_BEDROCK_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    with capture(llmtap.Settings()) as cap:
+        client = anthropic.AnthropicBedrock(base_url=sim.base_url, aws_region="us-east-1", max_retries=0)
+        client.messages.create(
+            model="anthropic.claude-zero-v1:0", max_tokens=8, messages=MESSAGES, extra_headers=Scenario().headers()
+        )
+        cap.wait(1, calls=1)
+    assert [(r.provider, r.outcome, r.request_model) for r in cap.records] == [
+        ("aws.bedrock", Outcome.COMPLETED, "anthropic.claude-zero-v1:0")
+    ]

@@ -132,7 +132,8 @@ class Settings(BaseModel):
     """The value every bounded label takes past its limit; each replacement is counted in
     ``llmtap_label_overflows_total{label}``. (Named for its first use; it applies to all bounded labels.)"""
     max_event_bytes: int = Field(default=4 << 20, ge=1024)
-    """Largest single SSE event parsed; longer ones are dropped and counted as parse errors."""
+    """Largest single SSE event (or AWS event-stream message, Bedrock) parsed; longer ones are dropped
+    and counted as parse errors."""
     max_json_bytes: int = Field(default=8 << 20, ge=1024)
     """Largest non-streaming JSON body parsed (usage sits at its end)."""
     metric_prefix_namespace: str = ""

@@ -54,14 +54,6 @@ def _now(attempt: Attempt) -> float:
         return attempt.observer.start.started_at
 
 
-def _closing_a_dropped_generator() -> bool:
-    """True when close() runs while a ``GeneratorExit`` is being handled because the SDK's stream
-    generators are being finalised after the app dropped them (the SDKs close the response in a
-    ``finally``), not because the app closed them: the app closing a stream that the SDK then closes
-    at once (google-genai's sync generator, cohere's: ``break``, then ``close()``) is ``client_closed``."""
-    return isinstance(sys.exc_info()[1], GeneratorExit) and not _closed_by_the_app()
-
-
 _GENERATORS = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
 _CLOSE_NAMES = frozenset({"close", "aclose"})
 
@@ -120,19 +112,25 @@ def _end(tap: Tap, attempt: Attempt, ending: Ending, exc: BaseException | None =
         _internal_error("end", own)
 
 
-def _dropped(tap: Tap, attempt: Attempt) -> None:
-    """The app dropped the response: perhaps inside the garbage collector, so only hand it off (no
-    lock, no logging; the clock read is plain)."""
+def _dropped(tap: Tap, attempt: Attempt, ending: Ending = Ending.DROPPED) -> None:
+    """An ending that may run inside the garbage collector: only handed off (no lock, no logging; the
+    clock read is plain)."""
     try:
         at = _clock()
     except Exception:
         at = attempt.observer.start.started_at
-    _handoff.defer(tap, attempt, Ending.DROPPED, at, None)
+    _handoff.defer(tap, attempt, ending, at, None)
 
 
 def _closed(tap: Tap, attempt: Attempt) -> None:
-    if _closing_a_dropped_generator():
-        _dropped(tap, attempt)
+    """``close()``. While a ``GeneratorExit`` is being handled, the SDK's stream generators are being
+    closed: by the app (``break`` then ``close()``: google-genai's and cohere's sync generators close
+    the response at once, ``client_closed``) or finalised because the app dropped them (the SDKs close
+    the response in a ``finally``: ``abandoned``), perhaps inside the garbage collector; which one is a
+    reading of the frames (:func:`_closed_by_the_app`), and either way the ending is only handed off,
+    so a misreading can never end an attempt inside the collector."""
+    if isinstance(sys.exc_info()[1], GeneratorExit):
+        _dropped(tap, attempt, Ending.CLOSED if _closed_by_the_app() else Ending.DROPPED)
     else:
         _end(tap, attempt, Ending.CLOSED)
 

@@ -21,7 +21,7 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 from llmtap import _attributes, _handoff
 from llmtap._bounds import RecordBounds, sanitize
 from llmtap._calls import CURRENT_CALL, Call, call_record
-from llmtap._endpoints import PROVIDERS, Endpoint, EndpointMatcher, UnobservedHosts
+from llmtap._endpoints import PROVIDERS, EndpointMatcher, UnobservedHosts, sdk_endpoint
 from llmtap._log import internal_error
 from llmtap._metrics import INSTRUMENTS, Instrument
 from llmtap._observer import AttemptObserver, Ending, ObserverConfig
@@ -198,7 +198,7 @@ class Tap:
                 self._unobserved.note(url.scheme, url.host, port, path, endpoint.provider)
                 return None
             # sent from inside an official SDK's call: an LLM request whatever the host
-            endpoint = Endpoint(endpoint.provider, call.sdk)
+            endpoint = sdk_endpoint(endpoint, call.sdk)
         info = call.info if call is not None else None
         if info is None:
             try:
@@ -210,7 +210,7 @@ class Tap:
         if info.model is None:
             path_model = provider.model_from_path(path)
             if path_model is not None:
-                stream = info.stream if info.stream is not None else path.endswith(":streamGenerateContent")
+                stream = info.stream if info.stream is not None else provider.stream_from_path(path)
                 info = RequestInfo(path_model, stream, info.max_tokens)
         started_at = time.perf_counter()
         if call is not None:
