@@ -44,7 +44,7 @@ test: $(STAMP) prometheus lint typecheck dashboards
 	LLMTAP_REQUIRE_PROMETHEUS=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## bench: llmtap's cost inside the real SDKs vs the issue's targets, ~5 min (BENCH_ARGS=--quick: ~1 min;
-## BENCH_ARGS=--pure: the pure-path profiling benchmarks). Method and figures: benchmarks/README.md
+## python benchmarks/micro.py: the sub-µs figures). Method and figures: benchmarks/README.md
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sdk.py $(BENCH_ARGS)
 

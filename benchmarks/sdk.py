@@ -832,7 +832,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("-o", "--output", metavar="JSON", help="write every value as a pyperf suite")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory-per-stream check")
-    parser.add_argument("--pure", action="store_true", help="run the pure-path benchmarks (benchmarks/run.py) instead")
     parser.add_argument("--memory", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--markdown", nargs="+", metavar="ROUNDS_JSON", help="print markdown tables of earlier runs' raw rounds"
@@ -851,11 +850,6 @@ def _load_plan(path: str) -> Plan:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--pure" in argv:
-        # the pure-path benchmarks (observer, shells, exporters outside the SDK): a profiling tool
-        argv.remove("--pure")
-        pure = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run.py")
-        return subprocess.call([sys.executable, pure, *argv])
     args = parse_args(argv)
     if args.markdown:
         markdown(args.markdown)
