@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from llmtap import Outcome
-from llmtap._run import RUN_ENV, RunError, prepare
+from llmtap._run import RUN_ENV, USAGE, RunError, prepare
 from llmtap._settings import NON_SETTINGS_ENV
+from llmtap.cli import _parser, main
 from llmtap.simulator import Simulator
 from tests._deploy import Scrape, free_port, histogram_count, posts, spans
 from tests._otlp import Receiver, otlp_receiver
@@ -347,3 +348,26 @@ def test_worker_that_cannot_bind_logs_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
     assert f"cannot serve /metrics on 127.0.0.1:{port}" in lines[0] and "runs without llmtap" in lines[0]
     assert "PROMETHEUS_MULTIPROC_DIR" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["run"], "no command given"),
+        (["run", "--"], "no command given"),
+        (["run", "--metrics-port", "70000", "--", "x"], "--metrics-port: Input should be less than or equal to 65535"),
+        (["run", "--metrics-port", "x", "--", "true"], "--metrics-port: Input should be a valid integer"),
+        (["run", "--metrics-addr", "foo", "--", "true"], "--metrics-addr: must be an IP address"),
+        (["run", "--bogus", "--", "true"], "unrecognized arguments: --bogus"),
+    ],
+)  # fmt: skip
+def test_argument_errors_blame_the_argument(argv: list[str], error: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    usage, message = capsys.readouterr().err.splitlines()
+    assert usage == f"usage: {USAGE}" and "--metrics-addr" in usage
+    assert error in message and message.startswith("llmtap run: error: ") and "LLMTAP_" not in message, message
+    # control: valid values parse, as the numbers and addresses Settings accepts
+    args, unknown = _parser().parse_known_args(["run", "--metrics-port", "65535", "--metrics-addr", "::", "--", "x"])
+    assert (args.metrics_port, args.metrics_addr, args.program, unknown) == (65535, "::", ["--", "x"], [])
