@@ -218,8 +218,8 @@ def test_tokens_first_token_and_stop_reason(
     assert record.request_id is None  # the Gemini API sends no request-id header
     if action == "stream":
         assert served.first_token_sent_at is not None and record.first_token_at is not None
-        # causal and close; the 1 ms accuracy is checked over many streams in test_ttft_accuracy.py
-        assert 0 <= record.first_token_at - served.first_token_sent_at < 0.02
+        # causal, and at the first token, not at the end (the 1 ms accuracy: test_ttft_accuracy.py)
+        assert served.first_token_sent_at <= record.first_token_at < served.ended_at
         assert record.chunks >= 7  # six text chunks and the finishReason chunk, no [DONE]
     else:
         assert record.first_token_at is None and served.first_token_sent_at is None
