@@ -229,8 +229,10 @@ def test_claims(report: ProbeReport) -> None:
     assert fit is not None
     measured_line = parse_formula(f"{fit.a:.9f} + {fit.b:.9f}*tokens")
     assert check_latency(measured_line, fit, statistics.median(inputs)).holds is True
-    # ...and a claim only 25 % off in the per-token time is caught
-    wrong_slope = parse_formula(f"{fit.a:.9f} + {fit.b * 1.25:.9f}*tokens")
+    # ...and a claim whose per-token time is off by twice what this run resolves (its confidence band at
+    # the longest answer; a few per cent on a quiet machine, more on a busy one) is caught
+    off = 2 * fit.band(fit.x_max) / fit.x_max
+    wrong_slope = parse_formula(f"{fit.a:.9f} + {fit.b + off:.9f}*tokens")
     assert check_latency(wrong_slope, fit, statistics.median(inputs)).holds is False
 
 
@@ -305,7 +307,7 @@ def test_endpoint_with_a_key_never_leaks_it(black_box: Simulator) -> None:
         if s.outcome == Outcome.COMPLETED.value and s.output_tokens and s.request_id in by_id
     ]
     added = fit_line([x for x, _ in rows], [y for _, y in rows])
-    assert added is not None and added.n == fit.n and min(y for _, y in rows) >= 0
+    assert added is not None and added.n == fit.n
     lo, hi = widened(added.b, added.b_ci, added.n)
     assert lo <= 0 <= hi, (added.b, lo, hi, fit.b)
 
@@ -364,7 +366,7 @@ def test_cli_end_to_end(tmp_path: Path) -> None:
         assert expected in out, out
     # the default simulator injects 50 ms TTFT and 4 ms per token: the report says so
     fit_line_text = next(line for line in out.splitlines() if line.strip().startswith("duration ≈"))
-    found = re.search(r"\+ ([\d.]+) ms \[([\d.]+) \.\. ([\d.]+)\] x output_tokens .*n=(\d+)", fit_line_text)
+    found = re.search(r"\+ (-?[\d.]+) ms \[(-?[\d.]+) \.\. (-?[\d.]+)\] x output_tokens .*n=(\d+)", fit_line_text)
     assert found is not None, fit_line_text
     per_token, lo95, hi95, n = float(found[1]), float(found[2]), float(found[3]), int(found[4])
     _, hi = widened(per_token, (lo95, hi95), n)
