@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,14 +38,24 @@ def _client(sim: Simulator, mode: str, **kwargs: Any) -> Any:
     return anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="sk-test-secret", **kwargs)
 
 
-def drive(sim: Simulator, mode: str, action: str, scenario: Scenario, **client_kwargs: Any) -> Run:
-    """Run one SDK call in ``mode`` doing ``action`` with the stream; never raises."""
+def drive(
+    sim: Simulator,
+    mode: str,
+    action: str,
+    scenario: Scenario,
+    *,
+    factory: Callable[..., Any] = _client,
+    **client_kwargs: Any,
+) -> Run:
+    """Run one SDK call in ``mode`` doing ``action`` with the stream; never raises.
+
+    ``factory(sim, mode, **client_kwargs)`` builds the client (any client of the ``anthropic`` package)."""
     run = Run()
     headers = scenario.headers()
     params: dict[str, Any] = {"model": "claude-test", "max_tokens": 64, "messages": MSG, "extra_headers": headers}
 
     def sync_body() -> None:
-        client = _client(sim, "sync", **client_kwargs)
+        client = factory(sim, "sync", **client_kwargs)
         try:
             if action == "create":
                 run.extra["message"] = client.messages.create(**params)
@@ -84,7 +95,7 @@ def drive(sim: Simulator, mode: str, action: str, scenario: Scenario, **client_k
             client.close()
 
     async def async_body() -> None:
-        client = _client(sim, "async", **client_kwargs)
+        client = factory(sim, "async", **client_kwargs)
         try:
             if action == "create":
                 run.extra["message"] = await client.messages.create(**params)

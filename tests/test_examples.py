@@ -79,3 +79,12 @@ def test_prometheus_scrape_config_is_valid(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "SUCCESS" in out.stdout + out.stderr
+
+
+def test_cost_budget_example_rules() -> None:
+    """examples/cost_budget: the rule checks, and its promtool cases (over budget fires, under does not) pass."""
+    promtool = require("promtool")
+    folder = EXAMPLES / "cost_budget"
+    for args in (["check", "rules", "rules.yaml"], ["test", "rules", "test.yaml"]):
+        done = subprocess.run([promtool, *args], cwd=folder, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr

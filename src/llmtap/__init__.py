@@ -11,10 +11,11 @@ metrics and an OpenTelemetry span, whatever way its stream ends (see :class:`Out
 
 import typing as _typing
 
+from llmtap._attributes import attributes
 from llmtap._lifecycle import instrument, uninstrument
 from llmtap._patch import wrap_transport
-from llmtap._record import AttemptRecord, AttemptStart, CallRecord, Outcome, RateLimit, Usage
-from llmtap._settings import Settings
+from llmtap._record import AttemptRecord, AttemptStart, CallRecord, Cost, Outcome, RateLimit, Usage
+from llmtap._settings import ModelPrice, Settings
 from llmtap._tap import Tap
 from llmtap._version import __version__
 
@@ -25,13 +26,16 @@ __all__ = [
     "AttemptRecord",
     "AttemptStart",
     "CallRecord",
+    "Cost",
     "LlmtapInstrumentor",
+    "ModelPrice",
     "Outcome",
     "RateLimit",
     "Settings",
     "Tap",
     "Usage",
     "__version__",
+    "attributes",
     "instrument",
     "uninstrument",
     "wrap_transport",

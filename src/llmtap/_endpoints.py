@@ -1,19 +1,22 @@
 """Which requests are LLM API traffic, and which provider parser reads them.
 
 An API is recognised by the end of the URL path (``/messages``, ``/chat/completions``,
-``/responses``, ``:streamGenerateContent`` ...) on a known public host, below a configured base URL,
-or on any host with ``match_any_host``. The provider *name* (``gen_ai.provider.name``) comes from the
-user's override, else the known host (``azure.ai.openai`` for Azure OpenAI), else the parser's own
-(``openai`` for every OpenAI-compatible server). Decided once per (host, port, path) and cached;
-non-LLM traffic costs one dict lookup.
+``/responses``, ``:streamGenerateContent``, Bedrock's ``/invoke``, Vertex's ``:rawPredict`` ...), which
+its parser may confirm from the whole path (:meth:`~llmtap.providers.Provider.accepts_path`: Claude's
+publisher on Vertex, a Claude model on Bedrock), on a known public host (``KNOWN_HOSTS``,
+``CLOUD_HOSTS``), below a configured base URL, or on any host with ``match_any_host``. The provider
+*name* (``gen_ai.provider.name``) comes from the user's override, else the known host
+(``azure.ai.openai`` for Azure OpenAI), else the parser's own (``openai`` for every OpenAI-compatible
+server). Decided once per (host, port, path) and cached; non-LLM traffic costs one dict lookup.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from llmtap.providers import anthropic, gemini, openai_chat, openai_responses
+from llmtap.providers import anthropic, bedrock, cohere, gemini, openai_chat, openai_responses, vertex_anthropic
 from llmtap.providers._base import Provider
 
 __all__ = ["Endpoint", "EndpointMatcher"]
@@ -23,6 +26,9 @@ PROVIDERS: tuple[Provider, ...] = (
     openai_chat.PROVIDER,
     openai_responses.PROVIDER,
     gemini.PROVIDER,
+    cohere.PROVIDER,
+    bedrock.PROVIDER,
+    vertex_anthropic.PROVIDER,
 )
 # exact host, or ".suffix" / "-suffix" for every matching host -> gen_ai.provider.name
 KNOWN_HOSTS: dict[str, str] = {
@@ -39,7 +45,20 @@ KNOWN_HOSTS: dict[str, str] = {
     "api.groq.com": "groq",
     "api.mistral.ai": "mistral_ai",
     "api.perplexity.ai": "perplexity",
+    "api.cohere.com": "cohere",
+    "api.cohere.ai": "cohere",
+    "claude.googleapis.com": "anthropic",  # AnthropicGoogleCloud
 }
+# Cloud hosts with the region inside the name (full match, after KNOWN_HOSTS). The name follows the
+# semconv registry and the anthropic SDK's own ``gen_ai.provider.name``: Claude on Bedrock (its
+# runtime and Mantle) is ``aws.bedrock``, on Vertex ``gcp.vertex_ai``; Anthropic's own API served
+# from AWS (``AnthropicAWS``) stays ``anthropic``.
+CLOUD_HOSTS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"bedrock-runtime(-fips)?\.[a-z0-9-]+\.amazonaws\.com(\.cn)?"), "aws.bedrock"),
+    (re.compile(r"bedrock-mantle\.[a-z0-9-]+\.api\.aws"), "aws.bedrock"),
+    (re.compile(r"aws-external-anthropic\.[a-z0-9-]+\.api\.aws"), "anthropic"),
+    (re.compile(r"aiplatform\.[a-z0-9-]+\.rep\.googleapis\.com"), "gcp.vertex_ai"),
+)
 _CACHE_LIMIT = 4096
 
 
@@ -53,7 +72,7 @@ def _by_suffix(path: str) -> Provider | None:
     path = path.rstrip("/")
     for provider in PROVIDERS:
         for suffix in provider.path_suffixes:
-            if path.endswith(suffix):
+            if path.endswith(suffix) and provider.accepts_path(path):
                 return provider
     return None
 
@@ -64,6 +83,9 @@ def known_host_name(host: str) -> str | None:
         return name
     for pattern, value in KNOWN_HOSTS.items():
         if pattern[0] in ".-" and host.endswith(pattern):
+            return value
+    for regex, value in CLOUD_HOSTS:
+        if regex.fullmatch(host):
             return value
     return None
 
@@ -110,5 +132,7 @@ class EndpointMatcher:
         if known is not None or self._any:
             provider = _by_suffix(path)
             if provider is not None:
+                if known == "azure.ai.openai" and provider is anthropic.PROVIDER:
+                    known = "anthropic"  # Claude in Azure AI Foundry: the SDK's own name for it
                 return Endpoint(provider, known or provider.name)
         return None

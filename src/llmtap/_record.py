@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-__all__ = ["AttemptRecord", "AttemptStart", "CallRecord", "Outcome", "RateLimit", "Usage"]
+if TYPE_CHECKING:
+    from opentelemetry.trace import SpanContext
+
+__all__ = ["AttemptRecord", "AttemptStart", "CallRecord", "Cost", "Outcome", "RateLimit", "Usage"]
 
 
 class Outcome(enum.StrEnum):
@@ -62,6 +65,21 @@ class RateLimit(NamedTuple):
     reset_seconds: float | None
 
 
+class Cost(NamedTuple):
+    """USD an attempt cost, per token type (``input`` is uncached input), and what its cache reads saved
+    against plain input (``Settings.cost``)."""
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+    cache_savings: float
+
+    @property
+    def total(self) -> float:
+        return self.input + self.output + self.cache_read + self.cache_write
+
+
 class AttemptStart(NamedTuple):
     """What is known when an attempt is sent: the immutable value every sink starts from.
 
@@ -87,6 +105,10 @@ class AttemptStart(NamedTuple):
     """For a retry: what the previous attempt of the call failed with (``429``, ``timeout`` ...)."""
     call_id: str | None
     """The logical SDK call this attempt belongs to (``None`` outside an SDK call)."""
+    attributes: tuple[tuple[str, str], ...]
+    """What :func:`llmtap.attributes` (and ``Settings.baggage_attributes``) attached: span attributes."""
+    attribute_labels: tuple[str, ...]
+    """The values of ``Settings.attribute_labels``, in that order, bounded (``""``: not set)."""
     started_at: float
     start_unix_ns: int
 
@@ -111,6 +133,8 @@ class AttemptRecord(NamedTuple):
     resend_count: int
     retry_reason: str | None
     call_id: str | None
+    attributes: tuple[tuple[str, str], ...]
+    attribute_labels: tuple[str, ...]
     started_at: float
     start_unix_ns: int
     # -- how it ended
@@ -144,6 +168,11 @@ class AttemptRecord(NamedTuple):
     server_time: float | None
     """Server-reported processing time, seconds (``openai-processing-ms``)."""
     parse_errors: int
+    cost: Cost | None = None
+    """What the attempt cost (``Settings.cost``; ``None``: off, no usage, or the model has no price)."""
+    span_context: SpanContext | None = None
+    """The attempt's sampled span (``Settings.exemplars``): the metric exporters attach it to their
+    histograms as an exemplar, so a dashboard jumps from a latency spike to the trace."""
 
     @property
     def stop_reason(self) -> str | None:
@@ -185,6 +214,10 @@ class CallRecord(NamedTuple):
     started_at: float
     ended_at: float
     first_token_at: float | None
+    span_context: SpanContext | None = None
+    """The last attempt's sampled span (``Settings.exemplars``)."""
+    attribute_labels: tuple[str, ...] = ()
+    """The call's ``Settings.attribute_labels`` values (its last attempt's)."""
 
     @property
     def duration(self) -> float:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import json
 import os
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -28,6 +29,7 @@ __all__ = [
     "NON_SETTINGS_ENV",
     "RETRY_AFTER_BUCKETS",
     "TOKEN_BUCKETS",
+    "ModelPrice",
     "Settings",
 ]
 
@@ -39,6 +41,17 @@ started by ``llmtap run``), so never reported as unknown."""
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
 _BOOL_HELP = "true/false, 1/0, yes/no or on/off (any case)"
+
+
+class ModelPrice(BaseModel):
+    """USD per million tokens of one model; the cache rates default to the input rate."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
 
 
 class Settings(BaseModel):
@@ -63,6 +76,11 @@ class Settings(BaseModel):
     """Export Prometheus metrics."""
     traces: bool = True
     """Export one OpenTelemetry span per attempt."""
+    exemplars: bool = True
+    """Attach each attempt's trace id (when its span is sampled) to the duration and time-to-first-token
+    histograms as an exemplar, on the Prometheus path (OpenMetrics scrapes; not in prometheus-client's
+    multiprocess mode, which cannot store them) and the OpenTelemetry one (the SDK's exemplar filter).
+    Needs ``traces``."""
     otel_metrics: bool = True
     """Also record every metric through the OpenTelemetry meter provider (for OTLP / a Collector);
     with an exporting meter provider, set ``metrics=False`` so the names do not arrive twice."""
@@ -84,6 +102,26 @@ class Settings(BaseModel):
     max_error_types: int = Field(default=50, ge=1, le=10_000)
     """Distinct error types beyond the documented ones (provider error types, HTTP statuses, transport
     exceptions) before new ones map to ``model_overflow``."""
+    attribute_labels: tuple[str, ...] = ()
+    """Keys of :func:`llmtap.attributes` (or of ``baggage_attributes``) that also become metric labels,
+    e.g. ``("feature",)``; every other key is a span attribute only. Keep it to a few: each adds its
+    values' count to every series of a model."""
+    max_attribute_values: int = Field(default=50, ge=1, le=10_000)
+    """Distinct values per attribute label before new ones map to ``model_overflow`` (counted)."""
+    baggage_attributes: tuple[str, ...] = ()
+    """OpenTelemetry baggage keys read as attributes when an attempt begins (zero-code apps: the web
+    framework's instrumentation puts the incoming W3C ``baggage`` header in the context)."""
+    genai_semconv: Literal["default", "latest", "both"] = "default"
+    """Which GenAI semantic-convention token metrics to emit: ``default`` (``gen_ai.client.token.usage``,
+    by ``gen_ai.token.type``), ``latest`` (``gen_ai.client.inference.operation.input_tokens`` /
+    ``.output_tokens``, the split the GenAI conventions now define) or ``both`` during a migration. The
+    shipped dashboards read either."""
+    cost: bool = False
+    """Export what each attempt cost in USD (``llmtap_cost_usd_total`` by token type, the cache's savings,
+    unpriced attempts), priced by ``genai-prices`` (``pip install 'llmtap[cost]'``) and ``prices``."""
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    """USD per million tokens by model name, over the price table (negotiated prices, self-hosted
+    models): ``{"my-model": {"input": 0.5, "output": 1.5}}`` (``LLMTAP_PRICES`` takes this JSON)."""
     max_servers: int = Field(default=50, ge=1, le=10_000)
     """Distinct (``server.address``, ``server.port``) pairs before new ones map to (``model_overflow``,
     0). Only matters with ``match_any_host`` or many ``base_urls``: a fleet of self-hosted servers."""
@@ -91,7 +129,8 @@ class Settings(BaseModel):
     """The value every bounded label takes past its limit; each replacement is counted in
     ``llmtap_label_overflows_total{label}``. (Named for its first use; it applies to all bounded labels.)"""
     max_event_bytes: int = Field(default=4 << 20, ge=1024)
-    """Largest single SSE event parsed; longer ones are dropped and counted as parse errors."""
+    """Largest single SSE event (or AWS event-stream message, Bedrock) parsed; longer ones are dropped
+    and counted as parse errors."""
     max_json_bytes: int = Field(default=8 << 20, ge=1024)
     """Largest non-streaming JSON body parsed (usage sits at its end)."""
     metric_prefix_namespace: str = ""
@@ -107,6 +146,20 @@ class Settings(BaseModel):
     """Expose prometheus-client's ``*_created`` series for llmtap's counters and histograms (one per
     label set). Off by default: the shipped rules never read them; decided per exporter, not
     process-wide (``disable_created_metrics()`` would also change the app's own metrics)."""
+
+    @field_validator("attribute_labels", "baggage_attributes")
+    @classmethod
+    def _check_attribute_keys(cls, keys: tuple[str, ...]) -> tuple[str, ...]:
+        from llmtap._attributes import KEY_PATTERN
+        from llmtap._metrics import INSTRUMENTS, label_name
+
+        taken = {label for spec in INSTRUMENTS for label in spec.labels} | {"le", "job", "instance"}
+        for key in keys:
+            if not KEY_PATTERN.match(key):
+                raise ValueError(f"attribute key {key!r} must match {KEY_PATTERN.pattern}")
+            if label_name(key) in taken:
+                raise ValueError(f"attribute key {key!r} is already a label of llmtap's metrics")
+        return keys
 
     @field_validator("exclude_metrics")
     @classmethod
@@ -203,6 +256,11 @@ def _from_text(name: str, annotation: Any, raw: str) -> Any:
     if origin is tuple:
         return tuple(p.strip() for p in raw.split(",") if p.strip())
     if origin is dict:
+        if raw.lstrip().startswith("{"):  # a JSON object (LLMTAP_PRICES, or any mapping)
+            try:
+                return json.loads(raw)
+            except ValueError as exc:
+                raise ValueError(f"expected a JSON object: {exc}") from None
         pairs: dict[str, str] = {}
         for part in (p.strip() for p in raw.split(",")):
             if not part:

@@ -32,9 +32,12 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from opentelemetry import metrics
+from opentelemetry import metrics, trace
+from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+from opentelemetry.trace import SpanContext
 
+from llmtap._cost import COST_TYPES
 from llmtap._metrics import (
     BASE_ATTRIBUTES,
     COUNTER,
@@ -61,7 +64,7 @@ class _Off:
     def add(self, amount: float, attributes: Attributes | None = None) -> None:
         pass
 
-    def record(self, amount: float, attributes: Attributes | None = None) -> None:
+    def record(self, amount: float, attributes: Attributes | None = None, context: Any = None) -> None:
         pass
 
 
@@ -89,15 +92,17 @@ class OtelMetricsExporter:
         namespace: str = "",
         exclude: tuple[str, ...] = (),
         chunk_gaps: bool = True,
+        attribute_labels: tuple[str, ...] = (),
     ) -> None:
         shared = _shared(meter_provider, namespace)
         excluded = resolve_names(exclude)
         if not chunk_gaps:  # Settings.otel_chunk_gaps: one SDK record() per chunk is the price
             excluded = excluded | {"gap"}
         self._lock = threading.Lock()
-        self._base_attrs: dict[tuple[str, str, str], Attributes] = {}
+        self._base_attrs: dict[tuple[str, ...], Attributes] = {}
+        self._attribute_keys = attribute_labels
         # (provider, operation, model, resource) -> [limit, remaining, reset], last values seen
-        self._rate_limits: dict[tuple[str, str, str, str], list[float | None]] = {}
+        self._rate_limits: dict[tuple[str, ...], list[float | None]] = {}
         m = {spec.key: _OFF if spec.key in excluded else shared.instrument(spec) for spec in INSTRUMENTS}
         self._duration = m["duration"]
         self._ttfc = m["ttfc"]
@@ -115,6 +120,13 @@ class OtelMetricsExporter:
         self._call_duration = m["call_duration"]
         self._call_ttft = m["call_ttft"]
         self._parse_errors = m["parse_errors"]
+        self._cost = m["cost"]
+        self._cost_savings = m["cost_savings"]
+        self._unpriced = m["unpriced"]
+        self._priced = self._cost is not _OFF
+        self._inference_input = m["inference_input"]
+        self._inference_output = m["inference_output"]
+        self._latest = self._inference_input is not _OFF or self._inference_output is not _OFF
         self._track_rate_limits = not {"ratelimit_limit", "ratelimit_remaining", "ratelimit_reset"} <= excluded
         # per-chunk gaps waiting for the next collection: label set -> [attributes, counts, sum, max]
         self._pending_gaps: dict[frozenset[tuple[str, str | int]], list[Any]] = {}
@@ -126,9 +138,9 @@ class OtelMetricsExporter:
         callbacks keep reading this exporter (the last rate-limit values seen, gaps still pending)
         until another exporter on the same provider takes over."""
 
-    def _base(self, provider: str, operation: str, model: str) -> Attributes:
-        """The base attributes, one shared (never mutated) dict per label set."""
-        key = (provider, operation, model)
+    def _base(self, key: tuple[str, ...]) -> Attributes:
+        """The base attributes of ``(provider, operation, model, *attribute labels)``, one shared (never
+        mutated) dict per label set; attribute labels without a value are left out."""
         attrs = self._base_attrs.get(key)
         if attrs is not None:
             return attrs
@@ -136,7 +148,8 @@ class OtelMetricsExporter:
             attrs = self._base_attrs.get(key)
             if attrs is not None:
                 return attrs
-            attrs = dict(zip(BASE_ATTRIBUTES, key, strict=True))
+            attrs = dict(zip(BASE_ATTRIBUTES, key[:3], strict=True))
+            attrs.update((name, value) for name, value in zip(self._attribute_keys, key[3:], strict=True) if value)
             self._base_attrs[key] = attrs
         # Start at zero the series the native exporter pre-creates, so rate()-based rules and
         # "all 8 outcomes" panels see them before the first event of each kind.
@@ -150,18 +163,22 @@ class OtelMetricsExporter:
         self._in_flight.add(0, attrs)
         self._stalls.add(0, attrs)
         self._parse_errors.add(0, attrs)
+        if self._priced:
+            self._unpriced.add(0, attrs)
         return attrs
 
     def _observe(self, index: int) -> list[Observation]:
         """The last rate-limit values seen, one of (limit, remaining, reset) by ``index``."""
         with self._lock:
             items = [(k, v[index]) for k, v in self._rate_limits.items()]
-        return [Observation(value, {**self._base(*k[:3]), "resource": k[3]}) for k, value in items if value is not None]
+        return [
+            Observation(value, {**self._base(k[:-1]), "resource": k[-1]}) for k, value in items if value is not None
+        ]
 
     # -- Sink ------------------------------------------------------------------------------------
 
     def start(self, attempt: AttemptStart) -> object:
-        base = self._base(attempt.provider, attempt.operation, attempt.request_model)
+        base = self._base((attempt.provider, attempt.operation, attempt.request_model, *attempt.attribute_labels))
         if attempt.retry_reason is not None:
             self._retries.add(1, {**base, "reason": attempt.retry_reason})
         if attempt.request_stream:
@@ -170,7 +187,7 @@ class OtelMetricsExporter:
         return None
 
     def end(self, record: AttemptRecord, state: object) -> None:
-        base = self._base(record.provider, record.operation, record.request_model)
+        base = self._base((record.provider, record.operation, record.request_model, *record.attribute_labels))
         if state is not None:
             self._in_flight.add(-1, base)
         attempt: Attributes = dict(base)
@@ -183,10 +200,11 @@ class OtelMetricsExporter:
         semconv: Attributes = {**base, "server.address": record.server_address, "server.port": record.server_port}
         if record.response_model:
             semconv["gen_ai.response.model"] = record.response_model
+        context = None if record.span_context is None else _context_of(record.span_context)
         if record.error_type:
-            self._duration.record(record.duration, {**semconv, "error.type": record.error_type})
+            self._duration.record(record.duration, {**semconv, "error.type": record.error_type}, context)
         else:
-            self._duration.record(record.duration, semconv)
+            self._duration.record(record.duration, semconv, context)
         if record.retry_after is not None:
             self._retry_after.record(record.retry_after, base)
         if record.parse_errors:
@@ -195,9 +213,9 @@ class OtelMetricsExporter:
             self._streams.add(1, {**base, "outcome": record.outcome.value})
         if record.streamed:
             if record.first_chunk_at is not None:
-                self._ttfc.record(record.first_chunk_at - record.started_at, semconv)
+                self._ttfc.record(record.first_chunk_at - record.started_at, semconv, context)
             if record.first_token_at is not None:
-                self._ttft.record(record.first_token_at - record.started_at, base)
+                self._ttft.record(record.first_token_at - record.started_at, base, context)
             if record.chunks > 1 and self._gap is not _OFF:
                 self._add_gaps(semconv, record.gap_bucket_counts, record.gap_sum, record.max_gap)
             if record.stalls:
@@ -214,14 +232,35 @@ class OtelMetricsExporter:
                 continue
             if token_type in ("input", "output"):
                 self._usage.record(tokens, {**semconv, "gen_ai.token.type": token_type})
+                if self._latest:
+                    histogram = self._inference_input if token_type == "input" else self._inference_output
+                    histogram.record(
+                        tokens, {**semconv, "error.type": record.error_type} if record.error_type else semconv
+                    )
             if tokens:
                 self._tokens.add(tokens, {**base, "gen_ai.token.type": token_type})
         for reason in record.stop_reasons:
             self._stop_reasons.add(1, {**base, "reason": reason})
+        if self._priced:
+            cost = record.cost
+            if cost is not None:
+                for token_type, usd in zip(COST_TYPES, cost, strict=False):  # the four priced types, in order
+                    if usd:
+                        self._cost.add(usd, {**base, "gen_ai.token.type": token_type})
+                if cost.cache_savings:
+                    self._cost_savings.add(cost.cache_savings, base)
+            elif usage.input_tokens or usage.output_tokens:
+                self._unpriced.add(1, base)
         if record.rate_limits and self._track_rate_limits:
             with self._lock:
                 for rl in record.rate_limits:
-                    key = (record.provider, record.operation, record.request_model, rl.resource)
+                    key = (
+                        record.provider,
+                        record.operation,
+                        record.request_model,
+                        *record.attribute_labels,
+                        rl.resource,
+                    )
                     values = self._rate_limits.setdefault(key, [None, None, None])
                     for i, seen in ((_LIMIT, rl.limit), (_REMAINING, rl.remaining), (_RESET, rl.reset_seconds)):
                         if seen is not None:
@@ -254,10 +293,17 @@ class OtelMetricsExporter:
                     self._gap.record(value, attrs)
 
     def call_end(self, record: CallRecord) -> None:
-        base = self._base(record.provider, record.operation, record.request_model)
-        self._call_duration.record(record.ended_at - record.started_at, {**base, "outcome": record.outcome.value})
+        base = self._base((record.provider, record.operation, record.request_model, *record.attribute_labels))
+        context = None if record.span_context is None else _context_of(record.span_context)
+        attrs = {**base, "outcome": record.outcome.value}
+        self._call_duration.record(record.ended_at - record.started_at, attrs, context)
         if record.first_token_at is not None:
-            self._call_ttft.record(record.first_token_at - record.started_at, base)
+            self._call_ttft.record(record.first_token_at - record.started_at, base, context)
+
+
+def _context_of(span_context: SpanContext) -> Context:
+    """A context holding the attempt's span, for the SDK's (trace-based) exemplar filter."""
+    return trace.set_span_in_context(trace.NonRecordingSpan(span_context))
 
 
 _GAP_BOUNDS = next(i.buckets for i in INSTRUMENTS if i.key == "gap")

@@ -11,7 +11,7 @@ import abc
 import enum
 from dataclasses import dataclass
 
-__all__ = ["MAX_COUNT", "Facts", "Header", "Provider", "RequestInfo", "as_int"]
+__all__ = ["MAX_COUNT", "Facts", "Header", "Output", "Provider", "RequestInfo", "as_int"]
 
 MAX_COUNT = (1 << 63) - 1
 """The largest token count accepted: an OTLP int attribute is a signed 64-bit integer."""
@@ -32,6 +32,29 @@ class Header(enum.IntEnum):
     """The provider's request id."""
     SERVER_TIME_MS = 5
     """Server processing time in milliseconds (``openai-processing-ms``)."""
+    ERROR_TYPE = 6
+    """The error's type, up to the first ``:`` (Bedrock's ``x-amzn-errortype``); the body's word wins."""
+
+
+class Output(enum.Enum):
+    """The kind of generated output one streamed event carries, as its provider's parser classifies it.
+
+    The time to first token is the arrival of the first event carrying output of *any* of these kinds,
+    whatever the provider: decided once, by the observer, from what :meth:`Provider.on_event` returns.
+    Events that carry none (``ping``, ``message_start``, a role-only or usage-only chunk, an empty
+    delta, a signature) return ``None``.
+    """
+
+    TEXT = "text"
+    """Answer text (or a refusal)."""
+    REASONING = "reasoning"
+    """Reasoning / thinking text (redacted thinking included)."""
+    TOOL_NAME = "tool_name"
+    """A tool call begins: the event names the tool (or is a server-side tool call)."""
+    TOOL_ARGUMENTS = "tool_arguments"
+    """A piece of a tool call's arguments."""
+    OTHER = "other"
+    """Other generated content: audio, images, code, server tool results."""
 
 
 def as_int(value: object) -> int | None:
@@ -47,7 +70,6 @@ class Facts:
         "cache_write_tokens",
         "error_type",
         "final",
-        "first_token",
         "input_tokens",
         "output_tokens",
         "rate_limits",
@@ -81,8 +103,6 @@ class Facts:
         """The provider's terminal success event (or a whole success body) was parsed."""
         self.server_error = False
         """An in-band error (SSE ``error`` event, failed terminal event) was parsed."""
-        self.first_token = False
-        """Set by the parser on the first event carrying generated content."""
         self.rejected = 0
         """Values from the wire refused by :meth:`count` (each one is a parse error of the attempt)."""
 
@@ -132,8 +152,8 @@ class Provider(abc.ABC):
     """``gen_ai.operation.name`` value."""
     markers: tuple[bytes, ...] = ()
     """Byte strings at least one of which appears in every SSE event the parser needs once the first
-    content token has been seen. Chunks containing none of them are only framed, never parsed: this
-    is what keeps the per-event cost near zero."""
+    content token has been seen (the terminal and error events among them). Chunks containing none
+    of them are only framed, never parsed: this is what keeps the per-event cost near zero."""
     input_includes_cache: bool = True
     """Whether the provider's reported input tokens already include cache reads and writes (OpenAI)
     or not (Anthropic). The record always carries the total."""
@@ -151,9 +171,23 @@ class Provider(abc.ABC):
         """The model when the API carries it in the URL path (Gemini, Azure deployments)."""
         return None
 
+    def accepts_path(self, path: str) -> bool:
+        """Whether a path ending in one of :attr:`path_suffixes` is really this API (decided once per path)."""
+        return True
+
+    def stream_from_path(self, path: str) -> bool | None:
+        """Whether the request streams, when the API says so in the URL path (``None``: the body says)."""
+        return None
+
+    def event_from_frame(self, headers: dict[str, str], payload: bytes) -> tuple[bytes | None, bytes] | None:
+        """One AWS event-stream message as the ``(event, data)`` pair :meth:`on_event` takes (``None``: no
+        event). Only providers whose streams are event-stream framed (Bedrock) implement it."""
+        return None
+
     @abc.abstractmethod
-    def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> None:
-        """One complete SSE event (``event:`` name or None, joined ``data:`` payload)."""
+    def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> Output | None:
+        """One complete SSE event (``event:`` name or None, joined ``data:`` payload): what it teaches
+        goes into ``facts``; returns the kind of generated output it carries, ``None`` for none."""
 
     @abc.abstractmethod
     def on_body(self, facts: Facts, body: object, status: int) -> None:

@@ -70,6 +70,7 @@ class Context:
     ratelimit: RateLimitSnapshot
     created: int = field(default_factory=lambda: int(time.time()))
     query: str = ""  # the URL's query string (Gemini's ``alt=sse``)
+    user_agent: str = ""  # which SDK asks, where the wire differs by provider behind one path (Mistral)
 
 
 class Api:
@@ -77,6 +78,8 @@ class Api:
 
     name: ClassVar[str] = "api"
     default_model: ClassVar[str] = "model"
+    stream_content_type: ClassVar[str] = "text/event-stream; charset=utf-8"
+    """What a stream is framed as (Bedrock: ``application/vnd.amazon.eventstream``)."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -121,6 +124,14 @@ class Api:
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         raise NotImplementedError
+
+    def error_headers(self, status: int) -> list[tuple[str, str]]:
+        """Headers only an error response carries (Bedrock's ``x-amzn-errortype``)."""
+        return []
+
+    def json_headers(self) -> list[tuple[str, str]]:
+        """Headers only a non-streaming success carries (Bedrock's invocation latency and token counts)."""
+        return []
 
     def json_body(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -296,7 +307,7 @@ def run(api: Api, ex: Exchange, retry_count: int) -> RunResult:
     if retry_count < sc.fail:
         ex.sleep(sc.headers_delay)
         status = sc.fail_status
-        hs = [("content-type", "application/json"), *retry_after_headers(sc)]
+        hs = [("content-type", "application/json"), *api.error_headers(status), *retry_after_headers(sc)]
         if status == 429 or status >= 500:
             hs.append(("x-should-retry", "true"))
         body = json_bytes(api.error_body(status, _fail_message(status)))
@@ -310,7 +321,7 @@ def run(api: Api, ex: Exchange, retry_count: int) -> RunResult:
     ex.start_stream(
         [
             *api.common_headers(),
-            ("content-type", "text/event-stream; charset=utf-8"),
+            ("content-type", api.stream_content_type),
             ("cache-control", "no-cache"),
         ],
         gzip=sc.gzip,
@@ -368,9 +379,11 @@ def _run_unary(api: Api, ex: Exchange) -> RunResult:
     if sc.error_event_at is not None:
         status = api.error_status()
         body = json_bytes(api.error_body(status, _fail_message(status)))
-        ex.send_full(status, [*base, ("content-type", "application/json")], body, gzip=sc.gzip)
+        hs = [*base, *api.error_headers(status), ("content-type", "application/json")]
+        ex.send_full(status, hs, body, gzip=sc.gzip)
         return RunResult("error_status", "error_event_at on a non-streaming request")
     body = json_bytes(api.json_body())
+    base = [*base, *api.json_headers()]
     if sc.drop_at is not None:
         if sc.gzip:
             body = _gzip_all(body)
