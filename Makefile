@@ -37,15 +37,18 @@ typecheck: $(STAMP)
 
 dashboards: $(STAMP)
 	$(BIN)/python dashboards/build.py --check
+	$(BIN)/python dashboards/slo.py --check
 
 ## test: ruff, mypy --strict, the dashboards check and pytest (real SDKs, simulator, real Prometheus)
 test: $(STAMP) prometheus lint typecheck dashboards
 	LLMTAP_REQUIRE_PROMETHEUS=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## bench: llmtap's cost inside the real SDKs vs the issue's targets, ~5 min (BENCH_ARGS=--quick: ~1 min;
-## BENCH_ARGS=--pure: the pure-path profiling benchmarks). Method and figures: benchmarks/README.md
+## python benchmarks/micro.py: the sub-µs figures), then the tests' fixed timing budgets (pytest -m budget,
+## left out of `make test`). Method and figures: benchmarks/README.md
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sdk.py $(BENCH_ARGS)
+	$(BIN)/python -m pytest -m budget -q
 
 ## scale: 10,000 concurrent async streams and 64 threads on one sync client, in one process
 scale: $(STAMP)
@@ -55,7 +58,9 @@ scale: $(STAMP)
 fuzz: $(STAMP)
 	LLMTAP_FUZZ_EXAMPLES=$${LLMTAP_FUZZ_EXAMPLES:-5000} LLMTAP_REQUIRE_FIXTURES=1 $(BIN)/python -m pytest tests/test_fuzz.py -q -s
 
-## soak: >= 10,000 mixed streams against the simulator, exact accounting (LLMTAP_SOAK_STREAMS, default 10000)
+## soak: >= 10,000 mixed streams against the simulator, exact accounting, under garbage-collector pressure with
+## streams abandoned in reference cycles and a stall watchdog (LLMTAP_SOAK_STREAMS, default 10000; _THREADS 12;
+## _STALL 60 s without progress; _GC thresholds 200,2,2)
 soak: $(STAMP)
 	LLMTAP_SOAK_STREAMS=$${LLMTAP_SOAK_STREAMS:-10000} $(BIN)/python -m pytest tests/test_soak.py -q -s
 

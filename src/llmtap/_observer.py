@@ -29,7 +29,7 @@ from llmtap._body import BodyDecodeError, Decoder, make_decoder
 from llmtap._eventstream import EventStreamFramer
 from llmtap._headers import duration, finite, reset_at, retry_after_seconds
 from llmtap._log import internal_error, log_once
-from llmtap._record import AttemptRecord, AttemptStart, Outcome, RateLimit, Usage
+from llmtap._record import APP_SIDE, AttemptRecord, AttemptStart, Outcome, RateLimit, Usage
 from llmtap.providers._base import Facts, Header, Provider
 
 __all__ = ["AttemptObserver", "Ending", "ObserverConfig", "classify_exception"]
@@ -77,8 +77,6 @@ def classify_exception(exc: BaseException) -> tuple[Outcome, str]:
         return Outcome.CANCELLED, type(exc).__name__
     return Outcome.CONNECTION_ERROR, type(exc).__name__
 
-
-_APP_SIDE = frozenset({Outcome.CLIENT_CLOSED, Outcome.ABANDONED, Outcome.CANCELLED})
 
 # Header kinds as plain ints: enum member lookups cost more than the whole comparison on this path
 _RESET_AT, _RESET_IN, _REQUEST_ID, _SERVER_TIME_MS, _ERROR_TYPE = (
@@ -519,8 +517,11 @@ class AttemptObserver:
         error_type: str | None = None
         if ending is Ending.RAISED and exc is not None:
             raised, error_type = classify_exception(exc)
-        if self._failed():
-            outcome = Outcome.SERVER_ERROR
+        status = self.status
+        if status is not None and not 200 <= status < 300:
+            outcome = Outcome.REJECTED  # refused before any answer, whatever the status and however it ended
+        elif self.facts.server_error:
+            outcome = Outcome.SERVER_ERROR  # an error inside an answer that started
         elif self.facts.final and raised is not Outcome.CANCELLED:
             outcome = Outcome.COMPLETED
         elif raised is not None:
@@ -541,9 +542,9 @@ class AttemptObserver:
             return outcome, None
         if self.facts.error_type:
             return outcome, self.facts.error_type
-        if self.status is not None and not 200 <= self.status < 300:
-            return outcome, str(self.status)
-        if outcome in _APP_SIDE:
+        if outcome is Outcome.REJECTED:
+            return outcome, str(status)
+        if outcome in APP_SIDE:
             return outcome, None
         return outcome, error_type
 

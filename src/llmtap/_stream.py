@@ -33,7 +33,7 @@ from llmtap._log import internal_error
 from llmtap._observer import Ending
 from llmtap._tap import Attempt, Tap
 
-__all__ = ["observe_async", "observe_sync", "shells_for"]
+__all__ = ["observe_async", "observe_sync", "shells_for", "watch_drop"]
 
 _clock = time.perf_counter
 # Set while an observed attempt is being sent, so an explicit llmtap transport inside a patched
@@ -206,6 +206,14 @@ def _collected(tap: Tap, attempt: Attempt) -> None:
     _dropped(tap, attempt)
 
 
+def watch_drop(body: object, tap: Tap, attempt: Attempt) -> None:
+    """End ``attempt`` as dropped (handed off) if ``body`` is garbage-collected before the attempt
+    ended: the httpx shells' wrapped stream, the aiohttp adapter's content proxy."""
+    finalizer = weakref.finalize(body, _collected, tap, attempt)
+    finalizer.atexit = False  # at exit nothing would drain it, and exit handlers must not end attempts
+    attempt.finalizer = finalizer
+
+
 class _Sending:
     """The bookkeeping around one observed send, shared by the sync and async entry points."""
 
@@ -233,6 +241,18 @@ class _Sending:
         self._leave()
         _end(self.tap, self.attempt, Ending.RAISED, exc)
 
+    def answered(self, status: int, raw_headers: Any) -> bool:
+        """The send is over with a response's status and headers (for clients other than httpx, whose
+        responses :meth:`responded` takes whole); ``False`` when llmtap failed and ended the attempt."""
+        self._leave()
+        try:
+            self.attempt.observer.on_response(status, raw_headers, _now(self.attempt))
+        except Exception as exc:
+            _internal_error("on_response", exc)
+            _end(self.tap, self.attempt, Ending.INTERNAL)
+            return False
+        return True
+
     def responded(self, response: Any, shell: type) -> None:
         self._leave()
         tap, attempt = self.tap, self.attempt
@@ -245,9 +265,7 @@ class _Sending:
                 tap.end(attempt, Ending.EOF, now)
                 return
             wrapped = shell(response.stream, tap, attempt)
-            finalizer = weakref.finalize(wrapped, _collected, tap, attempt)
-            finalizer.atexit = False  # at exit nothing would drain it, and exit handlers must not end attempts
-            attempt.finalizer = finalizer
+            watch_drop(wrapped, tap, attempt)
             response.stream = wrapped
         except Exception as exc:
             _internal_error("on_response", exc)

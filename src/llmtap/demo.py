@@ -14,6 +14,7 @@ import contextlib
 import gc
 import importlib.util
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -21,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +31,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, start_http_server
 
 import llmtap
+from llmtap._record import FAILED
 from llmtap.simulator import Scenario, Simulator
 
 __all__ = ["MIXES", "run_demo"]
@@ -277,7 +280,7 @@ class _View:
             prev_bound, prev_count = bound, count
         return None
 
-    def render(self, url: str, elapsed: float) -> str:
+    def render(self, url: str, elapsed: float, alerts: str | None = None) -> str:
         def sec(v: float | None) -> str:
             return "   -   " if v is None else f"{v * 1000:6.0f}ms"
 
@@ -294,21 +297,31 @@ class _View:
             reason = dict(labels)["reason"]
             retries[reason] = retries.get(reason, 0.0) + v
         attempts = sum(self.delta("llmtap_attempts_total").values())
+        calls: dict[str, float] = {}
+        for labels, v in self.delta("llmtap_call_duration_seconds_count").items():
+            outcome = dict(labels)["outcome"]
+            calls[outcome] = calls.get(outcome, 0.0) + v
+        n_calls = sum(calls.values())
+        failed = sum(v for o, v in calls.items() if llmtap.Outcome(o) in FAILED)
+        started = total - streams.get(llmtap.Outcome.REJECTED.value, 0.0)
         lines = [
             f"llmtap demo — {url}/metrics — {elapsed:5.0f}s — last {self.window:.0f}s window — Ctrl-C to stop",
-            "",
+            f"  alerts: {alerts} (for: {DEMO_FOR} in the demo's copy of the rules)" if alerts else "",
             f"  attempts {attempts:6.0f}   streams {total:6.0f}   in flight "
             f"{sum(self.current('llmtap_streams_in_flight').values()):3.0f}",
+            f"  calls    {n_calls:6.0f}   failed after the SDK's retries {failed:5.0f}"
+            f"  {failed / n_calls if n_calls else 0.0:6.1%}",
             "",
             pair("time to first token  ", "llmtap_time_to_first_token_seconds"),
             pair("time to first chunk  ", "gen_ai_client_operation_time_to_first_chunk_seconds"),
             pair("per call (w/ retries)", "llmtap_call_time_to_first_token_seconds"),
             "",
-            "  stream outcomes                 share",
+            "  stream outcomes          share (rejected: of all; others: of those not rejected)",
         ]  # fmt: skip
         for outcome in llmtap.Outcome:
             n = streams.get(outcome.value, 0.0)
-            share = n / total if total else 0.0
+            of = total if outcome is llmtap.Outcome.REJECTED else started
+            share = n / of if of else 0.0
             bar = "#" * round(share * 40)
             lines.append(f"    {outcome.value:<17} {n:6.0f}  {share:6.1%}  {bar}")
         lines += ["", "  retries by reason  " + ("  ".join(f"{r}: {n:.0f}" for r, n in sorted(retries.items())) or "-")]
@@ -341,13 +354,43 @@ def _find_rules() -> Path | None:
     return None
 
 
-def _start_prometheus(metrics_port: int, port: int) -> subprocess.Popen[bytes] | None:
+DEMO_FOR = "1m"
+"""The demo's copy of the alert rules waits this long (``for:``) before an alert fires, instead of the
+shipped 2 to 30 minutes, so alerts fire within a few minutes of the start."""
+
+
+def _demo_rules(rules: Path, dest: Path) -> Path:
+    """A copy of the shipped rules with every ``for:`` cut to :data:`DEMO_FOR` (expressions unchanged)."""
+    text = re.sub(r"(?m)^(\s+for:\s*)\d+[smh]\s*$", lambda m: m.group(1) + DEMO_FOR, rules.read_text())
+    out = dest / "alerts.demo.yaml"
+    out.write_text(text)
+    return out
+
+
+def _alerts_page(base: str, proc: subprocess.Popen[bytes], wait: float = 15.0) -> str | None:
+    """The alerts page this Prometheus serves (``/alerts``, or ``/classic/alerts`` on builds without the
+    new UI, such as Debian's 2.42), once it is ready; ``None`` if it exited or never answered."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and proc.poll() is None:
+        for path in ("/alerts", "/classic/alerts"):
+            try:
+                with urllib.request.urlopen(base + path, timeout=1.0) as response:
+                    if response.status == 200:
+                        return base + path
+            except (OSError, ValueError):
+                continue
+        time.sleep(0.25)
+    return None
+
+
+def _start_prometheus(metrics_port: int, port: int) -> tuple[subprocess.Popen[bytes], str] | None:
     binary = shutil.which("prometheus")
     if binary is None:
         print("prometheus not found on PATH (Debian: apt-get install prometheus); continuing without it")
         return None
     tmp = Path(tempfile.mkdtemp(prefix="llmtap-prom-"))
-    rules = _find_rules()
+    shipped = _find_rules()
+    rules = None if shipped is None else _demo_rules(shipped, tmp)
     config = [
         "global: {scrape_interval: 2s, evaluation_interval: 2s}",
         "scrape_configs:",
@@ -362,8 +405,20 @@ def _start_prometheus(metrics_port: int, port: int) -> subprocess.Popen[bytes] |
          f"--web.listen-address=127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL, stderr=(tmp / "prometheus.log").open("wb"),
     )  # fmt: skip
-    print(f"Prometheus on http://127.0.0.1:{port} (alerts: http://127.0.0.1:{port}/alerts), data in {tmp}")
-    return proc
+    base = f"http://127.0.0.1:{port}"
+    page = _alerts_page(base, proc)
+    if page is None:
+        print(f"Prometheus did not start on {base} (see {tmp / 'prometheus.log'}); continuing without it")
+        proc.terminate()
+        proc.wait(timeout=10)
+        return None
+    print(f"Prometheus on {base}, alerts: {page}, data in {tmp}")
+    if rules is not None:
+        print(
+            f"  the demo's copy of the rules fires alerts after for: {DEMO_FOR} (dashboards/alerts.yaml: 2 to 30 "
+            "minutes); with --mix faults the first alerts fire about 1.5-2 minutes after the start"
+        )
+    return proc, page
 
 
 def _otel_meter_provider(registry: CollectorRegistry) -> Any:
@@ -425,7 +480,9 @@ def run_demo(
     )
     llmtap.instrument(settings, registry=registry, meter_provider=meter_provider)
     url = f"http://127.0.0.1:{metrics_port}"
-    prom = _start_prometheus(metrics_port, prometheus_port) if prometheus_port else None
+    started_prom = _start_prometheus(metrics_port, prometheus_port) if prometheus_port else None
+    prom = None if started_prom is None else started_prom[0]
+    alerts_page = None if started_prom is None else started_prom[1]
     threads = [
         threading.Thread(target=_sync_worker, args=(sim.base_url, mix, stop, seed + i, pace), daemon=True)
         for i in range(workers)
@@ -459,13 +516,16 @@ def run_demo(
                     streams = view.delta("llmtap_streams_total")
                     total = sum(streams.values())
                     done = sum(v for k, v in streams.items() if dict(k)["outcome"] == "completed")
+                    rejected = sum(v for k, v in streams.items() if dict(k)["outcome"] == "rejected")
+                    not_rejected = total - rejected
                     print(
-                        f"{elapsed:5.0f}s streams={total:.0f} completed={done / total if total else 0:.0%} "
+                        f"{elapsed:5.0f}s streams={total:.0f} rejected={rejected:.0f} "
+                        f"completed={done / not_rejected if not_rejected else 0:.0%} of those not rejected "
                         f"ttft_p95={'-' if ttft is None else f'{ttft * 1000:.0f}ms'}",
                         flush=True,
                     )
             else:
-                sys.stdout.write("\x1b[H\x1b[2J" + view.render(url, elapsed) + "\n")
+                sys.stdout.write("\x1b[H\x1b[2J" + view.render(url, elapsed, alerts_page) + "\n")
                 sys.stdout.flush()
             stop.wait(1.0)
     except KeyboardInterrupt:

@@ -10,6 +10,7 @@ import contextlib
 import json
 import math
 import secrets
+import select
 import socket
 import string
 import threading
@@ -196,6 +197,23 @@ class Exchange:
         if seconds > 0 and self._stop.wait(seconds):
             raise Stopping
 
+    def wait_closed(self, cap: float) -> None:
+        """Wait until the client closes the connection (raises :class:`ClientGone`), at most ``cap``
+        seconds; the simulator's stop interrupts within a second."""
+        sock = self.handler.connection
+        deadline = time.perf_counter() + cap
+        while (left := deadline - time.perf_counter()) > 0:
+            if self._stop.is_set():
+                raise Stopping
+            try:
+                readable, _, _ = select.select([sock], [], [], min(left, 1.0))
+                if readable and not sock.recv(1, socket.MSG_PEEK):
+                    raise ClientGone("closed while stalled")
+            except OSError as exc:  # reset by the peer
+                raise ClientGone(type(exc).__name__) from exc
+            if readable:  # bytes from the client mid-response (none expected): do not spin on them
+                self.sleep(min(left, 0.05))
+
     def sleep_until(self, due: float) -> None:
         """Sleep until ``time.perf_counter() >= due`` (a wait may wake a little early)."""
         while (left := due - time.perf_counter()) > 0:
@@ -339,8 +357,12 @@ def run(api: Api, ex: Exchange, retry_count: int) -> RunResult:
     due = time.perf_counter()
     for i in range(n + 1):
         if i == sc.stall_at:
-            ex.sleep(sc.stall)
-            due += sc.stall
+            if sc.stall_until_closed:
+                ex.wait_closed(sc.stall)
+                due = time.perf_counter()
+            else:
+                ex.sleep(sc.stall)
+                due += sc.stall
         if i == err_at:
             ex.event(api.error_event())
             ex.end_stream()
@@ -372,9 +394,12 @@ def _run_unary(api: Api, ex: Exchange) -> RunResult:
     total = sc.headers_delay
     if sc.tokens:
         total += sc.ttft + sc.gap * (sc.tokens - 1)
-    if sc.stall_at is not None and sc.stall_at <= sc.tokens:
+    stalls = sc.stall_at is not None and sc.stall_at <= sc.tokens
+    if stalls and not sc.stall_until_closed:
         total += sc.stall
     ex.sleep(total)
+    if stalls and sc.stall_until_closed:
+        ex.wait_closed(sc.stall)
     base = api.common_headers()
     if sc.error_event_at is not None:
         status = api.error_status()
