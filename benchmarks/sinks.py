@@ -26,8 +26,8 @@ from prometheus_client import CollectorRegistry
 
 from llmtap._metrics import CHUNK_GAP_BUCKETS
 from llmtap._record import AttemptRecord, Outcome, RateLimit, Usage
-from llmtap.exporters.otel_metrics import OtelMetricsExporter
-from llmtap.exporters.prometheus import PrometheusExporter
+from llmtap._exporters.otel_metrics import OtelMetricsExporter
+from llmtap._exporters.prometheus import PrometheusExporter
 
 
 def record(gaps: int, seed: int = 1) -> AttemptRecord:

@@ -18,8 +18,8 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from llmtap.exporters._health import HEALTH_METRIC_NAMES
-from llmtap.exporters.prometheus import PrometheusExporter
+from llmtap._exporters._health import HEALTH_METRIC_NAMES
+from llmtap._exporters.prometheus import PrometheusExporter
 
 from ._prom import DASHBOARDS, load_build, require, rule_groups
 
@@ -398,7 +398,7 @@ def test_parse_check_catches_a_broken_expression(tmp_path: Path) -> None:
 
 def test_contract_matches_the_exporter() -> None:
     """The contract read off a fresh registry is the one the exporter declares, families and kinds."""
-    from llmtap.exporters import prometheus
+    from llmtap._exporters import prometheus
 
     families = {n.removesuffix("_total") for n in prometheus.METRIC_NAMES}
     assert {n.removesuffix("_total") for n in METRIC_NAMES} == families

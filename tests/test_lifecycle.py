@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 import llmtap
 from llmtap import _patch, _tap
-from llmtap.exporters.prometheus import METRIC_NAMES
+from llmtap._exporters.prometheus import METRIC_NAMES
 from llmtap.simulator import Simulator
 from llmtap.testing import capture
 

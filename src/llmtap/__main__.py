@@ -1,5 +1,5 @@
 import sys
 
-from llmtap.cli import main
+from llmtap._cli import main
 
 sys.exit(main())

@@ -27,7 +27,7 @@ from llmtap._log import label_overflow, log_once
 if TYPE_CHECKING:
     from llmtap._record import AttemptRecord
     from llmtap._settings import Settings
-    from llmtap.providers._base import Provider
+    from llmtap._providers._base import Provider
 
 __all__ = ["MAX_LABEL_LENGTH", "LabelBound", "RecordBounds", "sanitize"]
 

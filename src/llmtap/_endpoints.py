@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from llmtap.providers import anthropic, gemini, openai_chat, openai_responses
-from llmtap.providers._base import Provider
+from llmtap._providers import anthropic, gemini, openai_chat, openai_responses
+from llmtap._providers._base import Provider
 
 __all__ = ["Endpoint", "EndpointMatcher"]
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from llmtap._serve import MetricsServer
-    from llmtap.exporters._base import Sink
+    from llmtap._exporters._base import Sink
 
 __all__ = ["activate", "deactivate", "instrument", "uninstrument"]
 

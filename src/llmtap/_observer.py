@@ -28,7 +28,7 @@ from llmtap._body import BodyDecodeError, Decoder, make_decoder
 from llmtap._headers import duration, finite, reset_at, retry_after_seconds
 from llmtap._log import internal_error, log_once
 from llmtap._record import AttemptRecord, AttemptStart, Outcome, RateLimit, Usage
-from llmtap.providers._base import Facts, Header, Provider
+from llmtap._providers._base import Facts, Header, Provider
 
 __all__ = ["AttemptObserver", "Ending", "ObserverConfig", "classify_exception"]
 

@@ -25,8 +25,8 @@ from llmtap._observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._record import AttemptStart, CallRecord
 from llmtap._request import UNKNOWN, info_from_body, info_from_options
 from llmtap._settings import CHUNK_GAP_BUCKETS, Settings
-from llmtap.exporters._base import Sink
-from llmtap.providers._base import RequestInfo
+from llmtap._exporters._base import Sink
+from llmtap._providers._base import RequestInfo
 
 if TYPE_CHECKING:
     import weakref
@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from opentelemetry.util.http import ExcludeList
     from prometheus_client import CollectorRegistry
 
-    from llmtap.exporters.prometheus import PrometheusExporter
-    from llmtap.exporters.tracing import TracingExporter
+    from llmtap._exporters.prometheus import PrometheusExporter
+    from llmtap._exporters.tracing import TracingExporter
 
 __all__ = ["Attempt", "Tap", "activate", "active"]
 
@@ -114,7 +114,7 @@ class Tap:
         self._tracing_index = -1
         try:
             if settings.metrics:
-                from llmtap.exporters.prometheus import PrometheusExporter
+                from llmtap._exporters.prometheus import PrometheusExporter
 
                 self.prometheus = PrometheusExporter(
                     registry,
@@ -124,13 +124,13 @@ class Tap:
                 )
                 built.append(self.prometheus)
             if settings.traces:
-                from llmtap.exporters.tracing import TracingExporter
+                from llmtap._exporters.tracing import TracingExporter
 
                 self._tracing_index = len(built)
                 self._tracing = TracingExporter(tracer_provider)
                 built.append(self._tracing)
             if settings.otel_metrics:
-                from llmtap.exporters.otel_metrics import OtelMetricsExporter
+                from llmtap._exporters.otel_metrics import OtelMetricsExporter
 
                 built.append(
                     OtelMetricsExporter(

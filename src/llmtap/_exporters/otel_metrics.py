@@ -47,7 +47,7 @@ from llmtap._metrics import (
 )
 from llmtap._record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord
 from llmtap._version import __version__
-from llmtap.exporters._health import register_otel
+from llmtap._exporters._health import register_otel
 
 __all__ = ["OtelMetricsExporter", "spread"]
 
