@@ -49,11 +49,11 @@ from prometheus_client import CollectorRegistry
 
 import llmtap
 from llmtap._observer import AttemptObserver, Ending, ObserverConfig
+from llmtap._providers.anthropic import PROVIDER
 from llmtap._record import AttemptRecord, AttemptStart, Outcome
 from llmtap._settings import CHUNK_GAP_BUCKETS
 from llmtap._stream import observe_sync, shells_for
 from llmtap._tap import Attempt
-from llmtap._providers.anthropic import PROVIDER
 from llmtap.simulator import Scenario, Simulator, delta_text
 from llmtap.simulator._anthropic import AnthropicMessages
 from llmtap.simulator._exchange import Context, RateLimitSnapshot, json_bytes

@@ -24,10 +24,10 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client import CollectorRegistry
 
-from llmtap._metrics import CHUNK_GAP_BUCKETS
-from llmtap._record import AttemptRecord, Outcome, RateLimit, Usage
 from llmtap._exporters.otel_metrics import OtelMetricsExporter
 from llmtap._exporters.prometheus import PrometheusExporter
+from llmtap._metrics import CHUNK_GAP_BUCKETS
+from llmtap._record import AttemptRecord, Outcome, RateLimit, Usage
 
 
 def record(gaps: int, seed: int = 1) -> AttemptRecord:

@@ -76,9 +76,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.prometheus
-def test_prometheus_alerts_link_works_and_the_temp_folder_goes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_prometheus_alerts_link_works_and_the_temp_folder_goes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     require("prometheus")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with _demo._prometheus(_free_port(), _free_port()) as alerts:

@@ -34,6 +34,7 @@ from prometheus_client import CollectorRegistry
 
 import llmtap
 from llmtap import Outcome
+from llmtap._exporters.otel_metrics import spread
 from llmtap._metrics import (
     BASE_ATTRIBUTES,
     CHUNK_GAP_BUCKETS,
@@ -45,7 +46,6 @@ from llmtap._metrics import (
     UP_DOWN,
     label_name,
 )
-from llmtap._exporters.otel_metrics import spread
 from llmtap.simulator import Scenario, Simulator
 
 from ._otlp import Receiver, receiver, value_of
@@ -428,8 +428,8 @@ def test_gaps_are_recorded_at_collection_not_at_the_attempts_end() -> None:
     """The application's thread only merges bucket counts; the reader's collection records the gaps."""
     from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 
-    from llmtap._record import AttemptRecord, Usage
     from llmtap._exporters.otel_metrics import OtelMetricsExporter
+    from llmtap._record import AttemptRecord, Usage
 
     counts = (3, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1)  # 6 gaps, one above the last bound
     fields: dict[str, object] = dict.fromkeys(AttemptRecord._fields)
@@ -476,8 +476,8 @@ def test_chunk_gaps_are_recorded_over_otel_only_when_asked() -> None:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from llmtap._observer import AttemptObserver, Ending
     from llmtap._exporters.otel_metrics import OtelMetricsExporter
+    from llmtap._observer import AttemptObserver, Ending
     from llmtap._providers.anthropic import PROVIDER
 
     from ._replay import CONFIG, START

@@ -186,7 +186,7 @@ def add_simulate(sub: _SubParsers) -> argparse.ArgumentParser:
         description="Serve the fault-injecting simulator until Ctrl-C. Each request's behaviour comes from "
         "its x-llmtap-sim header (extra_headers= in the SDKs), comma-separated key=value pairs, e.g.\n"
         "  ttft=0.5,gap=0.02,tokens=50,fail=2,fail_status=529,retry_after=1\n"
-        "Keys are listed in the README (\"The simulator\") and in llmtap.simulator.Scenario.",
+        'Keys are listed in the README ("The simulator") and in llmtap.simulator.Scenario.',
     )
     simulate.add_argument("--host", default="127.0.0.1", help="address to listen on")
     simulate.add_argument("--port", type=port, default=8787, help="port to listen on (0: any free port)")
@@ -207,7 +207,9 @@ def run_simulate_command(args: argparse.Namespace) -> int:
     try:
         serve_forever(args.host, args.port, args.scenario, verbose=args.verbose)
     except OSError as exc:
-        return fail("simulate", f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc} (choose another with --port)")
+        return fail(
+            "simulate", f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc} (choose another with --port)"
+        )
     return 0
 
 
@@ -258,9 +260,7 @@ def _run(args: argparse.Namespace) -> int:
 
 # -- the command -------------------------------------------------------------------------------------
 
-_COMMANDS: tuple[
-    tuple[Callable[[_SubParsers], argparse.ArgumentParser], Callable[[argparse.Namespace], int]], ...
-] = (
+_COMMANDS: tuple[tuple[Callable[[_SubParsers], argparse.ArgumentParser], Callable[[argparse.Namespace], int]], ...] = (
     (add_demo, run_demo_command),
     (add_simulate, run_simulate_command),
     (add_probe, run_probe_command),

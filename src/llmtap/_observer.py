@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from llmtap._body import BodyDecodeError, Decoder, make_decoder
 from llmtap._headers import duration, finite, reset_at, retry_after_seconds
 from llmtap._log import internal_error, log_once
-from llmtap._record import AttemptRecord, AttemptStart, Outcome, RateLimit, Usage
 from llmtap._providers._base import Facts, Header, Provider
+from llmtap._record import AttemptRecord, AttemptStart, Outcome, RateLimit, Usage
 
 __all__ = ["AttemptObserver", "Ending", "ObserverConfig", "classify_exception"]
 

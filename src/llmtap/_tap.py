@@ -20,13 +20,13 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 from llmtap._bounds import RecordBounds
 from llmtap._calls import CURRENT_CALL, Call, call_record
 from llmtap._endpoints import PROVIDERS, EndpointMatcher
+from llmtap._exporters._base import Sink
 from llmtap._log import internal_error
 from llmtap._observer import AttemptObserver, Ending, ObserverConfig
+from llmtap._providers._base import RequestInfo
 from llmtap._record import AttemptStart, CallRecord
 from llmtap._request import UNKNOWN, info_from_body, info_from_options
 from llmtap._settings import CHUNK_GAP_BUCKETS, Settings
-from llmtap._exporters._base import Sink
-from llmtap._providers._base import RequestInfo
 
 if TYPE_CHECKING:
     import weakref

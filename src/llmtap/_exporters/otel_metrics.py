@@ -34,6 +34,7 @@ from typing import Any
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
+from llmtap._exporters._health import register_otel
 from llmtap._metrics import (
     BASE_ATTRIBUTES,
     COUNTER,
@@ -47,7 +48,6 @@ from llmtap._metrics import (
 )
 from llmtap._record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord
 from llmtap._version import __version__
-from llmtap._exporters._health import register_otel
 
 __all__ = ["OtelMetricsExporter", "spread"]
 

@@ -20,9 +20,9 @@ from typing import Any
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.samples import Sample
 
+from llmtap._exporters._health import HEALTH_METRIC_NAMES, HealthCollector
 from llmtap._metrics import COUNTER, GAUGE, HISTOGRAM, INSTRUMENTS, TOKEN_TYPES, Instrument, resolve_names
 from llmtap._record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord
-from llmtap._exporters._health import HEALTH_METRIC_NAMES, HealthCollector
 
 __all__ = ["METRIC_NAMES", "PrometheusExporter"]
 

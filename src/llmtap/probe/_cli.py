@@ -45,9 +45,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--throttle", action="store_true", help="provoke throttling (bounded) and compare retry-after")
     p.add_argument("--throttle-requests", type=int, default=30, help="at most this many burst requests (30)")
     p.add_argument("--simulator", action="store_true", help="probe the embedded simulator even if a key is set")
-    p.add_argument(
-        "--sim-scenario", default=DEFAULT_SIM_SCENARIO, help="simulator behaviour (x-llmtap-sim syntax)"
-    )
+    p.add_argument("--sim-scenario", default=DEFAULT_SIM_SCENARIO, help="simulator behaviour (x-llmtap-sim syntax)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
     p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report")
     p.add_argument("--svg", metavar="DIR", help="also write the plots as SVG files")
