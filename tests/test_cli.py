@@ -225,3 +225,32 @@ def test_demo_help_names_both_sdks_and_explains_the_mixes() -> None:
     assert "anthropic and openai SDKs" in text
     for mix in ("default:", "faults:"):
         assert mix in text
+
+
+def test_a_typo_warning_is_printed_once_and_prefixed_once(tmp_path: Path) -> None:
+    """``llmtap run`` checks the settings before the program starts, and the program's instrumentation
+    reads them again: the unknown-variable warning comes once, as ``llmtap: ignoring ...``."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLMTAP_", "OTEL_"))}
+    env["LLMTAP_BASEURLS"] = "http://127.0.0.1:1"
+    code = "import llmtap._tap as t; print('active', t.active() is not None)"
+    out = subprocess.run(
+        [LLMTAP, "run", "--", sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "active True"  # positive control: the program was instrumented, so it read them
+    warnings = [line for line in out.stderr.splitlines() if "LLMTAP_BASEURLS" in line]
+    assert warnings == ["llmtap: ignoring LLMTAP_BASEURLS: no such setting (did you mean LLMTAP_BASE_URLS?)"]
+
+
+def test_command_line_log_format_names_other_loggers_only() -> None:
+    import logging
+
+    from llmtap._log import without_prefix
+
+    def line(name: str, msg: str) -> str:
+        return without_prefix().format(logging.LogRecord(name, logging.WARNING, "f", 1, msg, None, None))
+
+    assert line("llmtap", "llmtap: ignoring X") == "WARNING llmtap: ignoring X"
+    assert line("opentelemetry.sdk", "failed") == "WARNING opentelemetry.sdk: failed"

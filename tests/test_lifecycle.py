@@ -259,6 +259,31 @@ def test_invalid_values_name_the_variable(env: dict[str, str], needle: str) -> N
         llmtap.Settings.from_env(env)
 
 
+@pytest.mark.parametrize(
+    ("env", "where", "says"),
+    [
+        (
+            {"LLMTAP_BASE_URLS": '["http://a:1","http://b:2"]'},
+            "LLMTAP_BASE_URLS",
+            "not JSON: write http://a:1,http://b:2",
+        ),
+        ({"LLMTAP_PROVIDER_NAMES": '{"http://a": "x"}'}, "LLMTAP_PROVIDER_NAMES", "not JSON: write http://a=x"),
+        (
+            {"LLMTAP_BASE_URLS": "http://a:1", "LLMTAP_PROVIDER_NAMES": "http://b=x"},
+            "LLMTAP_PROVIDER_NAMES",
+            "key 'http://b' is not one of base_urls (http://a:1)",
+        ),
+        ({"LLMTAP_METRICS": "off", "LLMTAP_METRICS_PORT": "9464"}, "LLMTAP_METRICS_PORT", "metrics=False"),
+    ],
+)
+def test_errors_are_located_at_the_variable_and_say_the_format(env: dict[str, str], where: str, says: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        llmtap.Settings.from_env(env)
+    (error,) = info.value.errors()
+    assert error["loc"] == (where,)
+    assert says in str(error["msg"])
+
+
 def test_valid_values_parse() -> None:
     s = llmtap.Settings.from_env(
         {"LLMTAP_METRICS_PORT": "9464", "LLMTAP_METRICS_ADDR": "0.0.0.0", "LLMTAP_BASE_URLS": "http://a:1, http://b"}

@@ -293,7 +293,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         top.print_help(sys.stderr)
         return 2
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from llmtap._log import without_prefix
+
+    stderr = logging.StreamHandler()
+    stderr.setFormatter(without_prefix())
+    logging.basicConfig(level=logging.WARNING, handlers=[stderr])
     return handler(args)
 
 

@@ -63,6 +63,7 @@ def prepare(
         RunError: no command, the command is not found, the ``run`` extra is missing.
         pydantic.ValidationError: the ``LLMTAP_*`` settings are invalid (named in the message).
     """
+    from llmtap._log import quiet
     from llmtap._settings import Settings
 
     if not command:
@@ -72,7 +73,8 @@ def prepare(
         env["LLMTAP_METRICS_PORT"] = str(metrics_port)
     if metrics_addr is not None:
         env["LLMTAP_METRICS_ADDR"] = metrics_addr
-    Settings.from_env(env)  # fail here, with the variable named, rather than inside the program
+    with quiet():  # unknown LLMTAP_* variables: the program's own instrumentation warns, once
+        Settings.from_env(env)  # fail here, with the variable named, rather than inside the program
     site_dir = _sitecustomize_dir()
     otlp = "otlp" if any(env.get(name) for name in _ENDPOINTS) else "none"
     env.setdefault("OTEL_TRACES_EXPORTER", otlp)

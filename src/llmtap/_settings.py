@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import json
 import os
 import typing
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from llmtap._log import logger
@@ -136,14 +137,26 @@ class Settings(BaseModel):
                 raise ValueError(f"base URL must start with http:// or https://: {url!r}")
         return tuple(u.rstrip("/") for u in urls)
 
-    @model_validator(mode="after")
-    def _check_names(self) -> Settings:
-        for url in self.provider_names:
-            if url.rstrip("/") not in self.base_urls:
-                raise ValueError(f"provider_names key {url!r} is not one of base_urls")
-        if self.metrics_port is not None and not self.metrics:
+    # Checks across fields are field validators of the later field (fields are validated in order), so an
+    # error is located at that field, and from the environment at its variable.
+    @field_validator("provider_names")
+    @classmethod
+    def _check_names(cls, names: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        base_urls = info.data.get("base_urls", ())
+        for url in names:
+            if url.rstrip("/") not in base_urls:
+                raise ValueError(
+                    f"key {url!r} is not one of base_urls ({', '.join(base_urls) or 'none given'}); "
+                    "each key names the provider of one base URL"
+                )
+        return names
+
+    @field_validator("metrics_port")
+    @classmethod
+    def _check_port_needs_metrics(cls, port: int | None, info: ValidationInfo) -> int | None:
+        if port is not None and info.data.get("metrics") is False:
             raise ValueError("metrics_port serves the Prometheus metrics, which metrics=False turns off")
-        return self
+        return port
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -196,6 +209,8 @@ def _from_text(name: str, annotation: Any, raw: str) -> Any:
             return False
         raise ValueError(f"expected a boolean: {_BOOL_HELP}")
     origin = typing.get_origin(annotation)
+    if origin in (tuple, dict) and raw.strip()[:1] in ("[", "{"):
+        raise ValueError(f"expected {_FORMATS[origin]}, not JSON{_from_json(origin, raw)}")
     if origin is tuple:
         return tuple(p.strip() for p in raw.split(",") if p.strip())
     if origin is dict:
@@ -209,6 +224,22 @@ def _from_text(name: str, annotation: Any, raw: str) -> Any:
             pairs[key.strip()] = value.strip()
         return pairs
     return raw.strip()
+
+
+_FORMATS = {tuple: "a comma-separated list (a,b)", dict: "comma-separated key=value pairs (a=x,b=y)"}
+
+
+def _from_json(origin: Any, raw: str) -> str:
+    """``: write ...`` with the JSON value rewritten in the environment's syntax, when it parses."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return ""
+    if origin is tuple and isinstance(value, list):
+        return f": write {','.join(map(str, value))}"
+    if origin is dict and isinstance(value, dict):
+        return f": write {','.join(f'{k}={v}' for k, v in value.items())}"
+    return ""
 
 
 def _error(where: str, value: object, message: str) -> InitErrorDetails:
