@@ -177,6 +177,7 @@ def test_dashboard_is_importable_grafana_json(path: Path) -> None:
     for name, label in (
         ("provider", "gen_ai_provider_name"),
         ("model", "gen_ai_request_model"),
+        ("job", "job"),
         ("server", "instance"),
     ):
         var = variables[name]
@@ -203,7 +204,10 @@ def test_dashboard_is_importable_grafana_json(path: Path) -> None:
             continue
         assert p["description"], f"{p['title']}: no description"
         assert p["datasource"] == {"type": "prometheus", "uid": DS_VAR}, p["title"]
-        assert p["fieldConfig"]["defaults"]["unit"], f"{p['title']}: no unit"
+        unit = p["fieldConfig"]["defaults"]["unit"]
+        assert unit, f"{p['title']}: no unit"
+        if " per second" in p["title"]:  # a rate shows a per-second unit, whatever it counts
+            assert unit in ("reqps", "cps", "ops") or unit.endswith("/s"), f"{p['title']}: unit {unit}"
         assert p["fieldConfig"]["defaults"]["thresholds"]["steps"][0]["value"] is None
         targets = p["targets"]
         assert targets, f"{p['title']}: no queries"
@@ -211,7 +215,7 @@ def test_dashboard_is_importable_grafana_json(path: Path) -> None:
         for t in targets:
             assert t["datasource"] == {"type": "prometheus", "uid": DS_VAR}
             expr = t["expr"]
-            for var in ("$provider", "$model", "$server"):
+            for var in ("$provider", "$model", "$job", "$server"):
                 assert var in expr, f"{p['title']}: query ignores {var}: {expr}"
             if "rate(" in expr or "increase(" in expr:
                 assert "$__rate_interval" in expr or "$__range" in expr, f"{p['title']}: fixed rate window"
