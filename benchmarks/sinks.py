@@ -19,7 +19,6 @@ import random
 import statistics
 import time
 
-from opentelemetry.metrics import CallbackOptions
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client import CollectorRegistry
@@ -79,7 +78,7 @@ def main() -> None:
         loops = 200
         a = per_call_us(native, rec, loops, args.repeat)
         b = per_call_us(otel, rec, loops, args.repeat)
-        otel._flush_gaps(CallbackOptions())  # drop what the timing loops queued
+        otel._flush_gaps()  # drop what the timing loops queued
         runs = []
         for _ in range(args.repeat if gaps else 0):
             for _ in range(10):
@@ -87,7 +86,7 @@ def main() -> None:
             gc.collect()
             gc.disable()
             t0 = time.perf_counter_ns()
-            otel._flush_gaps(CallbackOptions())
+            otel._flush_gaps()
             runs.append((time.perf_counter_ns() - t0) / (10 * gaps) / 1000)
             gc.enable()
         per_gap = statistics.median(runs) if runs else 0.0

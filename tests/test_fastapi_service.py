@@ -199,6 +199,11 @@ def test_llmtap_run_gunicorn_zero_code(tmp_path: Path) -> None:
             )
             chats = spans(receiver, "chat ")
             assert len(chats) == len(served)
+            # call ids are drawn per process after the fork (--preload imports llmtap in the master):
+            # one id per logical call, never shared by two workers' calls
+            call_ids = Counter(attrs["llmtap.call.id"] for _, attrs, _ in chats)
+            assert len(call_ids) == len(MIX)
+            assert sorted(call_ids.values()) == sorted([1] * (len(MIX) - 4) + [2] * 4)  # the 4 retried calls
             assert {resource["service.name"] for _, _, resource in chats} == {"chat-service"}
             statuses = Counter(attrs["http.response.status_code"] for _, attrs, _ in chats)
             assert statuses == Counter(s.status for s in served)

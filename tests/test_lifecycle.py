@@ -333,3 +333,136 @@ def test_a_forked_worker_is_warned_when_the_served_metrics_cannot_include_it(
     assert out.returncode == 0, out.stderr
     warned = "cannot see its metrics; set PROMETHEUS_MULTIPROC_DIR" in out.stderr
     assert warned is not multiprocess, out.stderr
+
+
+# -- re-instrumenting on one meter provider, fork-safe call ids, every sink closed ------------------
+
+
+def _remaining(reader: Any) -> dict[str, float]:
+    """``llmtap.ratelimit.remaining`` by resource, from one collection of ``reader``."""
+    data = reader.get_metrics_data()
+    return {
+        str(point.attributes["resource"]): point.value
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == "llmtap.ratelimit.remaining"
+        for point in metric.data.data_points
+    }
+
+
+def test_reinstrumenting_on_one_meter_provider_reports_current_values(sim: Simulator) -> None:
+    """The OTel SDK hands back the first instruments of a name; their callbacks must read the current
+    exporter, not the first one (issue 14: the rate-limit gauges reported the first values forever)."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from llmtap.simulator import Scenario
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    values = []
+    try:
+        for remaining in (7, 3):
+            llmtap.instrument(
+                llmtap.Settings(base_urls=(sim.base_url,), traces=False, metrics=False), meter_provider=provider
+            )
+            httpx2.post(
+                f"{sim.base_url}/v1/messages",
+                json={"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]},
+                headers={"x-api-key": "k", **Scenario(ratelimit_remaining=remaining).headers()},
+            )
+            values.append(_remaining(reader).get("requests"))
+            llmtap.uninstrument()
+    finally:
+        provider.shutdown()
+    assert values == [7, 3]
+
+
+def test_call_ids_are_drawn_again_in_a_forked_child() -> None:
+    """Workers forked after import (gunicorn --preload) must not repeat each other's call ids."""
+    from llmtap._calls import Call
+
+    parent = [Call(None).call_id for _ in range(2)]
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(write, Call(None).call_id.encode())
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    child = os.read(read, 100).decode()
+    os.close(read)
+    os.close(write)
+    assert parent[0] != parent[1] and parent[0].split("-")[0] == parent[1].split("-")[0]  # control: one prefix
+    assert child.split("-")[0] != parent[0].split("-")[0]
+    assert child not in parent
+
+
+def test_uninstrument_closes_every_sink(sim: Simulator) -> None:
+    closed: list[str] = []
+
+    class Sink:
+        name = "mine"
+
+        def start(self, attempt: Any) -> object:
+            return None
+
+        def end(self, record: Any, state: object) -> None:
+            pass
+
+        def call_end(self, record: Any) -> None:
+            pass
+
+        def close(self) -> None:
+            closed.append(self.name)
+
+    from llmtap import _lifecycle
+
+    _lifecycle.activate(settings(sim), registry=CollectorRegistry(), extra_sinks=[Sink()])
+    assert closed == []
+    llmtap.uninstrument()
+    assert closed == ["mine"]
+
+
+def test_server_address_and_port_are_bounded_on_the_otel_path() -> None:
+    """A fleet of self-hosted model servers under match_any_host: the semconv histograms' (server.address,
+    server.port) pairs stop at max_servers, the rest become (_other, 0) and are counted."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from llmtap._log import label_overflows
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    settings = llmtap.Settings(match_any_host=True, max_servers=2)
+    before = label_overflows().get("server", 0)
+    sims = [Simulator().__enter__() for _ in range(4)]
+    try:
+        with capture(settings, meter_provider=provider) as cap:
+            for sim in sims:
+                httpx2.post(
+                    f"{sim.base_url}/v1/messages",
+                    json={"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]},
+                    headers={"x-api-key": "k"},
+                )
+            assert len(cap.records) == 4  # control: every server's attempt was observed
+            data = reader.get_metrics_data()
+            assert data is not None
+    finally:
+        for sim in sims:
+            sim.__exit__(None, None, None)
+        provider.shutdown()
+    pairs = {
+        (dict(point.attributes or {})["server.address"], dict(point.attributes or {})["server.port"])
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == "gen_ai.client.operation.duration"
+        for point in metric.data.data_points
+    }
+    first_two = {(s.base_url.split("//")[1].split(":")[0], int(s.base_url.rsplit(":", 1)[1])) for s in sims[:2]}
+    assert pairs == first_two | {("_other", 0)}
+    assert label_overflows().get("server", 0) - before == 2
+    assert {dict(s.attributes or {})["server.address"] for s in cap.spans()} == {"_other"} | {a for a, _ in first_two}

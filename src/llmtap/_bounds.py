@@ -105,7 +105,7 @@ class LabelBound:
 class RecordBounds:
     """The bounds of one configured llmtap, applied to every record before any sink sees it."""
 
-    __slots__ = ("error_type", "request_model", "response_model", "stop_reason")
+    __slots__ = ("_server", "_servers", "error_type", "overflow", "request_model", "response_model", "stop_reason")
 
     def __init__(self, settings: Settings, providers: Iterable[Provider]) -> None:
         providers = tuple(providers)
@@ -116,6 +116,22 @@ class RecordBounds:
         self.stop_reason = LabelBound("stop_reason", settings.max_stop_reasons, overflow, stops)
         errors = (kind for provider in providers for kind in provider.error_types)
         self.error_type = LabelBound("error_type", settings.max_error_types, overflow, (*errors, *_CLIENT_ERRORS))
+        self.overflow = overflow
+        self._server = LabelBound("server", settings.max_servers, overflow)
+        self._servers: dict[tuple[str, int], tuple[str, int]] = {}
+
+    def server(self, host: str, port: int) -> tuple[str, int]:
+        """The (``server.address``, ``server.port``) attribute values: the pair itself while fewer than
+        ``Settings.max_servers`` pairs were seen, else (overflow value, 0). One dict lookup when seen."""
+        key = (host, port)
+        known = self._servers.get(key)
+        if known is not None:
+            return known
+        bounded = self._server(f"{host}:{port}")
+        pair = (self.overflow, 0) if bounded == self.overflow else (sanitize(host), port)
+        if len(self._servers) < 4 * self._server.limit:  # past that, replaced pairs take this path
+            self._servers[key] = pair
+        return pair
 
     def model_label(self, model: str | None) -> str:
         """The ``gen_ai.request.model`` label value (``""`` when the request named none)."""

@@ -22,8 +22,19 @@ __all__ = ["CURRENT_CALL", "Call", "call_record", "retry_reason"]
 
 CURRENT_CALL: contextvars.ContextVar[Call | None] = contextvars.ContextVar("llmtap_call", default=None)
 
+# Call ids: a random prefix per process, drawn again in a forked child (gunicorn forks its workers
+# after the app, and llmtap, are imported), then a counter: unique across workers, hosts and restarts.
 _ids = itertools.count(1)
-_prefix = f"{os.getpid():x}-"
+_prefix = f"{os.urandom(4).hex()}-"
+
+
+def _new_process() -> None:
+    global _ids, _prefix
+    _ids = itertools.count(1)
+    _prefix = f"{os.urandom(4).hex()}-"
+
+
+os.register_at_fork(after_in_child=_new_process)
 
 
 def call_record(call_id: str, attempts: int, started_at: float, last: AttemptRecord) -> CallRecord:

@@ -84,6 +84,9 @@ class Settings(BaseModel):
     max_error_types: int = Field(default=50, ge=1, le=10_000)
     """Distinct error types beyond the documented ones (provider error types, HTTP statuses, transport
     exceptions) before new ones map to ``model_overflow``."""
+    max_servers: int = Field(default=50, ge=1, le=10_000)
+    """Distinct (``server.address``, ``server.port``) pairs before new ones map to (``model_overflow``,
+    0). Only matters with ``match_any_host`` or many ``base_urls``: a fleet of self-hosted servers."""
     model_overflow: str = Field(default="_other", min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")
     """The value every bounded label takes past its limit; each replacement is counted in
     ``llmtap_label_overflows_total{label}``. (Named for its first use; it applies to all bounded labels.)"""

@@ -6,6 +6,10 @@ stream kind the client expects (a subclass of that module's ``SyncByteStream`` /
 (``CancelledError`` and ``GeneratorExit`` included), and finalise the attempt exactly once: end of
 body, ``close()``, an exception, or the garbage collector (``weakref.finalize``) for streams
 nobody closed.
+
+An ending that may come from the garbage collector (the finaliser, or a close made while a dropped
+generator is being finalised) is only handed off (:mod:`llmtap._handoff`): ending an attempt takes
+locks, and the collector may have interrupted their holder on this very thread.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
+from llmtap import _handoff
 from llmtap._log import internal_error
 from llmtap._observer import Ending
 from llmtap._tap import Attempt, Tap
@@ -54,15 +59,32 @@ def _closing_a_dropped_generator() -> bool:
 
 
 def _end(tap: Tap, attempt: Attempt, ending: Ending, exc: BaseException | None = None) -> None:
-    """Every ending of every shell comes through here, guarded."""
+    """Every ending of every shell comes through here, guarded. A ``GeneratorExit`` is no ending by
+    itself (the close that follows it is), and may be thrown in by the garbage collector: nothing
+    to do."""
+    if isinstance(exc, GeneratorExit):
+        return
     try:
         tap.end(attempt, ending, _now(attempt), exc)
     except Exception as own:
         _internal_error("end", own)
 
 
+def _dropped(tap: Tap, attempt: Attempt) -> None:
+    """The app dropped the response: perhaps inside the garbage collector, so only hand it off (no
+    lock, no logging; the clock read is plain)."""
+    try:
+        at = _clock()
+    except Exception:
+        at = attempt.observer.start.started_at
+    _handoff.defer(tap, attempt, Ending.DROPPED, at, None)
+
+
 def _closed(tap: Tap, attempt: Attempt) -> None:
-    _end(tap, attempt, Ending.DROPPED if _closing_a_dropped_generator() else Ending.CLOSED)
+    if _closing_a_dropped_generator():
+        _dropped(tap, attempt)
+    else:
+        _end(tap, attempt, Ending.CLOSED)
 
 
 class _SyncShell:
@@ -128,8 +150,8 @@ def shells_for(module: ModuleType) -> tuple[type, type]:
 
 
 def _collected(tap: Tap, attempt: Attempt) -> None:
-    """The garbage collector (or exit) found the response unclosed."""
-    _end(tap, attempt, Ending.DROPPED)
+    """The garbage collector found the response unclosed: runs inside the collector."""
+    _dropped(tap, attempt)
 
 
 class _Sending:
@@ -171,7 +193,9 @@ class _Sending:
                 tap.end(attempt, Ending.EOF, now)
                 return
             wrapped = shell(response.stream, tap, attempt)
-            attempt.finalizer = weakref.finalize(wrapped, _collected, tap, attempt)
+            finalizer = weakref.finalize(wrapped, _collected, tap, attempt)
+            finalizer.atexit = False  # at exit nothing would drain it, and exit handlers must not end attempts
+            attempt.finalizer = finalizer
             response.stream = wrapped
         except Exception as exc:
             _internal_error("on_response", exc)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import context as otel_context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
+from llmtap import _handoff
 from llmtap._bounds import RecordBounds
 from llmtap._calls import CURRENT_CALL, Call, call_record
 from llmtap._endpoints import PROVIDERS, EndpointMatcher
@@ -141,14 +142,17 @@ class Tap:
                     )
                 )
         except BaseException:
-            self.close()  # all or nothing: no metric stays registered
+            for sink in built:  # all or nothing: no metric stays registered, no callback bound
+                sink.close()
             raise
         self.sinks: tuple[Sink, ...] = tuple(built + list(sinks or ()))
+        _handoff.start()
 
     # -- request path ----------------------------------------------------------------------------
 
     def begin(self, request: Any) -> Attempt | None:
         """Start observing ``request`` if it is LLM API traffic; ``None`` means pass through."""
+        _handoff.tend()  # attempts the garbage collector found dropped end here at the latest
         url = request.url
         port = url.port
         if port is None:
@@ -193,8 +197,7 @@ class Tap:
             endpoint.provider_name,
             provider.operation,
             self._bounds.model_label(info.model),
-            url.host,
-            port,
+            *self._bounds.server(url.host, port),
             path,
             request.method,
             info.stream,
@@ -268,6 +271,14 @@ class Tap:
                 internal_error("sink", "llmtap: the %s exporter failed: %r", sink.name, exc)
 
     def close(self) -> None:
-        """Unregister this tap's Prometheus metrics."""
-        if self.prometheus is not None:
-            self.prometheus.unregister()
+        """Close every sink (the Prometheus metrics are unregistered, the OTel callbacks let go), after
+        ending what the garbage collector handed off. Each sink is closed even if another fails."""
+        _handoff.drain()
+        for sink in self.sinks:
+            close = getattr(sink, "close", None)  # sinks written before close() joined the protocol
+            if close is None:
+                continue
+            try:
+                close()
+            except Exception as exc:
+                internal_error("sink", "llmtap: closing the %s exporter failed: %r", sink.name, exc)

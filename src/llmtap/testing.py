@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
-from llmtap import _lifecycle, _tap
+from llmtap import _handoff, _lifecycle, _tap
 from llmtap._record import AttemptRecord, AttemptStart, CallRecord
 from llmtap._settings import Settings
 from llmtap._tap import Tap
 
 if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -57,6 +58,9 @@ class RecordingSink:
             self.calls.append(record)
             self._cond.notify_all()
 
+    def close(self) -> None:
+        pass
+
     def wait(self, records: int, calls: int = 0, timeout: float = 5.0) -> None:
         """Block until at least ``records`` attempts and ``calls`` calls have ended.
 
@@ -86,10 +90,14 @@ class Capture:
 
     @property
     def records(self) -> list[AttemptRecord]:
+        """Every attempt ended so far (streams the garbage collector found dropped included)."""
+        _handoff.drain()
         return self._sink.records
 
     @property
     def calls(self) -> list[CallRecord]:
+        """Every logical call ended so far."""
+        _handoff.drain()
         return self._sink.calls
 
     def wait(self, records: int, calls: int = 0, timeout: float = 5.0) -> None:
@@ -109,8 +117,13 @@ class Capture:
 
 
 @contextmanager
-def capture(settings: Settings | None = None, *, patch: bool = True) -> Iterator[Capture]:
+def capture(
+    settings: Settings | None = None, *, patch: bool = True, meter_provider: MeterProvider | None = None
+) -> Iterator[Capture]:
     """Instrument with a fresh registry and an in-memory span exporter; uninstrument on exit.
+
+    ``meter_provider`` receives the OpenTelemetry metrics (default: the global one), e.g. one with an
+    ``InMemoryMetricReader`` to assert on them.
 
     The capture's ``tracer_provider`` can be handed to an SDK (e.g. the Anthropic client's
     ``open_telemetry={"tracer_provider": ...}``) so its spans land in the same exporter.
@@ -141,7 +154,12 @@ def capture(settings: Settings | None = None, *, patch: bool = True) -> Iterator
     sink = RecordingSink()
     try:
         tap = _lifecycle.activate(
-            settings, registry=registry, tracer_provider=provider, patch=patch, extra_sinks=[sink]
+            settings,
+            registry=registry,
+            tracer_provider=provider,
+            meter_provider=meter_provider,
+            patch=patch,
+            extra_sinks=[sink],
         )
     except BaseException:
         provider.shutdown()

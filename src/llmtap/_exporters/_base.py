@@ -31,3 +31,8 @@ class Sink(Protocol):
     def call_end(self, record: CallRecord) -> None:
         """A logical call (all its attempts) ended."""
         ...
+
+    def close(self) -> None:
+        """The tap is being closed (``uninstrument()``): release what the sink holds (registered
+        metrics, callbacks, per-call state). Called once, after the last record."""
+        ...

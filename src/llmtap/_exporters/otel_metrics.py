@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -89,7 +90,7 @@ class OtelMetricsExporter:
         exclude: tuple[str, ...] = (),
         chunk_gaps: bool = True,
     ) -> None:
-        meter = metrics.get_meter("llmtap", __version__, meter_provider=meter_provider)
+        shared = _shared(meter_provider, namespace)
         excluded = resolve_names(exclude)
         if not chunk_gaps:  # Settings.otel_chunk_gaps: one SDK record() per chunk is the price
             excluded = excluded | {"gap"}
@@ -97,30 +98,7 @@ class OtelMetricsExporter:
         self._base_attrs: dict[tuple[str, str, str], Attributes] = {}
         # (provider, operation, model, resource) -> [limit, remaining, reset], last values seen
         self._rate_limits: dict[tuple[str, str, str, str], list[float | None]] = {}
-
-        def make(spec: Instrument) -> Any:
-            if spec.key in excluded:
-                return _OFF
-            name = spec.name if spec.semconv or not namespace else f"{namespace}.{spec.name}"
-            unit, doc = spec.unit, spec.description
-            if spec.kind == COUNTER:
-                return meter.create_counter(name, unit=unit, description=doc)
-            if spec.kind == UP_DOWN:
-                return meter.create_up_down_counter(name, unit=unit, description=doc)
-            if spec.kind == HISTOGRAM:
-                bounds = [float(b) for b in spec.buckets]
-                return meter.create_histogram(
-                    name, unit=unit, description=doc, explicit_bucket_boundaries_advisory=bounds
-                )
-            if spec.kind != GAUGE:
-                raise ValueError(f"unknown instrument kind {spec.kind!r} of {spec.name}")
-            index = {"ratelimit_limit": _LIMIT, "ratelimit_remaining": _REMAINING, "ratelimit_reset": _RESET}
-            return meter.create_observable_gauge(
-                name, callbacks=[self._observer(index[spec.key])], unit=unit, description=doc
-            )
-
-        m = {spec.key: make(spec) for spec in INSTRUMENTS}
-        register_otel(meter, namespace)  # llmtap.internal_errors, llmtap.label_overflows (observable counters)
+        m = {spec.key: _OFF if spec.key in excluded else shared.instrument(spec) for spec in INSTRUMENTS}
         self._duration = m["duration"]
         self._ttfc = m["ttfc"]
         self._gap = m["gap"]
@@ -140,10 +118,13 @@ class OtelMetricsExporter:
         self._track_rate_limits = not {"ratelimit_limit", "ratelimit_remaining", "ratelimit_reset"} <= excluded
         # per-chunk gaps waiting for the next collection: label set -> [attributes, counts, sum, max]
         self._pending_gaps: dict[frozenset[tuple[str, str | int]], list[Any]] = {}
-        if self._gap is not _OFF:
-            # An observable instrument's callback runs at every collection, on the reader's thread, before
-            # the collection's snapshot; it yields nothing, so nothing is exported under this name.
-            meter.create_observable_gauge("llmtap.internal.gap_flush", callbacks=[self._flush_gaps])
+        self._shared = shared
+        shared.current = self  # the observable callbacks now read this exporter
+
+    def close(self) -> None:
+        """Nothing to release: the shared instruments stay with the meter provider, and their
+        callbacks keep reading this exporter (the last rate-limit values seen, gaps still pending)
+        until another exporter on the same provider takes over."""
 
     def _base(self, provider: str, operation: str, model: str) -> Attributes:
         """The base attributes, one shared (never mutated) dict per label set."""
@@ -171,15 +152,11 @@ class OtelMetricsExporter:
         self._parse_errors.add(0, attrs)
         return attrs
 
-    def _observer(self, index: int) -> Callable[[CallbackOptions], Iterable[Observation]]:
-        def observe(options: CallbackOptions) -> Iterable[Observation]:
-            with self._lock:
-                items = [(k, v[index]) for k, v in self._rate_limits.items()]
-            return [
-                Observation(value, {**self._base(*k[:3]), "resource": k[3]}) for k, value in items if value is not None
-            ]
-
-        return observe
+    def _observe(self, index: int) -> list[Observation]:
+        """The last rate-limit values seen, one of (limit, remaining, reset) by ``index``."""
+        with self._lock:
+            items = [(k, v[index]) for k, v in self._rate_limits.items()]
+        return [Observation(value, {**self._base(*k[:3]), "resource": k[3]}) for k, value in items if value is not None]
 
     # -- Sink ------------------------------------------------------------------------------------
 
@@ -265,15 +242,16 @@ class OtelMetricsExporter:
             if largest > pending[3]:
                 pending[3] = largest
 
-    def _flush_gaps(self, options: CallbackOptions) -> Iterable[Observation]:
+    def _flush_gaps(self) -> None:
         """At collection: record the pending gaps, one value per gap (see :func:`spread`)."""
+        if self._gap is _OFF:
+            return
         with self._lock:
             pending, self._pending_gaps = self._pending_gaps, {}
         for attrs, counts, total, largest in pending.values():
             for value, count in spread(counts, total, _GAP_BOUNDS, largest):
                 for _ in range(count):
                     self._gap.record(value, attrs)
-        return ()
 
     def call_end(self, record: CallRecord) -> None:
         base = self._base(record.provider, record.operation, record.request_model)
@@ -283,6 +261,80 @@ class OtelMetricsExporter:
 
 
 _GAP_BOUNDS = next(i.buckets for i in INSTRUMENTS if i.key == "gap")
+_GAUGE_INDEX = {"ratelimit_limit": _LIMIT, "ratelimit_remaining": _REMAINING, "ratelimit_reset": _RESET}
+
+
+class _Shared:
+    """llmtap's instruments on one meter provider under one namespace, each created once.
+
+    The OpenTelemetry SDK hands back the first instrument of a name, with the first one's callbacks,
+    so an exporter made after another on the same provider (``uninstrument(); instrument()``) must
+    reuse them; the observable callbacks read whichever exporter is :attr:`current`.
+    """
+
+    def __init__(self, meter: Any, namespace: str) -> None:
+        self.meter = meter
+        self.namespace = namespace
+        self.current: OtelMetricsExporter | None = None
+        self._made: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        register_otel(meter, namespace)  # llmtap.internal_errors, llmtap.label_overflows (observable counters)
+        # An observable instrument's callback runs at every collection, on the reader's thread, before the
+        # collection's snapshot; this one yields nothing, so nothing is exported under its name.
+        meter.create_observable_gauge("llmtap.internal.gap_flush", callbacks=[self._flush_gaps])
+
+    def instrument(self, spec: Instrument) -> Any:
+        with self._lock:
+            made = self._made.get(spec.key)
+            if made is None:
+                made = self._made[spec.key] = self._make(spec)
+            return made
+
+    def _make(self, spec: Instrument) -> Any:
+        meter, namespace = self.meter, self.namespace
+        name = spec.name if spec.semconv or not namespace else f"{namespace}.{spec.name}"
+        unit, doc = spec.unit, spec.description
+        if spec.kind == COUNTER:
+            return meter.create_counter(name, unit=unit, description=doc)
+        if spec.kind == UP_DOWN:
+            return meter.create_up_down_counter(name, unit=unit, description=doc)
+        if spec.kind == HISTOGRAM:
+            bounds = [float(b) for b in spec.buckets]
+            return meter.create_histogram(name, unit=unit, description=doc, explicit_bucket_boundaries_advisory=bounds)
+        if spec.kind != GAUGE:
+            raise ValueError(f"unknown instrument kind {spec.kind!r} of {spec.name}")
+        return meter.create_observable_gauge(
+            name, callbacks=[self._gauge(_GAUGE_INDEX[spec.key])], unit=unit, description=doc
+        )
+
+    def _gauge(self, index: int) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            current = self.current
+            return () if current is None else current._observe(index)
+
+        return observe
+
+    def _flush_gaps(self, options: CallbackOptions) -> Iterable[Observation]:
+        current = self.current
+        if current is not None:
+            current._flush_gaps()
+        return ()
+
+
+_shared_lock = threading.Lock()
+_shared_by_provider: weakref.WeakKeyDictionary[Any, dict[str, _Shared]] = weakref.WeakKeyDictionary()
+
+
+def _shared(meter_provider: MeterProvider | None, namespace: str) -> _Shared:
+    """The instruments of ``meter_provider`` (default: the global one) under ``namespace``."""
+    provider = metrics.get_meter_provider() if meter_provider is None else meter_provider
+    with _shared_lock:
+        by_namespace = _shared_by_provider.setdefault(provider, {})
+        shared = by_namespace.get(namespace)
+        if shared is None:
+            meter = metrics.get_meter("llmtap", __version__, meter_provider=provider)
+            shared = by_namespace[namespace] = _Shared(meter, namespace)
+        return shared
 
 
 def spread(counts: Sequence[int], total: float, bounds: Sequence[float], largest: float) -> list[tuple[float, int]]:

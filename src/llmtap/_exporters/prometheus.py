@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
+from llmtap import _handoff
 from llmtap._exporters._health import HEALTH_METRIC_NAMES, HealthCollector
 from llmtap._metrics import COUNTER, GAUGE, HISTOGRAM, INSTRUMENTS, TOKEN_TYPES, Instrument, resolve_names
 from llmtap._record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord
@@ -70,6 +73,18 @@ class _Off:
 
 
 _OFF: Any = _Off()
+
+
+class _HandOff(Collector):
+    """Exports nothing: each scrape first ends the attempts handed off by the garbage collector
+    (:mod:`llmtap._handoff`), so an abandoned stream is counted by the next scrape at the latest."""
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        _handoff.drain()
+        return iter(())
 
 
 class _Children:
@@ -174,6 +189,8 @@ class PrometheusExporter:
             return metric
 
         self.health: HealthCollector | None = None
+        self._handoff = _HandOff()
+        reg.register(self._handoff)  # first, so a scrape ends handed-off attempts before it reads the rest
         try:
             m = {spec.key: make(spec) for spec in INSTRUMENTS}
             self.health = HealthCollector(namespace).register(reg)  # llmtap_internal_errors / _label_overflows
@@ -336,8 +353,14 @@ class PrometheusExporter:
                 call_ttft = children.call_ttft = self.call_ttft.labels(*children.key)
             call_ttft.observe(record.first_token_at - record.started_at)
 
+    def close(self) -> None:
+        """Remove every llmtap metric from the registry."""
+        self.unregister()
+
     def unregister(self) -> None:
         """Remove every llmtap metric from the registry."""
+        with contextlib.suppress(KeyError):
+            self.registry.unregister(self._handoff)
         for metric in self._registered:
             with contextlib.suppress(KeyError):
                 self.registry.unregister(metric)

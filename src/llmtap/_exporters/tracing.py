@@ -131,3 +131,6 @@ class TracingExporter:
 
     def call_end(self, record: CallRecord) -> None:
         self._last_span.pop(record.call_id, None)
+
+    def close(self) -> None:
+        self._last_span.clear()
