@@ -6,9 +6,11 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import pkgutil
+import re
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -72,6 +74,15 @@ def test_every_other_module_is_private_by_name() -> None:
         m for m in modules if not any(part.startswith("_") for part in m.split(".")) and m not in PUBLIC_MODULES
     )
     assert public == [], f"public module names outside the API: {public}; rename them _private or add them"
+
+
+def test_every_module_declares_all() -> None:
+    """Private modules too: ``__all__`` says what the rest of llmtap may import from each."""
+    source = Path(llmtap.__file__).parent
+    files = sorted(source.rglob("*.py"))
+    assert len(files) > 40  # positive control: the package was found
+    missing = [str(f.relative_to(source)) for f in files if not re.search(r"^__all__\b", f.read_text(), re.M)]
+    assert missing == []
 
 
 def test_the_command_and_python_m_run_the_private_cli() -> None:
