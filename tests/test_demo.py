@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -123,3 +124,17 @@ def test_prometheus_that_dies_at_start_up_is_reported(monkeypatch: pytest.Monkey
     with pytest.raises(_demo.DemoError, match="Prometheus exited at start-up"), _demo._prometheus(1, _free_port()):
         pass
     assert not list(tmp_path.glob("llmtap-prom-*"))
+
+
+def test_metrics_port_0_prints_the_port_taken() -> None:
+    llmtap_cli = str(Path(sys.executable).with_name("llmtap"))
+    out = subprocess.run(
+        [llmtap_cli, "demo", "--headless", "--duration", "2", "--metrics-port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    match = re.search(r"metrics http://127\.0\.0\.1:(\d+)/metrics", out.stdout)
+    assert match is not None, out.stdout
+    assert int(match.group(1)) > 0

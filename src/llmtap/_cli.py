@@ -124,7 +124,13 @@ def add_demo(sub: _SubParsers) -> argparse.ArgumentParser:
     demo.add_argument(
         "--duration", type=positive_float, default=None, metavar="SECONDS", help="stop after SECONDS (default: Ctrl-C)"
     )
-    demo.add_argument("--metrics-port", type=port, default=9464, metavar="PORT", help="port for /metrics on 127.0.0.1")
+    demo.add_argument(
+        "--metrics-port",
+        type=port,
+        default=9464,
+        metavar="PORT",
+        help="port for /metrics on 127.0.0.1 (0: any free port)",
+    )
     demo.add_argument("--mix", choices=tuple(MIX_HELP), default="default", help="traffic mix: " + "; ".join(
         f"{name}: {text}" for name, text in MIX_HELP.items()))  # fmt: skip
     demo.add_argument(

@@ -501,6 +501,7 @@ def run_demo(
             ) from None
         cleanup.callback(server_thread.join, timeout=2)
         cleanup.callback(server.shutdown)
+        metrics_port = int(server.server_address[1])  # --metrics-port 0: the free port taken
         url = f"http://127.0.0.1:{metrics_port}"
         alerts = None
         if prometheus_port is not None:
