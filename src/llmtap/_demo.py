@@ -508,12 +508,12 @@ def run_demo(
             alerts = cleanup.enter_context(_prometheus(metrics_port, prometheus_port))
             if alerts is not None:
                 rules = _find_rules()
-                timing = f" fire after their for: ({_for_range(rules)})" if rules is not None else ""
-                alerts = f"{alerts}{timing}"
+                durations = _for_range(rules) if rules is not None else "?"
+                alerts = f"{alerts} (for: {durations})"
                 print(
                     f"Prometheus with llmtap's alert rules: {alerts}. The rules are the production ones: an alert "
-                    "turns pending once its condition holds and fires only after it held for its for: duration, "
-                    "so expect the first firing after a few minutes and the 10-minute ones after about 11.",
+                    "turns pending once its condition holds and fires only after it held for its whole for: "
+                    "duration, so the first firing takes minutes, not seconds.",
                     flush=True,
                 )
         sim = cleanup.enter_context(Simulator())
