@@ -1,9 +1,11 @@
 """The ``llmtap`` command: ``llmtap demo``, ``llmtap simulate``, ``llmtap probe`` and ``llmtap run``.
 
-Every subcommand is built one way: an ``add_<name>(subparsers) -> parser`` function declares its
-arguments (checked by ``type=`` functions, so a bad value never reaches the code) and a
-``main(args) -> int`` runs it; both are listed in :data:`_COMMANDS`. Every parser is a :class:`_Parser`:
-help shows each option's default, and a bad command line prints one line and exits with status 2.
+Every subcommand is built one way: a function ``(subparsers) -> parser`` declares its arguments
+(checked by ``type=`` functions such as :func:`port`, so a bad value never reaches the code) and a
+handler ``(args) -> int`` runs it, importing what it needs only then; the pairs are listed in
+:data:`_COMMANDS`. Every parser is a :class:`_Parser`: help shows each option's default, and a bad
+command line prints one line naming the subcommand and exits with status 2. A handler reports a bad
+input it can only detect by running (a taken port) the same way, through :func:`fail`.
 """
 
 from __future__ import annotations
