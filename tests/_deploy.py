@@ -80,20 +80,32 @@ def spans(receiver: Receiver, prefix: str = "") -> list[tuple[str, dict[str, Any
 def histogram_count(receiver: Receiver, name: str) -> int:
     """Data points recorded into histogram ``name``: the largest cumulative count seen per series, summed.
 
-    A series is its attributes and its start time: forked workers share a resource, but each
-    one's cumulative stream starts when it first records."""
+    A series is its resource (each forked worker has its own ``service.instance.id``: the OTel SDK
+    draws it again after a fork) and its attributes."""
     latest: dict[tuple[Any, ...], int] = {}
     for request in receiver.metrics():
         for rm in request.resource_metrics:
+            resource = tuple(sorted((a.key, str(_value(a.value))) for a in rm.resource.attributes))
             for sm in rm.scope_metrics:
                 for metric in sm.metrics:
                     if metric.name != name:
                         continue
                     for point in metric.histogram.data_points:
                         attributes = sorted((a.key, str(_value(a.value))) for a in point.attributes)
-                        key = (point.start_time_unix_nano, *attributes)
+                        key = (resource, *attributes)
                         latest[key] = max(latest.get(key, 0), int(point.count))
     return sum(latest.values())
+
+
+def instances(receiver: Receiver) -> set[str]:
+    """The ``service.instance.id`` of every resource that sent metrics."""
+    return {
+        str(_value(a.value))
+        for request in receiver.metrics()
+        for rm in request.resource_metrics
+        for a in rm.resource.attributes
+        if a.key == "service.instance.id"
+    }
 
 
 def _value(value: Any) -> Any:

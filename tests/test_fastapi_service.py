@@ -24,7 +24,7 @@ import pytest
 
 from llmtap import Outcome
 from llmtap.simulator import Scenario, Served, Simulator
-from tests._deploy import Scrape, free_port, histogram_count, spans, wait_http, wait_until
+from tests._deploy import Scrape, free_port, histogram_count, instances, spans, wait_http, wait_until
 from tests._otlp import otlp_receiver
 
 SERVICE = Path(__file__).resolve().parents[1] / "examples" / "fastapi_service"
@@ -188,15 +188,16 @@ def test_llmtap_run_gunicorn_zero_code(tmp_path: Path) -> None:
             assert_totals_match(Scrape.get(f"http://127.0.0.1:{llmtap_port}/metrics"), served)
             # OTLP from every forked worker: one span per attempt, and the semconv duration histogram
             wait_until(lambda: len(spans(receiver, "chat ")) >= len(served), 15, "a span per attempt over OTLP")
-            # The workers share the master's resource, so two workers' cumulative streams with the same
-            # attributes and start time (a worker recording before its first export inherits the master's
-            # last collection time) are indistinguishable here, as in a Collector (README, "Forked workers
-            # and OTLP metrics"): the histogram is checked to arrive and never to over-count.
+            # Each forked worker exports under its own service.instance.id (the OTel SDK draws it again after
+            # a fork), so its cumulative streams are its own and sum exactly, as in a Collector.
             wait_until(
-                lambda: histogram_count(receiver, "gen_ai.client.operation.duration") > 0,
-                15,
-                "the OTLP duration histogram",
+                lambda: histogram_count(receiver, "gen_ai.client.operation.duration") >= len(served),
+                20,
+                "every attempt in the OTLP duration histogram, summed over the workers",
             )
+            assert histogram_count(receiver, "gen_ai.client.operation.duration") == len(served)
+            # one instance per worker, plus the master (it exports llmtap's health counters)
+            assert len(set(pids)) <= len(instances(receiver)) <= 4 + 1
             chats = spans(receiver, "chat ")
             assert len(chats) == len(served)
             # call ids are drawn per process after the fork (--preload imports llmtap in the master):
@@ -207,7 +208,7 @@ def test_llmtap_run_gunicorn_zero_code(tmp_path: Path) -> None:
             assert {resource["service.name"] for _, _, resource in chats} == {"chat-service"}
             statuses = Counter(attrs["http.response.status_code"] for _, attrs, _ in chats)
             assert statuses == Counter(s.status for s in served)
-            assert 0 < histogram_count(receiver, "gen_ai.client.operation.duration") <= len(served)
+            assert histogram_count(receiver, "gen_ai.client.operation.duration") == len(served)
 
 
 def test_llmtap_run_uvicorn_workers(tmp_path: Path) -> None:

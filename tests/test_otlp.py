@@ -501,3 +501,92 @@ def test_chunk_gaps_are_recorded_over_otel_only_when_asked() -> None:
     gap = "gen_ai.client.operation.time_per_output_chunk"
     assert gap not in seen[False] and gap in seen[True]
     assert seen[True] - {gap} == seen[False]
+
+
+# ---------------------------------------------------------------------------------------------
+# Delta temporality (Datadog, Dynatrace): the standard OTLP preference, exact per export
+# ---------------------------------------------------------------------------------------------
+
+
+def _delta_to_native(exports: list[dict[str, Metric]]) -> tuple[dict[Key, float], dict[Key, Hist]]:
+    """Sum delta exports into the cumulative Prometheus view (up-down counters and gauges are not deltas:
+    the last export's value stands)."""
+    scalars: dict[Key, float] = {}
+    hists: dict[Key, Hist] = {}
+    cumulative_kinds = {spec.prometheus() for spec in INSTRUMENTS if spec.kind in (UP_DOWN, GAUGE)}
+    for metrics in exports:
+        export_scalars, export_hists = otlp_series(metrics)
+        for key, value in export_scalars.items():
+            scalars[key] = value if key[0] in cumulative_kinds else scalars.get(key, 0.0) + value
+        for key, h in export_hists.items():
+            seen = hists.get(key)
+            hists[key] = (
+                h
+                if seen is None
+                else Hist(
+                    seen.count + h.count,
+                    seen.total + h.total,
+                    tuple(a + b for a, b in zip(seen.buckets, h.buckets, strict=True)),
+                )
+            )
+    return scalars, hists
+
+
+def test_delta_temporality_is_exact_per_export(
+    sim: Simulator, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE=delta``: counters and histograms arrive as
+    deltas; each export carries exactly what happened since the one before (the native exporter's
+    difference between two scrapes), and their sum is the native exporter's totals."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "delta")
+    sim.clear()
+    registry = CollectorRegistry()
+    reader = PeriodicExportingMetricReader(
+        OTLPMetricExporter(endpoint=receiver.endpoint + "/v1/metrics", timeout=10), export_interval_millis=3_600_000
+    )
+    provider = MeterProvider(metric_readers=[reader], resource=Resource.create({"service.name": "llmtap-delta"}))
+    settings = llmtap.Settings(
+        base_urls=(sim.base_url,), traces=False, stall_threshold_seconds=0.15, otel_chunk_gaps=True
+    )
+    llmtap.instrument(settings, registry=registry, meter_provider=provider)
+    natives = []
+    try:
+        for _ in range(2):
+            run_mix(sim)
+            assert provider.force_flush(10_000)
+            natives.append(native_series(registry))
+    finally:
+        llmtap.uninstrument()
+        provider.shutdown()
+    exports = []
+    for request in receiver.metrics()[-3:]:  # the two flushes, then the shutdown's (nothing new)
+        (rm,) = request.resource_metrics
+        if rm.resource.attributes and any(kv.value.string_value == "llmtap-delta" for kv in rm.resource.attributes):
+            (sm,) = rm.scope_metrics
+            exports.append({m.name: m for m in sm.metrics})
+    first, second = exports[0], exports[1]
+    attempts = first["llmtap.attempts"]
+    assert attempts.sum.aggregation_temporality == AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA
+    assert attempts.sum.is_monotonic
+    duration = first["gen_ai.client.operation.duration"]
+    assert duration.histogram.aggregation_temporality == AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA
+    # per export: the first equals the first scrape, the second the difference (counters, every series)
+    counters = {spec.prometheus() for spec in INSTRUMENTS if spec.kind == COUNTER}
+    (s1, _), (s2, h2) = natives
+    e1, _ = otlp_series(first)
+    e2, _ = otlp_series(second)
+    assert {k: v for k, v in e1.items() if k[0] in counters and v} == {
+        k: v for k, v in s1.items() if k[0] in counters and v
+    }
+    assert {k: v for k, v in e2.items() if k[0] in counters and v} == {
+        k: s2[k] - s1.get(k, 0.0) for k in s2 if k[0] in counters and s2[k] - s1.get(k, 0.0)
+    }
+    assert sum(v for k, v in e2.items() if k[0] == "llmtap_attempts_total") == sum(
+        len(m.outcomes) * m.times for m in MIX
+    )
+    # summed over the exports: the native totals, histograms included
+    scalars, hists = _delta_to_native(exports)
+    assert {k: v for k, v in scalars.items() if v} == {k: v for k, v in s2.items() if v}
+    assert {k: (h.count, h.buckets) for k, h in hists.items() if h.count} == {
+        k: (h.count, h.buckets) for k, h in h2.items()
+    }
