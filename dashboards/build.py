@@ -139,6 +139,19 @@ def quantile(q: float, histogram: str, by: str = BY, extra: str = "") -> str:
     return f"histogram_quantile({q}, sum by ({by_le}) ({rate(histogram + '_bucket', extra)}))"
 
 
+def token_quantile(q: float) -> str:
+    """Tokens per request by type, from whichever GenAI semconv token histograms the app emits
+    (``Settings.genai_semconv``): ``gen_ai.client.token.usage`` by ``gen_ai_token_type``, or the latest
+    per-direction histograms, relabelled; with both, the first one wins (``or`` on equal label sets)."""
+    by_le = f"le, {BY}"
+    legacy = f"sum by ({by_le}, gen_ai_token_type) ({rate(NAME['usage'] + '_bucket')})"
+    latest = [
+        f'label_replace(sum by ({by_le}) ({rate(NAME[key] + "_bucket")}), "gen_ai_token_type", "{kind}", "", "")'
+        for key, kind in (("inference_input", "input"), ("inference_output", "output"))
+    ]
+    return f"histogram_quantile({q}, {legacy} or {latest[0]} or {latest[1]})"
+
+
 def eq(label: str, value: str) -> str:
     """An equality matcher, ``label="value"``."""
     return f'{label}="{value}"'
@@ -261,6 +274,10 @@ def _render_panel(p: Panel, panel_id: int, x: int, y: int) -> Json:
             "instant": t.instant,
             "editorMode": "code",
         }
+        if "histogram_quantile(" in t.expr and "_bucket" in t.expr and not t.instant:
+            # the attempt's trace id rides on the buckets (llmtap Settings.exemplars): a latency spike
+            # links to the trace that made it
+            target["exemplar"] = True
         targets.append(target)
     return {
         "type": p.kind,
@@ -615,7 +632,7 @@ def overview() -> Json:
             [
                 Target(
                     f"sum by ({BY}) "
-                    f"({rate(NAME['usage'] + '_sum', eq('gen_ai_token_type', 'output'))})"
+                    f"({rate(NAME['tokens'], eq('gen_ai_token_type', 'output'))})"
                     f"\n/\n(sum by ({BY}) ({rate(NAME['duration'] + '_sum')}) > 0)",
                     PM_LEGEND,
                 )
@@ -1059,13 +1076,7 @@ def tokens() -> Json:
         Panel(
             "Tokens per request (p50 / p95) by type",
             "Distribution of input and output tokens per request.",
-            [
-                Target(
-                    quantile(q, NAME["usage"], by=f"{BY}, gen_ai_token_type"),
-                    f"p{int(q * 100)} {{{{gen_ai_token_type}}}} {PM_LEGEND}",
-                )
-                for q in (0.5, 0.95)
-            ],
+            [Target(token_quantile(q), f"p{int(q * 100)} {{{{gen_ai_token_type}}}} {PM_LEGEND}") for q in (0.5, 0.95)],
             unit="short",
         ),
         Panel(
@@ -1090,6 +1101,46 @@ def tokens() -> Json:
             unit="percentunit",
             minimum=0,
             maximum=1,
+        ),
+        row("Cost (Settings.cost)"),
+        Panel(
+            "Cost per hour (USD) by provider / model",
+            "What the attempts cost, from the reported tokens and the price table (genai-prices, or "
+            "Settings.prices). Empty unless llmtap runs with Settings.cost / LLMTAP_COST=true.",
+            [Target(f"{sum_rate(NAME['cost'])} * 3600", PM_LEGEND)],
+            unit="currencyUSD",
+        ),
+        Panel(
+            "Cost per hour (USD) by token type",
+            "Uncached input, output (reasoning included), cache reads and cache writes, each at its own rate.",
+            [Target(f"{sum_rate(NAME['cost'], by='gen_ai_token_type')} * 3600", "{{gen_ai_token_type}}")],
+            unit="currencyUSD",
+            stack=True,
+        ),
+        Panel(
+            "Cost per call (USD) by provider / model",
+            "Mean cost of one logical SDK call (its retries included).",
+            [
+                Target(
+                    f"{sum_rate(NAME['cost'])}\n/\n({sum_rate(NAME['call_duration'] + '_count')} > 0)",
+                    PM_LEGEND,
+                )
+            ],
+            unit="currencyUSD",
+            decimals=4,
+        ),
+        Panel(
+            "Cache savings per hour (USD) by provider / model",
+            "What the cache reads saved against the same tokens as plain input.",
+            [Target(f"{sum_rate(NAME['cost_savings'])} * 3600", PM_LEGEND)],
+            unit="currencyUSD",
+        ),
+        Panel(
+            "Unpriced attempts per second by provider / model",
+            "Attempts whose model has no known price: their cost is missing above, never guessed. "
+            "Give their price in Settings.prices.",
+            [Target(sum_rate(NAME["unpriced"]), PM_LEGEND)],
+            unit="reqps",
         ),
         row("Stop reasons"),
         Panel(

@@ -408,3 +408,49 @@ def test_contract_matches_the_exporter() -> None:
     assert {n.removesuffix("_total") for n in METRIC_NAMES} == families
     assert METRIC_KINDS["llmtap_parse_errors_total"] == "counter"  # the one the hand copy had missed
     assert METRIC_KINDS["llmtap_streams_in_flight"] == "gauge"
+
+
+@pytest.mark.parametrize("generation", ["default", "latest", "both"])
+def test_token_panels_read_either_semconv_generation(generation: str, tmp_path: Path) -> None:
+    """Settings.genai_semconv: the tokens-per-request panel answers the same from the legacy histogram
+    (by gen_ai_token_type), from the latest per-direction ones, and from both at once (no double count)."""
+    promtool = require("promtool")
+    build = load_build()
+    expr = build.concrete(build.token_quantile(0.5), {"__rate_interval": "2m"})
+    labels = 'gen_ai_provider_name="anthropic", gen_ai_operation_name="chat", gen_ai_request_model="m", instance="a"'
+    series = []
+
+    def histogram(name: str, extra: str, low: bool) -> None:
+        # every observation in (4, 16] (median 10), or in (16, 64] (median 40)
+        buckets = (
+            (("4", 0), ("16", 3), ("64", 3), ("+Inf", 3)) if low else (("4", 0), ("16", 0), ("64", 3), ("+Inf", 3))
+        )
+        for le, rate in buckets:
+            series.append({"series": f'{name}_bucket{{{labels}{extra}, le="{le}"}}', "values": f"0+{rate}x10"})
+
+    if generation in ("default", "both"):
+        histogram("gen_ai_client_token_usage", ', gen_ai_token_type="input"', low=True)
+        histogram("gen_ai_client_token_usage", ', gen_ai_token_type="output"', low=True)
+    # with both, the latest histograms disagree on purpose: a mix of the two would move the median to 16
+    latest_low = generation == "latest"
+    if generation in ("latest", "both"):
+        histogram("gen_ai_client_inference_operation_input_tokens", "", low=latest_low)
+        histogram("gen_ai_client_inference_operation_output_tokens", "", low=latest_low)
+    expected = [
+        {"labels": f'{{gen_ai_provider_name="anthropic", gen_ai_request_model="m", gen_ai_token_type="{kind}"}}',
+         "value": 10}
+        for kind in ("input", "output")
+    ]  # fmt: skip
+    test = {
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "promql_expr_test": [{"expr": expr, "eval_time": "5m", "exp_samples": expected}],
+            }
+        ],
+    }
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump(test))
+    done = subprocess.run([promtool, "test", "rules", "test.yaml"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr

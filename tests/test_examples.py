@@ -140,3 +140,12 @@ def test_gunicorn_conf_says_what_it_needs_in_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr
     assert "gunicorn.conf.py (gunicorn reads ./gunicorn.conf.py by default)" in out.stderr, out.stderr
     assert "export PROMETHEUS_MULTIPROC_DIR=$(mktemp -d)" in out.stderr
+
+
+def test_cost_budget_example_rules() -> None:
+    """examples/cost_budget: the rule checks, and its promtool cases (over budget fires, under does not) pass."""
+    promtool = require("promtool")
+    folder = EXAMPLES / "cost_budget"
+    for args in (["check", "rules", "rules.yaml"], ["test", "rules", "test.yaml"]):
+        done = subprocess.run([promtool, *args], cwd=folder, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr

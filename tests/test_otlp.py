@@ -212,7 +212,13 @@ def exported(sim: Simulator, receiver: Receiver) -> Iterator[Exported]:
     )
     provider = MeterProvider(metric_readers=[reader], resource=Resource.create({"service.name": "llmtap-otlp-test"}))
     settings = llmtap.Settings(
-        base_urls=(sim.base_url,), traces=False, stall_threshold_seconds=0.15, otel_chunk_gaps=True
+        base_urls=(sim.base_url,),
+        traces=False,
+        stall_threshold_seconds=0.15,
+        otel_chunk_gaps=True,
+        genai_semconv="both",  # every instrument on: both generations of the semconv token histograms,
+        cost=True,  # one model priced (cache included), the others unpriced
+        prices={"m-completed": llmtap.ModelPrice(input=3.0, output=15.0, cache_read=0.3)},
     )
     llmtap.instrument(settings, registry=registry, meter_provider=provider)
     try:
@@ -590,3 +596,25 @@ def test_delta_temporality_is_exact_per_export(
     assert {k: (h.count, h.buckets) for k, h in hists.items() if h.count} == {
         k: (h.count, h.buckets) for k, h in h2.items()
     }
+
+
+@pytest.mark.parametrize(
+    ("generation", "present", "absent"),
+    [
+        ("default", {"gen_ai_client_token_usage"}, {"gen_ai_client_inference_operation_input_tokens"}),
+        ("latest", {"gen_ai_client_inference_operation_input_tokens"}, {"gen_ai_client_token_usage"}),
+        ("both", {"gen_ai_client_token_usage", "gen_ai_client_inference_operation_output_tokens"}, set()),
+    ],
+)
+def test_genai_semconv_generations(sim: Simulator, generation: str, present: set[str], absent: set[str]) -> None:
+    from llmtap.testing import capture
+
+    sim.clear()
+    settings = llmtap.Settings(base_urls=(sim.base_url,), traces=False, genai_semconv=generation)  # type: ignore[arg-type]
+    with capture(settings) as cap:
+        client = anthropic.Anthropic(base_url=sim.base_url, api_key="k", max_retries=0)
+        client.messages.create(model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
+        client.close()
+        families = {m.name for m in cap.registry.collect() if any(s.value for s in m.samples)}
+    assert present <= families
+    assert not absent & families

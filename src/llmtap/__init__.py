@@ -13,8 +13,8 @@ import typing as _typing
 
 from llmtap._lifecycle import instrument, uninstrument
 from llmtap._patch import wrap_transport
-from llmtap._record import AttemptRecord, AttemptStart, CallRecord, Outcome, RateLimit, Usage
-from llmtap._settings import Settings
+from llmtap._record import AttemptRecord, AttemptStart, CallRecord, Cost, Outcome, RateLimit, Usage
+from llmtap._settings import ModelPrice, Settings
 from llmtap._tap import Tap
 from llmtap._version import __version__
 
@@ -25,7 +25,9 @@ __all__ = [
     "AttemptRecord",
     "AttemptStart",
     "CallRecord",
+    "Cost",
     "LlmtapInstrumentor",
+    "ModelPrice",
     "Outcome",
     "RateLimit",
     "Settings",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import importlib.util
 import random
 import re
 import shutil
@@ -523,6 +524,7 @@ def run_demo(
             metrics=meter_provider is None,
             otel_metrics=meter_provider is not None,
             otel_chunk_gaps=meter_provider is not None,  # the demo shows every panel on both paths
+            cost=importlib.util.find_spec("genai_prices") is not None,  # the cost panels, when the table is installed
         )
         llmtap.instrument(settings, registry=registry, meter_provider=meter_provider)
         cleanup.callback(llmtap.uninstrument)

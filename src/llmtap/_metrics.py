@@ -80,6 +80,11 @@ class Instrument(NamedTuple):
     """Explicit bucket boundaries (histograms only)."""
     semconv: bool = False
     """Named by the OpenTelemetry GenAI semantic conventions: never namespaced."""
+    requires: str = ""
+    """The ``Settings`` flag that turns this instrument on (``cost``); ``""``: always on."""
+    semconv_version: str = ""
+    """For GenAI semconv names that changed: ``"legacy"`` (on unless ``Settings.genai_semconv`` is
+    ``latest``) or ``"latest"`` (on when it is ``latest`` or ``both``); ``""``: always on."""
 
     def prometheus(self, namespace: str = "") -> str:
         """The family name as Prometheus stores it (counters with ``_total``)."""
@@ -139,6 +144,17 @@ INSTRUMENTS: tuple[Instrument, ...] = (
     Instrument(
         "usage", "gen_ai.client.token.usage", HISTOGRAM, "{token}", ("gen_ai.token.type",),
         "Input and output tokens per attempt, as reported by the provider.", TOKEN_BUCKETS, semconv=True,
+        semconv_version="legacy",
+    ),
+    Instrument(
+        "inference_input", "gen_ai.client.inference.operation.input_tokens", HISTOGRAM, "{token}", ("error.type",),
+        "Input (prompt) tokens per attempt, cached ones included, as reported by the provider.", TOKEN_BUCKETS,
+        semconv=True, semconv_version="latest",
+    ),
+    Instrument(
+        "inference_output", "gen_ai.client.inference.operation.output_tokens", HISTOGRAM, "{token}", ("error.type",),
+        "Output (completion) tokens per attempt, reasoning included, as reported by the provider.", TOKEN_BUCKETS,
+        semconv=True, semconv_version="latest",
     ),
     Instrument(
         "ttft", "llmtap.time_to_first_token", HISTOGRAM, "s", (),
@@ -199,6 +215,21 @@ INSTRUMENTS: tuple[Instrument, ...] = (
     Instrument(
         "parse_errors", "llmtap.parse_errors", COUNTER, "{error}", (),
         "Response data llmtap could not parse (malformed SSE, bad encoding, oversized events).",
+    ),
+    Instrument(
+        "cost", "llmtap.cost.usd", COUNTER, "{USD}", ("gen_ai.token.type",),
+        "USD the attempts cost by token type (input is uncached input), priced from the reported tokens.",
+        requires="cost",
+    ),
+    Instrument(
+        "cost_savings", "llmtap.cost.cache_savings.usd", COUNTER, "{USD}", (),
+        "USD the cache reads saved against the same tokens as plain input.",
+        requires="cost",
+    ),
+    Instrument(
+        "unpriced", "llmtap.cost.unpriced", COUNTER, "{attempt}", (),
+        "Attempts that reported tokens for a model with no known price (their cost is not counted).",
+        requires="cost",
     ),
 )  # fmt: skip
 

@@ -534,5 +534,7 @@ class AttemptObserver:
                 self.retry_after,
                 facts.server_time,
                 self.parse_errors + facts.rejected,
+                None,  # cost: priced by the tap (Settings.cost)
+                None,  # span_context: set by the tap (Settings.exemplars)
             )
         )

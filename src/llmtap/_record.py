@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-__all__ = ["AttemptRecord", "AttemptStart", "CallRecord", "Outcome", "RateLimit", "Usage"]
+if TYPE_CHECKING:
+    from opentelemetry.trace import SpanContext
+
+__all__ = ["AttemptRecord", "AttemptStart", "CallRecord", "Cost", "Outcome", "RateLimit", "Usage"]
 
 
 class Outcome(enum.StrEnum):
@@ -60,6 +63,21 @@ class RateLimit(NamedTuple):
     limit: float | None
     remaining: float | None
     reset_seconds: float | None
+
+
+class Cost(NamedTuple):
+    """USD an attempt cost, per token type (``input`` is uncached input), and what its cache reads saved
+    against plain input (``Settings.cost``)."""
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+    cache_savings: float
+
+    @property
+    def total(self) -> float:
+        return self.input + self.output + self.cache_read + self.cache_write
 
 
 class AttemptStart(NamedTuple):
@@ -144,6 +162,11 @@ class AttemptRecord(NamedTuple):
     server_time: float | None
     """Server-reported processing time, seconds (``openai-processing-ms``)."""
     parse_errors: int
+    cost: Cost | None = None
+    """What the attempt cost (``Settings.cost``; ``None``: off, no usage, or the model has no price)."""
+    span_context: SpanContext | None = None
+    """The attempt's sampled span (``Settings.exemplars``): the metric exporters attach it to their
+    histograms as an exemplar, so a dashboard jumps from a latency spike to the trace."""
 
     @property
     def stop_reason(self) -> str | None:
@@ -185,6 +208,8 @@ class CallRecord(NamedTuple):
     started_at: float
     ended_at: float
     first_token_at: float | None
+    span_context: SpanContext | None = None
+    """The last attempt's sampled span (``Settings.exemplars``)."""
 
     @property
     def duration(self) -> float:

@@ -8,7 +8,7 @@ import json
 import os
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -29,6 +29,7 @@ __all__ = [
     "NON_SETTINGS_ENV",
     "RETRY_AFTER_BUCKETS",
     "TOKEN_BUCKETS",
+    "ModelPrice",
     "Settings",
 ]
 
@@ -39,6 +40,17 @@ NON_SETTINGS_ENV = frozenset({"LLMTAP_FIXTURES", "LLMTAP_REQUIRE_FIXTURES", "LLM
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
 _BOOL_HELP = "true/false, 1/0, yes/no or on/off (any case)"
+
+
+class ModelPrice(BaseModel):
+    """USD per million tokens of one model; the cache rates default to the input rate."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
 
 
 class Settings(BaseModel):
@@ -63,6 +75,11 @@ class Settings(BaseModel):
     """Export Prometheus metrics."""
     traces: bool = True
     """Export one OpenTelemetry span per attempt."""
+    exemplars: bool = True
+    """Attach each attempt's trace id (when its span is sampled) to the duration and time-to-first-token
+    histograms as an exemplar, on the Prometheus path (OpenMetrics scrapes; not in prometheus-client's
+    multiprocess mode, which cannot store them) and the OpenTelemetry one (the SDK's exemplar filter).
+    Needs ``traces``."""
     otel_metrics: bool = True
     """Also record every metric through the OpenTelemetry meter provider (for OTLP / a Collector);
     with an exporting meter provider, set ``metrics=False`` so the names do not arrive twice."""
@@ -84,6 +101,17 @@ class Settings(BaseModel):
     max_error_types: int = Field(default=50, ge=1, le=10_000)
     """Distinct error types beyond the documented ones (provider error types, HTTP statuses, transport
     exceptions) before new ones map to ``model_overflow``."""
+    genai_semconv: Literal["default", "latest", "both"] = "default"
+    """Which GenAI semantic-convention token metrics to emit: ``default`` (``gen_ai.client.token.usage``,
+    by ``gen_ai.token.type``), ``latest`` (``gen_ai.client.inference.operation.input_tokens`` /
+    ``.output_tokens``, the split the GenAI conventions now define) or ``both`` during a migration. The
+    shipped dashboards read either."""
+    cost: bool = False
+    """Export what each attempt cost in USD (``llmtap_cost_usd_total`` by token type, the cache's savings,
+    unpriced attempts), priced by ``genai-prices`` (``pip install 'llmtap[cost]'``) and ``prices``."""
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    """USD per million tokens by model name, over the price table (negotiated prices, self-hosted
+    models): ``{"my-model": {"input": 0.5, "output": 1.5}}`` (``LLMTAP_PRICES`` takes this JSON)."""
     max_servers: int = Field(default=50, ge=1, le=10_000)
     """Distinct (``server.address``, ``server.port``) pairs before new ones map to (``model_overflow``,
     0). Only matters with ``match_any_host`` or many ``base_urls``: a fleet of self-hosted servers."""
@@ -217,6 +245,11 @@ def _from_text(name: str, annotation: Any, raw: str) -> Any:
     if origin is tuple:
         return tuple(p.strip() for p in raw.split(",") if p.strip())
     if origin is dict:
+        if raw.lstrip().startswith("{"):  # a JSON object (LLMTAP_PRICES, or any mapping)
+            try:
+                return json.loads(raw)
+            except ValueError as exc:
+                raise ValueError(f"expected a JSON object: {exc}") from None
         pairs: dict[str, str] = {}
         for part in (p.strip() for p in raw.split(",")):
             if not part:

@@ -23,9 +23,10 @@ from llmtap._calls import CURRENT_CALL, Call, call_record
 from llmtap._endpoints import PROVIDERS, EndpointMatcher
 from llmtap._exporters._base import Sink
 from llmtap._log import internal_error
+from llmtap._metrics import INSTRUMENTS, Instrument
 from llmtap._observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._providers._base import RequestInfo
-from llmtap._record import AttemptStart, CallRecord
+from llmtap._record import AttemptRecord, AttemptStart, CallRecord, Usage
 from llmtap._request import UNKNOWN, info_from_body, info_from_options
 from llmtap._settings import CHUNK_GAP_BUCKETS, Settings
 
@@ -37,12 +38,14 @@ if TYPE_CHECKING:
     from opentelemetry.util.http import ExcludeList
     from prometheus_client import CollectorRegistry
 
+    from llmtap._cost import Pricer
     from llmtap._exporters.prometheus import PrometheusExporter
     from llmtap._exporters.tracing import TracingExporter
 
 __all__ = ["Attempt", "Tap", "activate", "active"]
 
 _FAILED = object()
+_NO_USAGE = Usage()
 # What ``opentelemetry.instrumentation.utils.suppress_instrumentation()`` sets (its key and the legacy plain
 # one); read here directly so the request path does not import that package (about 1 MiB of modules).
 _SUPPRESS_KEYS = (_SUPPRESS_INSTRUMENTATION_KEY, "suppress_instrumentation")
@@ -60,6 +63,17 @@ def activate(tap: Tap | None) -> None:
     """Make ``tap`` the active one (``None``: none)."""
     global _active
     _active = tap
+
+
+def _wanted(instrument: Instrument, settings: Settings) -> bool:
+    """Whether the settings turn ``instrument`` on (its ``requires`` flag, its semconv version)."""
+    if instrument.requires and not getattr(settings, instrument.requires):
+        return False
+    if instrument.semconv_version == "legacy":
+        return settings.genai_semconv != "latest"
+    if instrument.semconv_version == "latest":
+        return settings.genai_semconv != "default"
+    return True
 
 
 class Attempt:
@@ -109,6 +123,14 @@ class Tap:
 
             self._excluded = get_excluded_urls("HTTPX")
         self._bounds = RecordBounds(settings, PROVIDERS)
+        self._pricer: Pricer | None = None
+        if settings.cost:
+            from llmtap._cost import Pricer
+
+            self._pricer = Pricer(settings.prices)  # ImportError naming the extra when there is no price table
+        # instruments whose Settings flag is off are never created
+        off = tuple(i.name for i in INSTRUMENTS if not _wanted(i, settings))
+        exclude = (*settings.exclude_metrics, *off)
         self.prometheus: PrometheusExporter | None = None
         self._tracing: TracingExporter | None = None
         built: list[Sink] = []
@@ -120,7 +142,7 @@ class Tap:
                 self.prometheus = PrometheusExporter(
                     registry,
                     settings.metric_prefix_namespace,
-                    exclude=settings.exclude_metrics,
+                    exclude=exclude,
                     created_series=settings.prometheus_created_series,
                 )
                 built.append(self.prometheus)
@@ -137,7 +159,7 @@ class Tap:
                     OtelMetricsExporter(
                         meter_provider,
                         namespace=settings.metric_prefix_namespace,
-                        exclude=settings.exclude_metrics,
+                        exclude=exclude,
                         chunk_gaps=settings.otel_chunk_gaps,
                     )
                 )
@@ -146,6 +168,7 @@ class Tap:
                 sink.close()
             raise
         self.sinks: tuple[Sink, ...] = tuple(built + list(sinks or ()))
+        self._exemplars = settings.exemplars and self._tracing is not None
         _handoff.start()
 
     # -- request path ----------------------------------------------------------------------------
@@ -235,8 +258,10 @@ class Tap:
             attempt.finalizer = None
         try:
             record = self._bounds.apply(record)  # every wire-valued label bounded before any sink
+            if self._pricer is not None or self._exemplars:
+                record = self._derive(attempt, record)
         except Exception as exc:
-            internal_error("other", "llmtap: internal error bounding labels: %r", exc)
+            internal_error("other", "llmtap: internal error bounding labels or pricing: %r", exc)
         for sink, state in zip(self.sinks, attempt.states, strict=True):
             if state is _FAILED:
                 continue
@@ -255,6 +280,21 @@ class Tap:
             return
         if ended is not None:
             self.call_ended(ended)
+
+    def _derive(self, attempt: Attempt, record: AttemptRecord) -> AttemptRecord:
+        """What the record gains from the settings: its cost (``Settings.cost``) and its sampled span
+        for exemplars (``Settings.exemplars``), in one replace."""
+        changes: dict[str, Any] = {}
+        if self._pricer is not None and record.usage != _NO_USAGE:
+            model = record.response_model or record.request_model
+            changes["cost"] = self._pricer.price(record.provider, model, record.usage)
+        if self._exemplars:
+            span = attempt.states[self._tracing_index]
+            if span is not _FAILED:
+                context = span.get_span_context()  # type: ignore[attr-defined]
+                if context.trace_flags.sampled:
+                    changes["span_context"] = context
+        return record._replace(**changes) if changes else record
 
     # -- logical calls (the SDK hook) ------------------------------------------------------------
 

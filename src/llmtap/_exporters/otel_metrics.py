@@ -32,9 +32,12 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from opentelemetry import metrics
+from opentelemetry import metrics, trace
+from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+from opentelemetry.trace import SpanContext
 
+from llmtap._cost import COST_TYPES
 from llmtap._exporters._health import register_otel
 from llmtap._metrics import (
     BASE_ATTRIBUTES,
@@ -61,7 +64,7 @@ class _Off:
     def add(self, amount: float, attributes: Attributes | None = None) -> None:
         pass
 
-    def record(self, amount: float, attributes: Attributes | None = None) -> None:
+    def record(self, amount: float, attributes: Attributes | None = None, context: Any = None) -> None:
         pass
 
 
@@ -115,6 +118,13 @@ class OtelMetricsExporter:
         self._call_duration = m["call_duration"]
         self._call_ttft = m["call_ttft"]
         self._parse_errors = m["parse_errors"]
+        self._cost = m["cost"]
+        self._cost_savings = m["cost_savings"]
+        self._unpriced = m["unpriced"]
+        self._priced = self._cost is not _OFF
+        self._inference_input = m["inference_input"]
+        self._inference_output = m["inference_output"]
+        self._latest = self._inference_input is not _OFF or self._inference_output is not _OFF
         self._track_rate_limits = not {"ratelimit_limit", "ratelimit_remaining", "ratelimit_reset"} <= excluded
         # per-chunk gaps waiting for the next collection: label set -> [attributes, counts, sum, max]
         self._pending_gaps: dict[frozenset[tuple[str, str | int]], list[Any]] = {}
@@ -150,6 +160,8 @@ class OtelMetricsExporter:
         self._in_flight.add(0, attrs)
         self._stalls.add(0, attrs)
         self._parse_errors.add(0, attrs)
+        if self._priced:
+            self._unpriced.add(0, attrs)
         return attrs
 
     def _observe(self, index: int) -> list[Observation]:
@@ -183,10 +195,11 @@ class OtelMetricsExporter:
         semconv: Attributes = {**base, "server.address": record.server_address, "server.port": record.server_port}
         if record.response_model:
             semconv["gen_ai.response.model"] = record.response_model
+        context = None if record.span_context is None else _context_of(record.span_context)
         if record.error_type:
-            self._duration.record(record.duration, {**semconv, "error.type": record.error_type})
+            self._duration.record(record.duration, {**semconv, "error.type": record.error_type}, context)
         else:
-            self._duration.record(record.duration, semconv)
+            self._duration.record(record.duration, semconv, context)
         if record.retry_after is not None:
             self._retry_after.record(record.retry_after, base)
         if record.parse_errors:
@@ -195,9 +208,9 @@ class OtelMetricsExporter:
             self._streams.add(1, {**base, "outcome": record.outcome.value})
         if record.streamed:
             if record.first_chunk_at is not None:
-                self._ttfc.record(record.first_chunk_at - record.started_at, semconv)
+                self._ttfc.record(record.first_chunk_at - record.started_at, semconv, context)
             if record.first_token_at is not None:
-                self._ttft.record(record.first_token_at - record.started_at, base)
+                self._ttft.record(record.first_token_at - record.started_at, base, context)
             if record.chunks > 1 and self._gap is not _OFF:
                 self._add_gaps(semconv, record.gap_bucket_counts, record.gap_sum, record.max_gap)
             if record.stalls:
@@ -214,10 +227,25 @@ class OtelMetricsExporter:
                 continue
             if token_type in ("input", "output"):
                 self._usage.record(tokens, {**semconv, "gen_ai.token.type": token_type})
+                if self._latest:
+                    histogram = self._inference_input if token_type == "input" else self._inference_output
+                    histogram.record(
+                        tokens, {**semconv, "error.type": record.error_type} if record.error_type else semconv
+                    )
             if tokens:
                 self._tokens.add(tokens, {**base, "gen_ai.token.type": token_type})
         for reason in record.stop_reasons:
             self._stop_reasons.add(1, {**base, "reason": reason})
+        if self._priced:
+            cost = record.cost
+            if cost is not None:
+                for token_type, usd in zip(COST_TYPES, cost, strict=False):  # the four priced types, in order
+                    if usd:
+                        self._cost.add(usd, {**base, "gen_ai.token.type": token_type})
+                if cost.cache_savings:
+                    self._cost_savings.add(cost.cache_savings, base)
+            elif usage.input_tokens or usage.output_tokens:
+                self._unpriced.add(1, base)
         if record.rate_limits and self._track_rate_limits:
             with self._lock:
                 for rl in record.rate_limits:
@@ -255,9 +283,16 @@ class OtelMetricsExporter:
 
     def call_end(self, record: CallRecord) -> None:
         base = self._base(record.provider, record.operation, record.request_model)
-        self._call_duration.record(record.ended_at - record.started_at, {**base, "outcome": record.outcome.value})
+        context = None if record.span_context is None else _context_of(record.span_context)
+        attrs = {**base, "outcome": record.outcome.value}
+        self._call_duration.record(record.ended_at - record.started_at, attrs, context)
         if record.first_token_at is not None:
-            self._call_ttft.record(record.first_token_at - record.started_at, base)
+            self._call_ttft.record(record.first_token_at - record.started_at, base, context)
+
+
+def _context_of(span_context: SpanContext) -> Context:
+    """A context holding the attempt's span, for the SDK's (trace-based) exemplar filter."""
+    return trace.set_span_in_context(trace.NonRecordingSpan(span_context))
 
 
 _GAP_BOUNDS = next(i.buckets for i in INSTRUMENTS if i.key == "gap")

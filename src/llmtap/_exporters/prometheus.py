@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics_core import Metric
@@ -23,11 +23,15 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from llmtap import _handoff
+from llmtap._cost import COST_TYPES
 from llmtap._exporters._health import HEALTH_METRIC_NAMES, HealthCollector
 from llmtap._metrics import COUNTER, GAUGE, HISTOGRAM, INSTRUMENTS, TOKEN_TYPES, Instrument, resolve_names
-from llmtap._record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord
+from llmtap._record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord, Usage
 
-__all__ = ["METRIC_NAMES", "PrometheusExporter"]
+if TYPE_CHECKING:
+    from opentelemetry.trace import SpanContext
+
+__all__ = ["METRIC_NAMES", "PrometheusExporter", "exemplar_of"]
 
 METRIC_NAMES: tuple[str, ...] = (*(i.prometheus() for i in INSTRUMENTS), *HEALTH_METRIC_NAMES)
 """Every metric family this exporter registers (histograms and counters by their family name)."""
@@ -68,7 +72,7 @@ class _Off:
     def set(self, value: float) -> None:
         pass
 
-    def observe(self, amount: float) -> None:
+    def observe(self, amount: float, exemplar: dict[str, str] | None = None) -> None:
         pass
 
 
@@ -219,6 +223,14 @@ class PrometheusExporter:
         self.call_duration = m["call_duration"]
         self.call_ttft = m["call_ttft"]
         self.parse_errors = m["parse_errors"]
+        self.cost = m["cost"]
+        self.cost_savings = m["cost_savings"]
+        self.unpriced = m["unpriced"]
+        self.priced = self.cost is not _OFF
+        self.inference_input = m["inference_input"]
+        self.inference_output = m["inference_output"]
+        self.latest = self.inference_input is not _OFF or self.inference_output is not _OFF
+        self._inference_children: dict[tuple[str, str, str, str], tuple[Histogram, Histogram]] = {}
 
     # -- label children, cached --------------------------------------------------------------
 
@@ -235,6 +247,8 @@ class PrometheusExporter:
             self.attempts.labels(*key, "200", "")
             self.retries.labels(*key, "429")
             self.retries.labels(*key, "529")
+            if self.priced:
+                self.unpriced.labels(*key)  # at 0: an unknown model shows up as a rate, not as "no data"
             self._children[key] = children
             return children
 
@@ -266,11 +280,12 @@ class PrometheusExporter:
         if counter is None:
             counter = self._attempts[akey] = self.attempts.labels(*akey)
         counter.inc()
+        exemplar = None if record.span_context is None else exemplar_of(record.span_context)
         dkey = (*key, error_type)
         duration = self._durations.get(dkey)
         if duration is None:
             duration = self._durations[dkey] = self.duration.labels(*dkey)
-        duration.observe(record.duration)
+        duration.observe(record.duration, exemplar)
         if record.retry_after is not None:
             retry_after = children.retry_after
             if retry_after is None:
@@ -285,12 +300,12 @@ class PrometheusExporter:
                 ttfc = children.ttfc
                 if ttfc is None:
                     ttfc = children.ttfc = self.ttfc.labels(*key)
-                ttfc.observe(record.first_chunk_at - record.started_at)
+                ttfc.observe(record.first_chunk_at - record.started_at, exemplar)
             if record.first_token_at is not None:
                 ttft = children.ttft
                 if ttft is None:
                     ttft = children.ttft = self.ttft.labels(*key)
-                ttft.observe(record.first_token_at - record.started_at)
+                ttft.observe(record.first_token_at - record.started_at, exemplar)
             if record.chunks > 1:
                 gap = children.gap
                 if gap is None:
@@ -311,6 +326,8 @@ class PrometheusExporter:
                 usage_output = children.usage_output = self.usage.labels(*key, "output")
             usage_output.observe(usage.output_tokens)
             children.tokens["output"].inc(usage.output_tokens)
+        if self.latest and (usage.input_tokens is not None or usage.output_tokens is not None):
+            self._inference(dkey, usage)
         if usage.cache_read_tokens:
             children.tokens["cache_read"].inc(usage.cache_read_tokens)
         if usage.cache_write_tokens:
@@ -323,6 +340,8 @@ class PrometheusExporter:
             if stop is None:
                 stop = self._stops[skey] = self.stop_reasons.labels(*skey)
             stop.inc()
+        if self.priced:
+            self._cost(key, record)
         for rl in record.rate_limits:
             gauges = children.rate_limits.get(rl.resource)
             if gauges is None:
@@ -339,6 +358,33 @@ class PrometheusExporter:
             if rl.reset_seconds is not None:
                 gauges[2].set(rl.reset_seconds)
 
+    def _inference(self, dkey: tuple[str, str, str, str], usage: Usage) -> None:
+        """``Settings.genai_semconv`` latest/both: the per-direction token histograms."""
+        pair = self._inference_children.get(dkey)
+        if pair is None:
+            pair = self._inference_children[dkey] = (
+                self.inference_input.labels(*dkey),
+                self.inference_output.labels(*dkey),
+            )
+        if usage.input_tokens is not None:
+            pair[0].observe(usage.input_tokens)
+        if usage.output_tokens is not None:
+            pair[1].observe(usage.output_tokens)
+
+    def _cost(self, key: tuple[str, str, str], record: AttemptRecord) -> None:
+        """``Settings.cost``: USD by token type and the cache's savings, or one unpriced attempt."""
+        cost = record.cost
+        if cost is None:
+            usage = record.usage
+            if usage.input_tokens or usage.output_tokens:
+                self.unpriced.labels(*key).inc()
+            return
+        for token_type, usd in zip(COST_TYPES, cost, strict=False):  # the four priced types, in order
+            if usd:
+                self.cost.labels(*key, token_type).inc(usd)
+        if cost.cache_savings:
+            self.cost_savings.labels(*key).inc(cost.cache_savings)
+
     def call_end(self, record: CallRecord) -> None:
         children = self._base((record.provider, record.operation, record.request_model))
         outcome = record.outcome.value
@@ -346,12 +392,13 @@ class PrometheusExporter:
         if duration is None:
             key = (record.provider, record.operation, record.request_model, outcome)
             duration = children.call_durations[outcome] = self.call_duration.labels(*key)
-        duration.observe(record.ended_at - record.started_at)
+        exemplar = None if record.span_context is None else exemplar_of(record.span_context)
+        duration.observe(record.ended_at - record.started_at, exemplar)
         if record.first_token_at is not None:
             call_ttft = children.call_ttft
             if call_ttft is None:
                 call_ttft = children.call_ttft = self.call_ttft.labels(*children.key)
-            call_ttft.observe(record.first_token_at - record.started_at)
+            call_ttft.observe(record.first_token_at - record.started_at, exemplar)
 
     def close(self) -> None:
         """Remove every llmtap metric from the registry."""
@@ -367,6 +414,12 @@ class PrometheusExporter:
         if self.health is not None:
             with contextlib.suppress(KeyError):
                 self.registry.unregister(self.health)
+
+
+def exemplar_of(context: SpanContext) -> dict[str, str]:
+    """The OpenMetrics exemplar labels of a span: ``trace_id`` and ``span_id`` in W3C hex, the names
+    Grafana links to a trace by."""
+    return {"trace_id": format(context.trace_id, "032x"), "span_id": format(context.span_id, "016x")}
 
 
 def _merge_histogram(child: Histogram, counts: tuple[int, ...], total: float) -> None:
