@@ -321,7 +321,7 @@ class RecordingTap:
 
 START = AttemptStart(
     PROVIDER.name, PROVIDER.operation, MODEL, "api.anthropic.com", 443, "/v1/messages", "POST", True, 4096, 0, None,
-    None, 0.0, 0,
+    None, (), (), 0.0, 0,
 )  # fmt: skip
 
 

@@ -36,6 +36,7 @@ def record(gaps: int, seed: int = 1) -> AttemptRecord:
     for v in values:
         counts[bisect.bisect_left(CHUNK_GAP_BUCKETS, v)] += 1
     fields: dict[str, object] = dict.fromkeys(AttemptRecord._fields)
+    fields.update(attributes=(), attribute_labels=())
     fields.update(
         provider="anthropic", operation="chat", request_model="claude-sonnet-4-5", server_address="api.anthropic.com",
         server_port=443, url_path="/v1/messages", method="POST", request_stream=True, resend_count=0,

@@ -18,7 +18,9 @@ CONFIG = ObserverConfig(
 )
 
 
-START = AttemptStart("", "chat", "m", "api.example", 443, "/v1/messages", "POST", True, 10, 0, None, None, 0.0, 0)
+START = AttemptStart(
+    "", "chat", "m", "api.example", 443, "/v1/messages", "POST", True, 10, 0, None, None, (), (), 0.0, 0
+)
 
 
 class Fed:

@@ -67,11 +67,15 @@ def drive(
             got.append(client.models.generate_content(model=model, contents="hi").text or "")
         elif action == "stream":
             got.extend(chunk.text or "" for chunk in client.models.generate_content_stream(model=model, contents="hi"))
-        elif action == "break":
-            for chunk in client.models.generate_content_stream(model=model, contents="hi"):
+        elif action in ("break", "close"):
+            stream = client.models.generate_content_stream(model=model, contents="hi")
+            for chunk in stream:
                 got.append(chunk.text or "")
                 if len(got) == 2:
                     break
+            if action == "close":
+                stream.close()  # type: ignore[attr-defined]  # a generator, typed as an Iterator
+            del stream
         else:
             raise AssertionError(action)
 
@@ -83,14 +87,16 @@ def drive(
             elif action == "stream":
                 async for chunk in await aio.models.generate_content_stream(model=model, contents="hi"):
                     got.append(chunk.text or "")
-            elif action == "break":
+            elif action in ("break", "close"):
                 stream = await aio.models.generate_content_stream(model=model, contents="hi")
                 async for chunk in stream:
                     got.append(chunk.text or "")
                     if len(got) == 2:
                         break
-                # no stream.aclose(): it closes only the SDK's outer generator; the response is
-                # still finalised later, when the event loop shuts its async generators down
+                if action == "close":
+                    # it closes only the SDK's outer generator; the response is still finalised
+                    # later, when the event loop shuts its async generators down
+                    await stream.aclose()  # type: ignore[attr-defined]  # an async generator
             else:
                 raise AssertionError(action)
         finally:
@@ -160,8 +166,8 @@ CASES: list[tuple[str, str, Scenario, list[Outcome], type[BaseException] | None]
     ("429", "stream", Scenario(fail=1, fail_status=429), [Outcome.SERVER_ERROR], errors.ClientError),
     ("503", "create", Scenario(fail=1, fail_status=503), [Outcome.SERVER_ERROR], errors.ServerError),
     ("dropped", "stream", Scenario(tokens=5, drop_at=2), [Outcome.CONNECTION_ERROR], httpx2.TransportError),
-    # the SDK never closes the response when the app leaves the loop early: it is finalised with the
-    # dropped generator, which llmtap reports as abandoned (not client_closed)
+    # the app leaves the loop early and drops the generator: the SDK closes the response only when
+    # the generator is finalised, which llmtap reports as abandoned (not client_closed)
     ("break", "break", Scenario(tokens=40, gap=0.002), [Outcome.ABANDONED], None),
     ("dropped_unary", "create", Scenario(tokens=5, drop_at=2), [Outcome.CONNECTION_ERROR], httpx2.TransportError),
 ]
@@ -186,7 +192,7 @@ def test_outcome(
     else:
         assert isinstance(error, raises), repr(error)
     _check_common(cap, sim, model, expected)
-    if action == "break":
+    if action in ("break", "close"):
         assert got == ["tok0 ", "tok1 "]
     elif raises is None:
         assert "".join(got) == scenario.expected_text()
@@ -315,3 +321,58 @@ def test_async_default_aiohttp_is_not_seen(sim: Simulator, cap: Capture) -> None
     cap.wait(seen_before + 2)
     assert [r.outcome for r in cap.records[seen_before:]] == [Outcome.COMPLETED] * 2
     assert {r.provider for r in cap.records} == {"gcp.gemini"}
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("sync", Outcome.CLIENT_CLOSED), ("async", Outcome.ABANDONED)])
+def test_app_closing_the_stream(sim: Simulator, cap: Capture, mode: str, expected: Outcome) -> None:
+    """``break``, then ``close()``: the sync SDK closes the response at once (its generators unwind),
+    which is ``client_closed`` as for every SDK; the async one's ``aclose()`` closes only its outer
+    generator and leaves the response to the event loop's finalisation: ``abandoned``. Dropping the
+    generator instead of closing it is ``abandoned`` in both (``test_outcome[break]``)."""
+    model = _model()
+    got, error = drive(sim, mode, "close", Scenario(tokens=40, gap=0.002), model)
+    assert error is None and got == ["tok0 ", "tok1 "]
+    _check_common(cap, sim, model, [expected])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_error_chunk_ends_the_attempt_when_parsed(sim: Simulator, cap: Capture, mode: str) -> None:
+    """google-genai raises on an error chunk without closing the response. The async client's
+    response then lives until the garbage collector finds the exception's frames (the positive
+    control: without the terminal-event rule the async case fails here); the sync client's
+    generators unwind and drop it at once. Either way the attempt ends when the chunk is parsed:
+    with the collector off, its record exists as soon as the app has the exception."""
+    model = _model()
+    client = genai.Client(api_key=SECRET, http_options=_options(sim, mode, Scenario(tokens=5, error_event_at=2)))
+    caught: list[BaseException] = []
+
+    async def async_body() -> None:
+        try:
+            async for _ in await client.aio.models.generate_content_stream(model=model, contents="hi"):
+                pass
+        except errors.ServerError as exc:
+            caught.append(exc)
+            assert [r.outcome for r in cap.records] == [Outcome.SERVER_ERROR]
+        finally:
+            await client.aio.aclose()
+
+    gc.disable()
+    try:
+        if mode == "sync":
+            try:
+                for _ in client.models.generate_content_stream(model=model, contents="hi"):
+                    pass
+            except errors.ServerError as exc:
+                caught.append(exc)
+                assert [r.outcome for r in cap.records] == [Outcome.SERVER_ERROR]
+                assert cap.sample("llmtap_streams_in_flight") == 0
+        else:
+            asyncio.run(async_body())
+        assert len(caught) == 1
+    finally:
+        gc.enable()
+        client.close()
+        caught.clear()
+        gc.collect()
+    _check_common(cap, sim, model, [Outcome.SERVER_ERROR])
+    assert cap.records[0].error_type == "UNAVAILABLE"  # the chunk's own status (503 for overloaded_error)

@@ -119,7 +119,7 @@ def test_registration_conflict_leaves_nothing_behind(sim: Simulator) -> None:
     assert patched() == []
     assert not any(t.name.startswith("llmtap-metrics") for t in threading.enumerate())
     registry.unregister(squatter)
-    llmtap.instrument(settings(sim), registry=registry)  # control
+    llmtap.instrument(settings(sim, cost=True, genai_semconv="both"), registry=registry)  # control: every family
     assert families(registry) >= {n.removesuffix("_total") for n in METRIC_NAMES}
 
 

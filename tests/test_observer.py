@@ -242,6 +242,7 @@ def test_memory_is_bounded_per_stream() -> None:
 
 _JSON = [(b"content-type", b"application/json")]
 _OVERLOADED = b'{"type":"error","error":{"type":"overloaded_error","message":"busy"}}'
+_ERROR_EVENT = event("error", _OVERLOADED.decode())
 
 
 @pytest.mark.parametrize(
@@ -250,6 +251,17 @@ _OVERLOADED = b'{"type":"error","error":{"type":"overloaded_error","message":"bu
         pytest.param(200, SSE, STREAM, Ending.EOF, None, Outcome.COMPLETED, None, id="eof-final"),
         pytest.param(
             200, SSE, START + DELTA, Ending.EOF, None, Outcome.INCOMPLETE, "incomplete_stream", id="eof-no-final"
+        ),
+        pytest.param(200, SSE, STREAM, Ending.TERMINAL, None, Outcome.COMPLETED, None, id="terminal-final"),
+        pytest.param(
+            200,
+            SSE,
+            START + _ERROR_EVENT,
+            Ending.TERMINAL,
+            None,
+            Outcome.SERVER_ERROR,
+            "overloaded_error",
+            id="terminal-error",
         ),
         pytest.param(200, SSE, START, Ending.CLOSED, None, Outcome.CLIENT_CLOSED, None, id="closed"),
         pytest.param(200, SSE, STREAM, Ending.CLOSED, None, Outcome.COMPLETED, None, id="closed-after-final"),
@@ -299,3 +311,23 @@ def test_the_ending_decision(
     assert record[: len(START_VALUE)] == tuple(START_VALUE)  # the record begins with its start value
     assert observer.end(Ending.EOF, 0.3) is None  # and never comes twice
     assert observer.end(Ending.RAISED, 0.3, RuntimeError()) is None
+
+
+@pytest.mark.parametrize(
+    ("body", "outcome"),
+    [(STREAM, Outcome.COMPLETED), (START + DELTA + _ERROR_EVENT, Outcome.SERVER_ERROR)],
+    ids=["final-event", "error-event"],
+)
+def test_the_terminal_event_says_when_the_attempt_ends(body: bytes, outcome: Outcome) -> None:
+    """``on_chunk`` reports the terminal event the moment it is parsed (the shell then ends the attempt
+    there); bytes after it and the later EOF, close or collection change nothing."""
+    observer = AttemptObserver(START_VALUE, PROVIDER, CONFIG)
+    observer.on_response(200, SSE, 0.0)
+    cut = len(body) - 3
+    assert observer.on_chunk(body[:cut], 0.1) is False  # positive control: not before the last event is whole
+    assert observer.on_chunk(body[cut:], 0.2) is True
+    record = observer.end(Ending.TERMINAL, 0.2)
+    assert record is not None and record.outcome is outcome and record.ended_at == 0.2
+    observer.on_chunk(b"data: garbage after the end\n\n" + STREAM, 0.5)  # never breaks anything
+    for ending in (Ending.EOF, Ending.CLOSED, Ending.DROPPED):
+        assert observer.end(ending, 0.6) is None

@@ -395,7 +395,7 @@ def test_instrument_names_translate_to_the_native_names(namespace: str) -> None:
     provider = MeterProvider(metric_readers=[PrometheusMetricReader(registry=registry)])
     try:
         exporter = OtelMetricsExporter(provider, namespace=namespace)
-        base = exporter._base("anthropic", "chat", "m")  # pre-creates the counters at 0
+        base = exporter._base(("anthropic", "chat", "m"))  # pre-creates the counters at 0
         for name in dir(exporter):
             instrument = getattr(exporter, name)
             if hasattr(instrument, "record"):
@@ -439,6 +439,7 @@ def test_gaps_are_recorded_at_collection_not_at_the_attempts_end() -> None:
 
     counts = (3, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1)  # 6 gaps, one above the last bound
     fields: dict[str, object] = dict.fromkeys(AttemptRecord._fields)
+    fields.update(attributes=(), attribute_labels=())
     fields.update(
         provider="anthropic", operation="chat", request_model="m", server_address="h", server_port=443,
         request_stream=True, outcome=Outcome.COMPLETED, status_code=200, streamed=True, started_at=0.0,

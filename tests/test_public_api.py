@@ -33,6 +33,7 @@ API = [
     "Tap",
     "Usage",
     "__version__",
+    "attributes",
     "instrument",
     "uninstrument",
     "wrap_transport",

@@ -11,6 +11,7 @@ metrics and an OpenTelemetry span, whatever way its stream ends (see :class:`Out
 
 import typing as _typing
 
+from llmtap._attributes import attributes
 from llmtap._lifecycle import instrument, uninstrument
 from llmtap._patch import wrap_transport
 from llmtap._record import AttemptRecord, AttemptStart, CallRecord, Cost, Outcome, RateLimit, Usage
@@ -34,6 +35,7 @@ __all__ = [
     "Tap",
     "Usage",
     "__version__",
+    "attributes",
     "instrument",
     "uninstrument",
     "wrap_transport",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from llmtap._log import label_overflow, log_once
@@ -105,7 +105,16 @@ class LabelBound:
 class RecordBounds:
     """The bounds of one configured llmtap, applied to every record before any sink sees it."""
 
-    __slots__ = ("_server", "_servers", "error_type", "overflow", "request_model", "response_model", "stop_reason")
+    __slots__ = (
+        "_attribute_bounds",
+        "_server",
+        "_servers",
+        "error_type",
+        "overflow",
+        "request_model",
+        "response_model",
+        "stop_reason",
+    )
 
     def __init__(self, settings: Settings, providers: Iterable[Provider]) -> None:
         providers = tuple(providers)
@@ -119,6 +128,17 @@ class RecordBounds:
         self.overflow = overflow
         self._server = LabelBound("server", settings.max_servers, overflow)
         self._servers: dict[tuple[str, int], tuple[str, int]] = {}
+        self._attribute_bounds = tuple(
+            (key, LabelBound("attribute", settings.max_attribute_values, overflow)) for key in settings.attribute_labels
+        )
+
+    def attribute_labels(self, values: Mapping[str, str]) -> tuple[str, ...]:
+        """The ``Settings.attribute_labels`` values of ``values``, each bounded (``""`` when absent)."""
+        out = []
+        for key, bound in self._attribute_bounds:
+            value = values.get(key)
+            out.append(bound(value) if value else "")
+        return tuple(out)
 
     def server(self, host: str, port: int) -> tuple[str, int]:
         """The (``server.address``, ``server.port``) attribute values: the pair itself while fewer than

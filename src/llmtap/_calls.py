@@ -50,6 +50,7 @@ def call_record(call_id: str, attempts: int, started_at: float, last: AttemptRec
         ended_at=last.ended_at,
         first_token_at=last.first_token_at,
         span_context=last.span_context,
+        attribute_labels=last.attribute_labels,
     )
 
 

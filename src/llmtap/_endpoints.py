@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from llmtap._providers import anthropic, gemini, openai_chat, openai_responses
+from llmtap._providers import anthropic, cohere, gemini, openai_chat, openai_responses
 from llmtap._providers._base import Provider
 
 __all__ = ["Endpoint", "EndpointMatcher"]
@@ -23,6 +23,7 @@ PROVIDERS: tuple[Provider, ...] = (
     openai_chat.PROVIDER,
     openai_responses.PROVIDER,
     gemini.PROVIDER,
+    cohere.PROVIDER,
 )
 # exact host, or ".suffix" / "-suffix" for every matching host -> gen_ai.provider.name
 KNOWN_HOSTS: dict[str, str] = {
@@ -39,6 +40,8 @@ KNOWN_HOSTS: dict[str, str] = {
     "api.groq.com": "groq",
     "api.mistral.ai": "mistral_ai",
     "api.perplexity.ai": "perplexity",
+    "api.cohere.com": "cohere",
+    "api.cohere.ai": "cohere",
 }
 _CACHE_LIMIT = 4096
 

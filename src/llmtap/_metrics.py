@@ -96,6 +96,12 @@ class Instrument(NamedTuple):
         """Prometheus label names, base labels first."""
         return tuple(label_name(a) for a in (*BASE_ATTRIBUTES, *self.attributes))
 
+    def labels_with(self, attribute_labels: tuple[str, ...]) -> tuple[str, ...]:
+        """Prometheus label names with the app's attribute labels (``Settings.attribute_labels``)
+        after the base labels."""
+        base = tuple(label_name(a) for a in BASE_ATTRIBUTES)
+        return (*base, *attribute_labels, *(label_name(a) for a in self.attributes))
+
 
 _UNITS = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds", "By": "bytes", "1": ""}
 _TOKEN_SPLIT = re.compile(r"[^a-zA-Z0-9:]+")

@@ -37,6 +37,10 @@ class Ending(enum.Enum):
     """What ended an attempt's body, as the shells see it. :meth:`AttemptObserver.end` turns it into an
     :class:`~llmtap.Outcome` together with what the parsed events said."""
 
+    TERMINAL = "terminal"
+    """The provider's terminal event (``message_stop``, ``[DONE]``, ``response.completed``, Gemini's
+    ``finishReason`` chunk) or an in-band error event was parsed: the attempt ends there, whatever the
+    SDK does next (reads on, closes, raises, or leaves the response to the garbage collector)."""
     EOF = "eof"
     """The body was read to its end."""
     CLOSED = "closed"
@@ -135,6 +139,7 @@ class AttemptObserver:
         "parse_errors",
         "provider",
         "retry_after",
+        "said_end",
         "stalls",
         "start",
         "status",
@@ -157,6 +162,8 @@ class AttemptObserver:
         self.chunks = 0
         self.parse_errors = 0
         self.retry_after: float | None = None
+        self.said_end = False
+        """The provider's terminal event (or an in-band error) was parsed from the stream."""
         self._gap_bounds = bounds = config.gap_bounds
         self._gap_counts = [0] * (len(bounds) + 1)
         self._gap_first = bounds[0] if bounds else float("inf")
@@ -247,8 +254,10 @@ class AttemptObserver:
 
     # -- body: the hot path -------------------------------------------------------------------
 
-    def on_chunk(self, chunk: bytes, now: float) -> None:
-        """One raw body chunk as read from the transport, before content decoding.
+    def on_chunk(self, chunk: bytes, now: float) -> bool:
+        """One raw body chunk as read from the transport, before content decoding; returns True once
+        the provider's terminal event has been parsed (the shell then ends the attempt:
+        :attr:`Ending.TERMINAL`).
 
         After the first content token of an LF-framed SSE stream, the whole work per chunk is timing
         arithmetic, inflating it if compressed, one ``rfind`` for the event boundary and one ``find``
@@ -278,6 +287,7 @@ class AttemptObserver:
         except Exception as exc:
             self.parse_errors += 1
             internal_error("parser", "llmtap: internal error parsing a %s body: %r", self.provider.name, exc)
+        return self.said_end
 
     def _undecodable(self, exc: BodyDecodeError) -> None:
         self.parse_errors += 1
@@ -376,7 +386,7 @@ class AttemptObserver:
                 continue  # comments only
             data = data_lines[0] if len(data_lines) == 1 else b"\n".join(data_lines)
             try:
-                provider.on_event(facts, event, data)
+                output = provider.on_event(facts, event, data)
             except (ValueError, RecursionError) as exc:  # not JSON (or nested beyond what json parses)
                 self.parse_errors += 1
                 log_once(
@@ -389,9 +399,13 @@ class AttemptObserver:
             except Exception as exc:  # a parser bug: counted as llmtap's own failure too
                 self.parse_errors += 1
                 internal_error("parser", "llmtap: internal error parsing a %s event: %r", provider.name, exc)
-            if facts.first_token and self.first_token_at is None:
-                self.first_token_at = self._now
-                self._scan_all = False
+            else:
+                # the one time-to-first-token rule: the first event carrying generated output of any kind
+                if output is not None and self.first_token_at is None:
+                    self.first_token_at = self._now
+                    self._scan_all = False
+        if facts.final or facts.server_error:
+            self.said_end = True  # the provider's terminal event (or an in-band error) was parsed
 
     def _feed_json(self, data: bytes) -> None:
         if self._body_size < 0:

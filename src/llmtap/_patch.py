@@ -7,7 +7,7 @@ sees every attempt exactly once. It is a private method: the patch checks it exi
 warning naming the version when it does not. Users who prefer no patching wrap their transport
 with :func:`wrap_transport` instead.
 
-**Logical calls.** The official SDKs retry inside their client's ``request()`` method; a guarded
+**Logical calls.** The SDKs retry inside one method of their client (:data:`SDK_HOOKS`); a guarded
 wrapper around it opens a :class:`~llmtap._calls.Call` so retries are linked (see ``_calls.py``).
 """
 
@@ -28,7 +28,18 @@ from llmtap._tap import Tap
 __all__ = ["patch", "unpatch", "wrap_transport"]
 
 HTTP_MODULES = ("httpx", "httpx2")
-SDK_MODULES = ("anthropic._base_client", "openai._base_client")
+_STAINLESS = (("SyncAPIClient", "request", False), ("AsyncAPIClient", "request", True))
+SDK_HOOKS: dict[str, tuple[tuple[str, str, bool], ...]] = {
+    "anthropic._base_client": _STAINLESS,
+    "openai._base_client": _STAINLESS,
+    "groq._base_client": _STAINLESS,
+    # Speakeasy: one method sends a request and, when a retry_config is set, its retries
+    "mistralai.client.basesdk": (("BaseSDK", "do_request", False), ("BaseSDK", "do_request_async", True)),
+    # Fern: request() retries by calling itself (the inner calls join the outer one); stream() never retries
+    "cohere.core.http_client": (("HttpClient", "request", False), ("AsyncHttpClient", "request", True)),
+}
+"""SDK module -> (class, method, is async): the method that runs all the attempts of one SDK call."""
+SDK_MODULES = tuple(SDK_HOOKS)
 
 _patched: list[tuple[Any, str, Any]] = []
 _wanted: dict[str, Any] = {}  # module name -> how to patch it, while instrumented (empty: not patched)
@@ -138,10 +149,11 @@ def _patch_http(module: ModuleType) -> None:
 
 
 def _patch_sdk(module: ModuleType) -> None:
-    for cls_name, wrapper in (("SyncAPIClient", _sdk_sync_request), ("AsyncAPIClient", _sdk_async_request)):
+    for cls_name, method, is_async in SDK_HOOKS[module.__name__]:
         owner = getattr(module, cls_name, None)
         if owner is not None:
-            _wrap(owner, "request", wrapper, f"{module.__name__}.{cls_name}")
+            wrapper = _sdk_async_request if is_async else _sdk_sync_request
+            _wrap(owner, method, wrapper, f"{module.__name__}.{cls_name}")
 
 
 def _imported(module: ModuleType) -> None:

@@ -105,6 +105,10 @@ class AttemptStart(NamedTuple):
     """For a retry: what the previous attempt of the call failed with (``429``, ``timeout`` ...)."""
     call_id: str | None
     """The logical SDK call this attempt belongs to (``None`` outside an SDK call)."""
+    attributes: tuple[tuple[str, str], ...]
+    """What :func:`llmtap.attributes` (and ``Settings.baggage_attributes``) attached: span attributes."""
+    attribute_labels: tuple[str, ...]
+    """The values of ``Settings.attribute_labels``, in that order, bounded (``""``: not set)."""
     started_at: float
     start_unix_ns: int
 
@@ -129,6 +133,8 @@ class AttemptRecord(NamedTuple):
     resend_count: int
     retry_reason: str | None
     call_id: str | None
+    attributes: tuple[tuple[str, str], ...]
+    attribute_labels: tuple[str, ...]
     started_at: float
     start_unix_ns: int
     # -- how it ended
@@ -210,6 +216,8 @@ class CallRecord(NamedTuple):
     first_token_at: float | None
     span_context: SpanContext | None = None
     """The last attempt's sampled span (``Settings.exemplars``)."""
+    attribute_labels: tuple[str, ...] = ()
+    """The call's ``Settings.attribute_labels`` values (its last attempt's)."""
 
     @property
     def duration(self) -> float:

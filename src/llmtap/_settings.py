@@ -101,6 +101,15 @@ class Settings(BaseModel):
     max_error_types: int = Field(default=50, ge=1, le=10_000)
     """Distinct error types beyond the documented ones (provider error types, HTTP statuses, transport
     exceptions) before new ones map to ``model_overflow``."""
+    attribute_labels: tuple[str, ...] = ()
+    """Keys of :func:`llmtap.attributes` (or of ``baggage_attributes``) that also become metric labels,
+    e.g. ``("feature",)``; every other key is a span attribute only. Keep it to a few: each adds its
+    values' count to every series of a model."""
+    max_attribute_values: int = Field(default=50, ge=1, le=10_000)
+    """Distinct values per attribute label before new ones map to ``model_overflow`` (counted)."""
+    baggage_attributes: tuple[str, ...] = ()
+    """OpenTelemetry baggage keys read as attributes when an attempt begins (zero-code apps: the web
+    framework's instrumentation puts the incoming W3C ``baggage`` header in the context)."""
     genai_semconv: Literal["default", "latest", "both"] = "default"
     """Which GenAI semantic-convention token metrics to emit: ``default`` (``gen_ai.client.token.usage``,
     by ``gen_ai.token.type``), ``latest`` (``gen_ai.client.inference.operation.input_tokens`` /
@@ -135,6 +144,20 @@ class Settings(BaseModel):
     """Expose prometheus-client's ``*_created`` series for llmtap's counters and histograms (one per
     label set). Off by default: the shipped rules never read them; decided per exporter, not
     process-wide (``disable_created_metrics()`` would also change the app's own metrics)."""
+
+    @field_validator("attribute_labels", "baggage_attributes")
+    @classmethod
+    def _check_attribute_keys(cls, keys: tuple[str, ...]) -> tuple[str, ...]:
+        from llmtap._attributes import KEY_PATTERN
+        from llmtap._metrics import INSTRUMENTS, label_name
+
+        taken = {label for spec in INSTRUMENTS for label in spec.labels} | {"le", "job", "instance"}
+        for key in keys:
+            if not KEY_PATTERN.match(key):
+                raise ValueError(f"attribute key {key!r} must match {KEY_PATTERN.pattern}")
+            if label_name(key) in taken:
+                raise ValueError(f"attribute key {key!r} is already a label of llmtap's metrics")
+        return keys
 
     @field_validator("exclude_metrics")
     @classmethod

@@ -3,9 +3,9 @@
 They only iterate, read the clock and forward to the pure :class:`AttemptObserver`; they keep the
 stream kind the client expects (a subclass of that module's ``SyncByteStream`` /
 ``AsyncByteStream``, made per module by :func:`shells_for`), re-raise every exception untouched
-(``CancelledError`` and ``GeneratorExit`` included), and finalise the attempt exactly once: end of
-body, ``close()``, an exception, or the garbage collector (``weakref.finalize``) for streams
-nobody closed.
+(``CancelledError`` and ``GeneratorExit`` included), and finalise the attempt exactly once: the
+provider's terminal event (or an in-band error) parsed, else end of body, ``close()``, an exception,
+or the garbage collector (``weakref.finalize``) for streams nobody closed.
 
 An ending that may come from the garbage collector (the finaliser, or a close made while a dropped
 generator is being finalised) is only handed off (:mod:`llmtap._handoff`): ending an attempt takes
@@ -14,8 +14,11 @@ locks, and the collector may have interrupted their holder on this very thread.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import dis
 import functools
+import inspect
 import sys
 import time
 import weakref
@@ -52,10 +55,57 @@ def _now(attempt: Attempt) -> float:
 
 
 def _closing_a_dropped_generator() -> bool:
-    """True when close() runs while a ``GeneratorExit`` is being handled: the SDK's stream generator
-    is being finalised because the app dropped it (the SDKs close the response in a ``finally``),
-    not because the app closed it."""
-    return isinstance(sys.exc_info()[1], GeneratorExit)
+    """True when close() runs while a ``GeneratorExit`` is being handled because the SDK's stream
+    generators are being finalised after the app dropped them (the SDKs close the response in a
+    ``finally``), not because the app closed them: the app closing a stream that the SDK then closes
+    at once (google-genai's sync generator, cohere's: ``break``, then ``close()``) is ``client_closed``."""
+    return isinstance(sys.exc_info()[1], GeneratorExit) and not _closed_by_the_app()
+
+
+_GENERATORS = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
+_CLOSE_NAMES = frozenset({"close", "aclose"})
+
+
+def _closed_by_the_app() -> bool:
+    """Whether the generators being unwound were closed by a ``close()`` / ``aclose()`` call (the
+    app's, or ``contextlib.closing``'s): the first frame outside the chain of generator frames (and
+    the ``contextlib`` frames of the ``with`` blocks inside them) is at a call of a method of that
+    name. A dropped generator is finalised at whatever instruction dropped it (a ``del``, a rebinding,
+    a loop's or a function's end; the event loop's finaliser for an async one). A collection that
+    interrupts the app's own call of some other ``close()`` would be misread as a close: rare, and
+    app-side either way. This may run inside the garbage collector: it only reads frames and
+    bytecode (no lock, no logging), and decodes instructions only when the frame is at a call."""
+    frame: Any = sys._getframe(1)
+    in_generators = False
+    while frame is not None:
+        code = frame.f_code
+        if code.co_flags & _GENERATORS:
+            in_generators = True
+        elif in_generators and code.co_filename != contextlib.__file__:
+            return _at_a_close_call(frame)
+        frame = frame.f_back
+    return False
+
+
+def _at_a_close_call(frame: Any) -> bool:
+    code = frame.f_code
+    lasti = frame.f_lasti
+    op = dis.opname[code.co_code[lasti]] if 0 <= lasti < len(code.co_code) else ""
+    # CALL*, or 3.11's PRECALL (a specialised one makes the call itself); SEND: ``await x.aclose()``
+    if "CALL" not in op and op != "SEND":
+        return False
+    name = None
+    for instruction in dis.get_instructions(code):
+        if instruction.offset > lasti:
+            break
+        if instruction.opname in ("LOAD_ATTR", "LOAD_METHOD"):
+            name = instruction.argval
+    return name in _CLOSE_NAMES
+
+
+def _after_the_end(chunk: bytes, now: float) -> bool:
+    """The feed once the attempt has ended at the provider's terminal event: later bytes pass untouched."""
+    return False
 
 
 def _end(tap: Tap, attempt: Attempt, ending: Ending, exc: BaseException | None = None) -> None:
@@ -101,7 +151,9 @@ class _SyncShell:
         try:
             for chunk in self._inner:
                 try:
-                    on_chunk(chunk, clock())
+                    if on_chunk(chunk, clock()):
+                        on_chunk = _after_the_end
+                        _end(self._tap, self._attempt, Ending.TERMINAL)
                 except Exception as exc:
                     _internal_error("on_chunk", exc)
                 yield chunk
@@ -127,7 +179,9 @@ class _AsyncShell:
         try:
             async for chunk in self._inner:
                 try:
-                    on_chunk(chunk, clock())
+                    if on_chunk(chunk, clock()):
+                        on_chunk = _after_the_end
+                        _end(self._tap, self._attempt, Ending.TERMINAL)
                 except Exception as exc:
                     _internal_error("on_chunk", exc)
                 yield chunk

@@ -14,11 +14,12 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry import baggage
 from opentelemetry import context as otel_context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
-from llmtap import _handoff
-from llmtap._bounds import RecordBounds
+from llmtap import _attributes, _handoff
+from llmtap._bounds import RecordBounds, sanitize
 from llmtap._calls import CURRENT_CALL, Call, call_record
 from llmtap._endpoints import PROVIDERS, EndpointMatcher
 from llmtap._exporters._base import Sink
@@ -123,6 +124,8 @@ class Tap:
 
             self._excluded = get_excluded_urls("HTTPX")
         self._bounds = RecordBounds(settings, PROVIDERS)
+        self._baggage_keys = settings.baggage_attributes
+        self._no_labels = ("",) * len(settings.attribute_labels)
         self._pricer: Pricer | None = None
         if settings.cost:
             from llmtap._cost import Pricer
@@ -144,6 +147,7 @@ class Tap:
                     settings.metric_prefix_namespace,
                     exclude=exclude,
                     created_series=settings.prometheus_created_series,
+                    attribute_labels=settings.attribute_labels,
                 )
                 built.append(self.prometheus)
             if settings.traces:
@@ -161,6 +165,7 @@ class Tap:
                         namespace=settings.metric_prefix_namespace,
                         exclude=exclude,
                         chunk_gaps=settings.otel_chunk_gaps,
+                        attribute_labels=settings.attribute_labels,
                     )
                 )
         except BaseException:
@@ -228,6 +233,7 @@ class Tap:
             resend,
             reason,
             None if call is None else call.call_id,
+            *self._attributes(),
             started_at,
             time.time_ns(),
         )
@@ -239,6 +245,22 @@ class Tap:
                 states.append(_FAILED)
                 internal_error("sink", "llmtap: the %s exporter failed: %r", sink.name, exc)
         return Attempt(AttemptObserver(start, provider, self._config), call, tuple(states))
+
+    def _attributes(self) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+        """The app's attributes (span attributes) and the bounded attribute labels, for one attempt."""
+        values = _attributes.current()
+        if self._baggage_keys:
+            from_baggage = {}
+            for key in self._baggage_keys:
+                value = baggage.get_baggage(key)
+                if value is not None:
+                    from_baggage[key] = str(value)
+            if from_baggage:
+                values = {**from_baggage, **values}
+        if not values:
+            return (), self._no_labels
+        pairs = tuple((key, sanitize(value)) for key, value in values.items())
+        return pairs, self._bounds.attribute_labels(values)
 
     def enter(self, attempt: Attempt) -> object | None:
         """Make the attempt's span current while the request is sent (so HTTP spans nest under it);

@@ -23,7 +23,7 @@ from llmtap._log import INTERNAL_WHERE, internal_errors, label_overflows
 __all__ = ["HEALTH_METRIC_NAMES", "HealthCollector", "register_otel"]
 
 HEALTH_METRIC_NAMES: tuple[str, ...] = ("llmtap_internal_errors_total", "llmtap_label_overflows_total")
-LABELS: tuple[str, ...] = ("request_model", "response_model", "stop_reason", "error_type", "server")
+LABELS: tuple[str, ...] = ("request_model", "response_model", "stop_reason", "error_type", "server", "attribute")
 _INTERNAL_HELP = "llmtap's own failures (the request is never affected), by where they happened."
 _OVERFLOW_HELP = "Label values from the wire replaced by the overflow value, by label."
 

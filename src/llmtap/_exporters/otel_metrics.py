@@ -92,15 +92,17 @@ class OtelMetricsExporter:
         namespace: str = "",
         exclude: tuple[str, ...] = (),
         chunk_gaps: bool = True,
+        attribute_labels: tuple[str, ...] = (),
     ) -> None:
         shared = _shared(meter_provider, namespace)
         excluded = resolve_names(exclude)
         if not chunk_gaps:  # Settings.otel_chunk_gaps: one SDK record() per chunk is the price
             excluded = excluded | {"gap"}
         self._lock = threading.Lock()
-        self._base_attrs: dict[tuple[str, str, str], Attributes] = {}
+        self._base_attrs: dict[tuple[str, ...], Attributes] = {}
+        self._attribute_keys = attribute_labels
         # (provider, operation, model, resource) -> [limit, remaining, reset], last values seen
-        self._rate_limits: dict[tuple[str, str, str, str], list[float | None]] = {}
+        self._rate_limits: dict[tuple[str, ...], list[float | None]] = {}
         m = {spec.key: _OFF if spec.key in excluded else shared.instrument(spec) for spec in INSTRUMENTS}
         self._duration = m["duration"]
         self._ttfc = m["ttfc"]
@@ -136,9 +138,9 @@ class OtelMetricsExporter:
         callbacks keep reading this exporter (the last rate-limit values seen, gaps still pending)
         until another exporter on the same provider takes over."""
 
-    def _base(self, provider: str, operation: str, model: str) -> Attributes:
-        """The base attributes, one shared (never mutated) dict per label set."""
-        key = (provider, operation, model)
+    def _base(self, key: tuple[str, ...]) -> Attributes:
+        """The base attributes of ``(provider, operation, model, *attribute labels)``, one shared (never
+        mutated) dict per label set; attribute labels without a value are left out."""
         attrs = self._base_attrs.get(key)
         if attrs is not None:
             return attrs
@@ -146,7 +148,8 @@ class OtelMetricsExporter:
             attrs = self._base_attrs.get(key)
             if attrs is not None:
                 return attrs
-            attrs = dict(zip(BASE_ATTRIBUTES, key, strict=True))
+            attrs = dict(zip(BASE_ATTRIBUTES, key[:3], strict=True))
+            attrs.update((name, value) for name, value in zip(self._attribute_keys, key[3:], strict=True) if value)
             self._base_attrs[key] = attrs
         # Start at zero the series the native exporter pre-creates, so rate()-based rules and
         # "all 8 outcomes" panels see them before the first event of each kind.
@@ -168,12 +171,14 @@ class OtelMetricsExporter:
         """The last rate-limit values seen, one of (limit, remaining, reset) by ``index``."""
         with self._lock:
             items = [(k, v[index]) for k, v in self._rate_limits.items()]
-        return [Observation(value, {**self._base(*k[:3]), "resource": k[3]}) for k, value in items if value is not None]
+        return [
+            Observation(value, {**self._base(k[:-1]), "resource": k[-1]}) for k, value in items if value is not None
+        ]
 
     # -- Sink ------------------------------------------------------------------------------------
 
     def start(self, attempt: AttemptStart) -> object:
-        base = self._base(attempt.provider, attempt.operation, attempt.request_model)
+        base = self._base((attempt.provider, attempt.operation, attempt.request_model, *attempt.attribute_labels))
         if attempt.retry_reason is not None:
             self._retries.add(1, {**base, "reason": attempt.retry_reason})
         if attempt.request_stream:
@@ -182,7 +187,7 @@ class OtelMetricsExporter:
         return None
 
     def end(self, record: AttemptRecord, state: object) -> None:
-        base = self._base(record.provider, record.operation, record.request_model)
+        base = self._base((record.provider, record.operation, record.request_model, *record.attribute_labels))
         if state is not None:
             self._in_flight.add(-1, base)
         attempt: Attributes = dict(base)
@@ -249,7 +254,13 @@ class OtelMetricsExporter:
         if record.rate_limits and self._track_rate_limits:
             with self._lock:
                 for rl in record.rate_limits:
-                    key = (record.provider, record.operation, record.request_model, rl.resource)
+                    key = (
+                        record.provider,
+                        record.operation,
+                        record.request_model,
+                        *record.attribute_labels,
+                        rl.resource,
+                    )
                     values = self._rate_limits.setdefault(key, [None, None, None])
                     for i, seen in ((_LIMIT, rl.limit), (_REMAINING, rl.remaining), (_RESET, rl.reset_seconds)):
                         if seen is not None:
@@ -282,7 +293,7 @@ class OtelMetricsExporter:
                     self._gap.record(value, attrs)
 
     def call_end(self, record: CallRecord) -> None:
-        base = self._base(record.provider, record.operation, record.request_model)
+        base = self._base((record.provider, record.operation, record.request_model, *record.attribute_labels))
         context = None if record.span_context is None else _context_of(record.span_context)
         attrs = {**base, "outcome": record.outcome.value}
         self._call_duration.record(record.ended_at - record.started_at, attrs, context)

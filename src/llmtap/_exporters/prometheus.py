@@ -25,7 +25,7 @@ from prometheus_client.samples import Sample
 from llmtap import _handoff
 from llmtap._cost import COST_TYPES
 from llmtap._exporters._health import HEALTH_METRIC_NAMES, HealthCollector
-from llmtap._metrics import COUNTER, GAUGE, HISTOGRAM, INSTRUMENTS, TOKEN_TYPES, Instrument, resolve_names
+from llmtap._metrics import COUNTER, GAUGE, HISTOGRAM, INSTRUMENTS, TOKEN_TYPES, Instrument, label_name, resolve_names
 from llmtap._record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord, Usage
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ class _Children:
         "usage_output",
     )
 
-    def __init__(self, exporter: PrometheusExporter, key: tuple[str, str, str]) -> None:
+    def __init__(self, exporter: PrometheusExporter, key: tuple[str, ...]) -> None:
         self.key = key
         self.in_flight = exporter.in_flight.labels(*key)
         self.stalls = exporter.stalls.labels(*key)
@@ -156,39 +156,39 @@ class PrometheusExporter:
         *,
         exclude: tuple[str, ...] = (),
         created_series: bool = False,
+        attribute_labels: tuple[str, ...] = (),
     ) -> None:
         reg = REGISTRY if registry is None else registry
         self.registry = reg
         self._lock = threading.Lock()
-        self._children: dict[tuple[str, str, str], _Children] = {}
-        self._attempts: dict[tuple[str, str, str, str, str], Counter] = {}
-        self._durations: dict[tuple[str, str, str, str], Histogram] = {}
-        self._retries: dict[tuple[str, str, str, str], Counter] = {}
-        self._stops: dict[tuple[str, str, str, str], Counter] = {}
+        self._children: dict[tuple[str, ...], _Children] = {}
+        self._attempts: dict[tuple[str, ...], Counter] = {}
+        self._durations: dict[tuple[str, ...], Histogram] = {}
+        self._retries: dict[tuple[str, ...], Counter] = {}
+        self._stops: dict[tuple[str, ...], Counter] = {}
         self._registered: list[Counter | Gauge | Histogram] = []
         excluded = resolve_names(exclude)
         self.excluded = excluded
         counter, histogram = (Counter, Histogram) if created_series else (_LeanCounter, _LeanHistogram)
+
+        extra_labels = tuple(label_name(key) for key in attribute_labels)
 
         def make(spec: Instrument) -> Any:
             if spec.key in excluded:
                 return _OFF
             ns = "" if spec.semconv else namespace
             name = spec.prometheus().removesuffix("_total")
+            labels = spec.labels_with(extra_labels)
             if spec.kind == COUNTER:
-                metric: Any = counter(name, spec.description, spec.labels, namespace=ns, registry=reg)
+                metric: Any = counter(name, spec.description, labels, namespace=ns, registry=reg)
             elif spec.kind == HISTOGRAM:
-                metric = histogram(
-                    name, spec.description, spec.labels, namespace=ns, registry=reg, buckets=spec.buckets
-                )
+                metric = histogram(name, spec.description, labels, namespace=ns, registry=reg, buckets=spec.buckets)
             elif spec.kind == GAUGE:  # last value seen (rate-limit headers)
                 metric = Gauge(
-                    name, spec.description, spec.labels, namespace=ns, registry=reg, multiprocess_mode="mostrecent"
+                    name, spec.description, labels, namespace=ns, registry=reg, multiprocess_mode="mostrecent"
                 )
             else:  # the in-flight up-down counter
-                metric = Gauge(
-                    name, spec.description, spec.labels, namespace=ns, registry=reg, multiprocess_mode="livesum"
-                )
+                metric = Gauge(name, spec.description, labels, namespace=ns, registry=reg, multiprocess_mode="livesum")
             self._registered.append(metric)
             return metric
 
@@ -230,11 +230,11 @@ class PrometheusExporter:
         self.inference_input = m["inference_input"]
         self.inference_output = m["inference_output"]
         self.latest = self.inference_input is not _OFF or self.inference_output is not _OFF
-        self._inference_children: dict[tuple[str, str, str, str], tuple[Histogram, Histogram]] = {}
+        self._inference_children: dict[tuple[str, ...], tuple[Histogram, Histogram]] = {}
 
     # -- label children, cached --------------------------------------------------------------
 
-    def _base(self, key: tuple[str, str, str]) -> _Children:
+    def _base(self, key: tuple[str, ...]) -> _Children:
         children = self._children.get(key)
         if children is not None:
             return children
@@ -255,7 +255,7 @@ class PrometheusExporter:
     # -- Sink ----------------------------------------------------------------------------------
 
     def start(self, attempt: AttemptStart) -> object:
-        key = (attempt.provider, attempt.operation, attempt.request_model)
+        key = (attempt.provider, attempt.operation, attempt.request_model, *attempt.attribute_labels)
         children = self._base(key)
         if attempt.retry_reason is not None:
             rkey = (*key, attempt.retry_reason)
@@ -269,7 +269,7 @@ class PrometheusExporter:
         return None
 
     def end(self, record: AttemptRecord, state: object) -> None:
-        key = (record.provider, record.operation, record.request_model)
+        key = (record.provider, record.operation, record.request_model, *record.attribute_labels)
         children = self._base(key)
         if state is not None:
             children.in_flight.dec()
@@ -358,7 +358,7 @@ class PrometheusExporter:
             if rl.reset_seconds is not None:
                 gauges[2].set(rl.reset_seconds)
 
-    def _inference(self, dkey: tuple[str, str, str, str], usage: Usage) -> None:
+    def _inference(self, dkey: tuple[str, ...], usage: Usage) -> None:
         """``Settings.genai_semconv`` latest/both: the per-direction token histograms."""
         pair = self._inference_children.get(dkey)
         if pair is None:
@@ -371,7 +371,7 @@ class PrometheusExporter:
         if usage.output_tokens is not None:
             pair[1].observe(usage.output_tokens)
 
-    def _cost(self, key: tuple[str, str, str], record: AttemptRecord) -> None:
+    def _cost(self, key: tuple[str, ...], record: AttemptRecord) -> None:
         """``Settings.cost``: USD by token type and the cache's savings, or one unpriced attempt."""
         cost = record.cost
         if cost is None:
@@ -386,11 +386,11 @@ class PrometheusExporter:
             self.cost_savings.labels(*key).inc(cost.cache_savings)
 
     def call_end(self, record: CallRecord) -> None:
-        children = self._base((record.provider, record.operation, record.request_model))
+        children = self._base((record.provider, record.operation, record.request_model, *record.attribute_labels))
         outcome = record.outcome.value
         duration = children.call_durations.get(outcome)
         if duration is None:
-            key = (record.provider, record.operation, record.request_model, outcome)
+            key = (*children.key, outcome)
             duration = children.call_durations[outcome] = self.call_duration.labels(*key)
         exemplar = None if record.span_context is None else exemplar_of(record.span_context)
         duration.observe(record.ended_at - record.started_at, exemplar)

@@ -55,6 +55,8 @@ class TracingExporter:
             attributes["gen_ai.request.stream"] = attempt.request_stream
         if attempt.resend_count:
             attributes["http.request.resend_count"] = attempt.resend_count
+        for key, value in attempt.attributes:  # llmtap.attributes(...): the app's own, always on the span
+            attributes[key] = value
         call_id = attempt.call_id
         links = None
         if call_id is not None:

@@ -11,7 +11,7 @@ import abc
 import enum
 from dataclasses import dataclass
 
-__all__ = ["MAX_COUNT", "Facts", "Header", "Provider", "RequestInfo", "as_int"]
+__all__ = ["MAX_COUNT", "Facts", "Header", "Output", "Provider", "RequestInfo", "as_int"]
 
 MAX_COUNT = (1 << 63) - 1
 """The largest token count accepted: an OTLP int attribute is a signed 64-bit integer."""
@@ -34,6 +34,27 @@ class Header(enum.IntEnum):
     """Server processing time in milliseconds (``openai-processing-ms``)."""
 
 
+class Output(enum.Enum):
+    """The kind of generated output one streamed event carries, as its provider's parser classifies it.
+
+    The time to first token is the arrival of the first event carrying output of *any* of these kinds,
+    whatever the provider: decided once, by the observer, from what :meth:`Provider.on_event` returns.
+    Events that carry none (``ping``, ``message_start``, a role-only or usage-only chunk, an empty
+    delta, a signature) return ``None``.
+    """
+
+    TEXT = "text"
+    """Answer text (or a refusal)."""
+    REASONING = "reasoning"
+    """Reasoning / thinking text (redacted thinking included)."""
+    TOOL_NAME = "tool_name"
+    """A tool call begins: the event names the tool (or is a server-side tool call)."""
+    TOOL_ARGUMENTS = "tool_arguments"
+    """A piece of a tool call's arguments."""
+    OTHER = "other"
+    """Other generated content: audio, images, code, server tool results."""
+
+
 def as_int(value: object) -> int | None:
     """``value`` if it is a JSON integer (not a bool) in ``0..MAX_COUNT``, else ``None`` (request values)."""
     return value if type(value) is int and 0 <= value <= MAX_COUNT else None
@@ -47,7 +68,6 @@ class Facts:
         "cache_write_tokens",
         "error_type",
         "final",
-        "first_token",
         "input_tokens",
         "output_tokens",
         "rate_limits",
@@ -81,8 +101,6 @@ class Facts:
         """The provider's terminal success event (or a whole success body) was parsed."""
         self.server_error = False
         """An in-band error (SSE ``error`` event, failed terminal event) was parsed."""
-        self.first_token = False
-        """Set by the parser on the first event carrying generated content."""
         self.rejected = 0
         """Values from the wire refused by :meth:`count` (each one is a parse error of the attempt)."""
 
@@ -132,8 +150,8 @@ class Provider(abc.ABC):
     """``gen_ai.operation.name`` value."""
     markers: tuple[bytes, ...] = ()
     """Byte strings at least one of which appears in every SSE event the parser needs once the first
-    content token has been seen. Chunks containing none of them are only framed, never parsed: this
-    is what keeps the per-event cost near zero."""
+    content token has been seen (the terminal and error events among them). Chunks containing none
+    of them are only framed, never parsed: this is what keeps the per-event cost near zero."""
     input_includes_cache: bool = True
     """Whether the provider's reported input tokens already include cache reads and writes (OpenAI)
     or not (Anthropic). The record always carries the total."""
@@ -152,8 +170,9 @@ class Provider(abc.ABC):
         return None
 
     @abc.abstractmethod
-    def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> None:
-        """One complete SSE event (``event:`` name or None, joined ``data:`` payload)."""
+    def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> Output | None:
+        """One complete SSE event (``event:`` name or None, joined ``data:`` payload): what it teaches
+        goes into ``facts``; returns the kind of generated output it carries, ``None`` for none."""
 
     @abc.abstractmethod
     def on_body(self, facts: Facts, body: object, status: int) -> None:

@@ -15,19 +15,36 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmtap._providers._base import Facts, Header, Provider
+from llmtap._providers._base import Facts, Header, Output, Provider
 
 __all__ = ["PROVIDER", "AnthropicMessages"]
 
-# delta types that carry generated content (an empty string does not count)
-_CONTENT_DELTA_FIELDS = {
-    "text_delta": "text",
-    "thinking_delta": "thinking",
-    "input_json_delta": "partial_json",
+# delta types that carry generated output: the field holding it (an empty string does not count) and
+# its kind; others (signature_delta, citations_delta) carry none
+_DELTAS = {
+    "text_delta": ("text", Output.TEXT),
+    "thinking_delta": ("thinking", Output.REASONING),
+    "input_json_delta": ("partial_json", Output.TOOL_ARGUMENTS),
 }
-# Blocks whose start event carries nothing generated yet (their deltas follow). Every other block
-# type (tool_use, server_tool_use, redacted_thinking, *_tool_result) is generated output at start.
-_EMPTY_BLOCK_STARTS = frozenset({"text", "thinking"})
+# Block starts: text and thinking blocks start empty (their deltas follow) unless they carry text;
+# a tool call (tool_use, server_tool_use, mcp_tool_use) is named at its start; every other block
+# type (redacted_thinking, *_tool_result ...) is generated output at its start.
+_STARTS = {"text": ("text", Output.TEXT), "thinking": ("thinking", Output.REASONING)}
+
+
+def _block_output(block: dict[str, Any]) -> Output | None:
+    kind = block.get("type")
+    if not isinstance(kind, str):
+        return None
+    start = _STARTS.get(kind)
+    if start is not None:
+        return start[1] if block.get(start[0]) else None
+    if kind.endswith("tool_use"):
+        return Output.TOOL_NAME
+    if kind == "redacted_thinking":
+        return Output.REASONING
+    return Output.OTHER
+
 
 HEADERS: dict[bytes, tuple[Header, str]] = {
     b"request-id": (Header.REQUEST_ID, ""),
@@ -110,25 +127,23 @@ class AnthropicMessages(Provider):
         }
     )  # fmt: skip
 
-    def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> None:
+    def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> Output | None:
         if event == b"ping" or not data:
-            return
+            return None
         payload = json.loads(data)
         if not isinstance(payload, dict):
-            return
+            return None
         kind = payload.get("type")
         if kind == "content_block_delta":
-            if not facts.first_token:
-                delta = payload.get("delta")
-                if isinstance(delta, dict):
-                    field = _CONTENT_DELTA_FIELDS.get(delta.get("type"))  # type: ignore[arg-type]
-                    if field is not None and delta.get(field):
-                        facts.first_token = True
+            delta = payload.get("delta")
+            if isinstance(delta, dict):
+                spec = _DELTAS.get(delta.get("type"))  # type: ignore[arg-type]
+                if spec is not None and delta.get(spec[0]):
+                    return spec[1]
         elif kind == "content_block_start":
-            if not facts.first_token:
-                block = payload.get("content_block")
-                if isinstance(block, dict) and (block.get("type") not in _EMPTY_BLOCK_STARTS or block.get("text")):
-                    facts.first_token = True
+            block = payload.get("content_block")
+            if isinstance(block, dict):
+                return _block_output(block)
         elif kind == "message_delta":
             delta = payload.get("delta")
             if isinstance(delta, dict):
@@ -142,6 +157,7 @@ class AnthropicMessages(Provider):
             facts.final = True
         elif kind == "error":
             _apply_error(facts, payload)
+        return None
 
     def on_body(self, facts: Facts, body: object, status: int) -> None:
         if not isinstance(body, dict):

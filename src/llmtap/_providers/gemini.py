@@ -13,31 +13,40 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmtap._providers._base import MAX_COUNT, Facts, Provider
+from llmtap._providers._base import MAX_COUNT, Facts, Output, Provider
 
 __all__ = ["PROVIDER", "Gemini"]
 
 
-def _has_content(candidate: dict[str, Any]) -> bool:
+_OTHER_PARTS = ("inlineData", "executableCode", "codeExecutionResult", "fileData")
+
+
+def _output(candidate: dict[str, Any]) -> Output | None:
+    """What generated output a candidate's parts carry (a thought signature alone carries none)."""
     content = candidate.get("content")
     parts = content.get("parts") if isinstance(content, dict) else None
     if not isinstance(parts, list):
-        return False
+        return None
     for part in parts:
-        if isinstance(part, dict) and (
-            part.get("text") or part.get("functionCall") or part.get("inlineData") or part.get("executableCode")
-        ):
-            return True
-    return False
+        if not isinstance(part, dict):
+            continue
+        if part.get("text"):
+            return Output.REASONING if part.get("thought") is True else Output.TEXT
+        if part.get("functionCall"):
+            return Output.TOOL_NAME
+        if any(part.get(key) for key in _OTHER_PARTS):
+            return Output.OTHER
+    return None
 
 
-def _apply(facts: Facts, payload: dict[str, Any]) -> None:
+def _apply(facts: Facts, payload: dict[str, Any]) -> Output | None:
     if payload.get("error"):
         facts.server_error = True
         error = payload["error"]
         status = error.get("status") if isinstance(error, dict) else None
         facts.error_type = status if isinstance(status, str) and status else "error"
-        return
+        return None
+    output = None
     ident = payload.get("responseId")
     if isinstance(ident, str):
         facts.response_id = ident
@@ -49,8 +58,8 @@ def _apply(facts: Facts, payload: dict[str, Any]) -> None:
         for position, candidate in enumerate(candidates):
             if not isinstance(candidate, dict):
                 continue
-            if not facts.first_token and _has_content(candidate):
-                facts.first_token = True
+            if output is None:
+                output = _output(candidate)
             reason = candidate.get("finishReason")
             if isinstance(reason, str):
                 index = candidate.get("index")
@@ -68,13 +77,14 @@ def _apply(facts: Facts, payload: dict[str, Any]) -> None:
         candidates_tokens = facts.count(usage.get("candidatesTokenCount"))
         thoughts = facts.count(usage.get("thoughtsTokenCount"))
         if candidates_tokens is not None or thoughts is not None:
-            output = (candidates_tokens or 0) + (thoughts or 0)
-            facts.output_tokens = output if output <= MAX_COUNT else facts.count(output)
+            total = (candidates_tokens or 0) + (thoughts or 0)
+            facts.output_tokens = total if total <= MAX_COUNT else facts.count(total)
         if thoughts is not None:
             facts.reasoning_tokens = thoughts
         cached = facts.count(usage.get("cachedContentTokenCount"))
         if cached is not None:
             facts.cache_read_tokens = cached
+    return output
 
 
 class Gemini(Provider):
@@ -102,12 +112,11 @@ class Gemini(Provider):
         _, _, model = head.rpartition("/models/")
         return model or None
 
-    def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> None:
+    def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> Output | None:
         if not data:
-            return
+            return None
         payload = json.loads(data)
-        if isinstance(payload, dict):
-            _apply(facts, payload)
+        return _apply(facts, payload) if isinstance(payload, dict) else None
 
     def on_body(self, facts: Facts, body: object, status: int) -> None:
         # non-streaming: one object; streaming without alt=sse: a JSON array of them

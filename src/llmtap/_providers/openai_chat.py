@@ -6,7 +6,8 @@ Wire facts (checked against recorded real responses):
 - The first chunk usually carries only ``delta.role`` (and ``content: ""``): the first *content* token
   is the first non-empty ``content``, ``refusal`` or tool-call ``arguments``/``name``.
 - Usage arrives only in a final ``choices: []`` chunk when ``stream_options.include_usage`` is set;
-  otherwise none is reported and none is recorded (never invented). ``prompt_tokens`` includes
+  otherwise none is reported and none is recorded (never invented). Mistral sends it in its last
+  chunk unasked; Groq in the last chunk's ``x_groq.usage``. ``prompt_tokens`` includes
   ``prompt_tokens_details.cached_tokens``; ``completion_tokens_details.reasoning_tokens``.
 - ``finish_reason`` per choice (``n > 1`` gives several); an error object can arrive mid-stream.
 """
@@ -17,7 +18,7 @@ import json
 from typing import Any
 
 from llmtap._providers import _openai_common
-from llmtap._providers._base import Facts, Provider
+from llmtap._providers._base import Facts, Output, Provider
 
 __all__ = ["PROVIDER", "OpenAIChat"]
 
@@ -35,18 +36,32 @@ def _apply_usage(facts: Facts, usage: Any) -> None:
         facts.reasoning_tokens = facts.count(details.get("reasoning_tokens"))
 
 
-def _has_content(delta: Any) -> bool:
+def _function_output(function: Any) -> Output | None:
+    if not isinstance(function, dict):
+        return None
+    if function.get("name"):
+        return Output.TOOL_NAME
+    return Output.TOOL_ARGUMENTS if function.get("arguments") else None
+
+
+def _output(delta: Any) -> Output | None:
+    """What generated output a choice's delta carries (the role-only first chunk carries none)."""
     if not isinstance(delta, dict):
-        return False
-    if delta.get("content") or delta.get("refusal") or delta.get("reasoning_content") or delta.get("reasoning"):
-        return True
+        return None
+    if delta.get("content") or delta.get("refusal"):
+        return Output.TEXT
+    if delta.get("reasoning_content") or delta.get("reasoning"):
+        return Output.REASONING
     calls = delta.get("tool_calls")
     if isinstance(calls, list):
         for call in calls:
-            function = call.get("function") if isinstance(call, dict) else None
-            if isinstance(function, dict) and (function.get("arguments") or function.get("name")):
-                return True
-    return False
+            found = _function_output(call.get("function") if isinstance(call, dict) else None)
+            if found is not None:
+                return found
+    found = _function_output(delta.get("function_call"))  # the legacy functions API
+    if found is not None:
+        return found
+    return Output.OTHER if delta.get("audio") else None
 
 
 class OpenAIChat(Provider):
@@ -62,18 +77,19 @@ class OpenAIChat(Provider):
     stop_reasons = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"})
     error_types = _openai_common.ERROR_TYPES
 
-    def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> None:
+    def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> Output | None:
         if data == b"[DONE]":
             facts.final = True
-            return
+            return None
         if not data:
-            return
+            return None
         payload = json.loads(data)
         if not isinstance(payload, dict):
-            return
+            return None
         if payload.get("error"):
             _openai_common.apply_error(facts, payload["error"])
-            return
+            return None
+        output = None
         if facts.response_id is None:
             ident = payload.get("id")
             if isinstance(ident, str):
@@ -86,14 +102,18 @@ class OpenAIChat(Provider):
             for choice in choices:
                 if not isinstance(choice, dict):
                     continue
-                if not facts.first_token and _has_content(choice.get("delta")):
-                    facts.first_token = True
+                if output is None:
+                    output = _output(choice.get("delta"))
                 reason = choice.get("finish_reason")
                 if isinstance(reason, str):
                     index = choice.get("index")
                     facts.set_stop_reason(reason, index if isinstance(index, int) else 0)
         if payload.get("usage"):
             _apply_usage(facts, payload["usage"])
+        extension = payload.get("x_groq")  # Groq reports a stream's usage in its last chunk's x_groq
+        if isinstance(extension, dict) and extension.get("usage"):
+            _apply_usage(facts, extension["usage"])
+        return output
 
     def on_body(self, facts: Facts, body: object, status: int) -> None:
         if not isinstance(body, dict):

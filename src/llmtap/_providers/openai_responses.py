@@ -15,21 +15,23 @@ import json
 from typing import Any
 
 from llmtap._providers import _openai_common
-from llmtap._providers._base import Facts, Provider
+from llmtap._providers._base import Facts, Output, Provider
 
 __all__ = ["PROVIDER", "OpenAIResponses"]
 
-_CONTENT_EVENTS = frozenset(
-    {
-        "response.output_text.delta",
-        "response.refusal.delta",
-        "response.function_call_arguments.delta",
-        "response.reasoning_text.delta",
-        "response.reasoning_summary_text.delta",
-        "response.custom_tool_call_input.delta",
-        "response.audio.delta",
-    }
-)
+# delta events (a non-empty ``delta`` carries output) and their kind
+_DELTAS = {
+    "response.output_text.delta": Output.TEXT,
+    "response.refusal.delta": Output.TEXT,
+    "response.audio.transcript.delta": Output.TEXT,
+    "response.reasoning_text.delta": Output.REASONING,
+    "response.reasoning_summary_text.delta": Output.REASONING,
+    "response.function_call_arguments.delta": Output.TOOL_ARGUMENTS,
+    "response.custom_tool_call_input.delta": Output.TOOL_ARGUMENTS,
+    "response.mcp_call_arguments.delta": Output.TOOL_ARGUMENTS,
+    "response.code_interpreter_call_code.delta": Output.TOOL_ARGUMENTS,
+    "response.audio.delta": Output.OTHER,
+}
 _TERMINAL = {"response.completed": "completed", "response.incomplete": "incomplete", "response.failed": "failed"}
 
 
@@ -84,19 +86,25 @@ class OpenAIResponses(Provider):
     stop_reasons = frozenset({"stop", "tool_calls", "max_output_tokens", "content_filter", "incomplete"})
     error_types = _openai_common.ERROR_TYPES
 
-    def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> None:
+    def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> Output | None:
         if not data or data == b"[DONE]":
-            return
+            return None
         payload = json.loads(data)
         if not isinstance(payload, dict):
-            return
+            return None
         kind = payload.get("type")
         if not isinstance(kind, str) and event is not None:
             kind = event.decode("ascii", "replace")
-        if kind in _CONTENT_EVENTS:
-            if not facts.first_token and payload.get("delta"):
-                facts.first_token = True
-        elif kind in _TERMINAL:
+        output = _DELTAS.get(kind) if isinstance(kind, str) else None
+        if output is not None:
+            return output if payload.get("delta") else None
+        if kind == "response.output_item.added":
+            # a tool call is named when its item is added (function_call, web_search_call, mcp_call ...);
+            # message and reasoning items start empty, their deltas follow
+            item = payload.get("item")
+            item_type = item.get("type") if isinstance(item, dict) else None
+            return Output.TOOL_NAME if isinstance(item_type, str) and item_type.endswith("_call") else None
+        if kind in _TERMINAL:
             _apply_response(facts, payload.get("response"))
             if kind == "response.failed":
                 facts.server_error = True
@@ -107,6 +115,7 @@ class OpenAIResponses(Provider):
             facts.stop_reasons.clear()
         elif kind == "error" or ("error" in payload and kind is None):
             _openai_common.apply_error(facts, payload.get("error") or payload)
+        return None
 
     def on_body(self, facts: Facts, body: object, status: int) -> None:
         if not isinstance(body, dict):

@@ -1,5 +1,6 @@
 """An embedded, fault-injecting simulator of the Anthropic Messages API (and OpenAI Chat
-Completions + Responses), for tests, demos and checking your own alerting.
+Completions + Responses, Gemini, Groq, Mistral and Cohere Chat v2), for tests, demos and checking
+your own alerting.
 
     from llmtap.simulator import Scenario, Simulator
 

@@ -89,6 +89,11 @@ class AnthropicMessages(Api):
             "stop_sequence": None,
             "usage": self._usage(1),
         }
+        if self.ctx.scenario.tool_call:  # the tool_use block starts with delta 0
+            return [
+                _sse("message_start", {"type": "message_start", "message": message}, pad=10),
+                _sse("ping", {"type": "ping"}),
+            ]
         return [
             _sse("message_start", {"type": "message_start", "message": message}, pad=10),
             _sse(
@@ -100,6 +105,12 @@ class AnthropicMessages(Api):
         ]
 
     def delta_event(self, index: int, text: str) -> bytes:
+        sc = self.ctx.scenario
+        if sc.tool_call and index == 0:
+            block = {"type": "tool_use", "id": "toolu_" + self.message_id[4:], "name": "lookup", "input": {}}
+            return _sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block})
+        if sc.tool_call:
+            return self._json_delta(sc.tool_piece(index))
         data = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
         return _sse("content_block_delta", data, pad=(8 if index % 3 == 0 else 0))
 
@@ -110,8 +121,15 @@ class AnthropicMessages(Api):
         # Exactly as the real API sends it: compact JSON, no padding.
         return b"event: error\ndata: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
 
+    def _json_delta(self, piece: str) -> bytes:
+        data = {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": piece}}
+        return _sse("content_block_delta", data)
+
     def close_events(self) -> list[bytes]:
-        return [_sse("content_block_stop", {"type": "content_block_stop", "index": 0}, pad=12)]
+        stop = _sse("content_block_stop", {"type": "content_block_stop", "index": 0}, pad=12)
+        if self.ctx.scenario.tool_call:
+            return [self._json_delta(self.ctx.scenario.tool_closing()), stop]
+        return [stop]
 
     def stop_events(self) -> list[bytes]:
         sc = self.ctx.scenario

@@ -86,6 +86,7 @@ class Context:
     ratelimit: RateLimitSnapshot
     created: int = field(default_factory=lambda: int(time.time()))
     query: str = ""  # the URL's query string (Gemini's ``alt=sse``)
+    user_agent: str = ""  # which SDK asks, where the wire differs by provider behind one path (Mistral)
 
 
 class Api:

@@ -163,17 +163,35 @@ class OpenAIChat(_OpenAIBase):
         return [self._chunk([self._choice({"role": "assistant", "content": "", "refusal": None})])]
 
     def delta_event(self, index: int, text: str) -> bytes:
+        sc = self.ctx.scenario
+        if sc.tool_call and index == 0:
+            call = {"index": 0, "id": "call_" + self.completion_id[9:33], "type": "function"}
+            return self._chunk(
+                [self._choice({"tool_calls": [{**call, "function": {"name": "lookup", "arguments": ""}}]})]
+            )
+        if sc.tool_call:
+            return self._arguments(sc.tool_piece(index))
         return self._chunk([self._choice({"content": text})])
+
+    def _arguments(self, piece: str) -> bytes:
+        return self._chunk([self._choice({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})])
 
     def error_event(self) -> bytes:
         body = {"error": {"message": self._error_message(), "type": "server_error", "param": None, "code": None}}
         return b"data: " + json_bytes(body) + b"\n\n"
 
     def close_events(self) -> list[bytes]:
-        return []
+        return [self._arguments(self.ctx.scenario.tool_closing())] if self.ctx.scenario.tool_call else []
 
     def stop_events(self) -> list[bytes]:
         sc = self.ctx.scenario
+        if self.ctx.path.startswith("/openai/"):  # Groq: usage in the finishing chunk's x_groq, always
+            chunk = self._chunk([self._choice({}, _FINISH[sc.stop_reason])])
+            x_groq = b',"x_groq":' + json_bytes({"id": "req_" + rand_id(26).lower(), "usage": self._usage()})
+            return [chunk[: chunk.rindex(b"}")] + x_groq + b"}\n\n", b"data: [DONE]\n\n"]
+        if self.ctx.user_agent.startswith("mistral-client"):  # Mistral: usage in the finishing chunk, always
+            self.include_usage = True
+            return [self._chunk([self._choice({}, _FINISH[sc.stop_reason])], self._usage()), b"data: [DONE]\n\n"]
         events = [self._chunk([self._choice({}, _FINISH[sc.stop_reason])])]
         if self.include_usage:
             events.append(self._chunk([], self._usage()))
@@ -205,6 +223,15 @@ class OpenAIResponses(_OpenAIBase):
         return "incomplete" if self.ctx.scenario.stop_reason == "max_tokens" else "completed"
 
     def _item(self, done: bool) -> dict[str, Any]:
+        if self.ctx.scenario.tool_call:
+            return {
+                "id": "fc_" + self.item_id[4:],
+                "type": "function_call",
+                "status": "completed" if done else "in_progress",
+                "arguments": self.ctx.scenario.tool_arguments() if done else "",
+                "call_id": "call_" + self.item_id[4:28],
+                "name": "lookup",
+            }
         return {
             "id": self.item_id,
             "type": "message",
@@ -260,20 +287,45 @@ class OpenAIResponses(_OpenAIBase):
         return {"item_id": self.item_id, "output_index": 0, "content_index": 0}
 
     def preamble_events(self) -> list[bytes]:
-        return [
+        started = [
             self._ev("response.created", {"response": self._response(False)}),
             self._ev("response.in_progress", {"response": self._response(False)}),
+        ]
+        if self.ctx.scenario.tool_call:  # the function_call item is added (named) with delta 0
+            return started
+        return [
+            *started,
             self._ev("response.output_item.added", {"output_index": 0, "item": self._item(False)}),
             self._ev("response.content_part.added", {**self._loc(), "part": self._part("")}),
         ]
 
     def delta_event(self, index: int, text: str) -> bytes:
+        sc = self.ctx.scenario
+        if sc.tool_call and index == 0:
+            return self._ev("response.output_item.added", {"output_index": 0, "item": self._item(False)})
+        if sc.tool_call:
+            return self._arguments(sc.tool_piece(index))
         return self._ev("response.output_text.delta", {**self._loc(), "delta": text, "logprobs": []})
+
+    def _arguments(self, piece: str) -> bytes:
+        item_id = self._item(False)["id"]
+        return self._ev(
+            "response.function_call_arguments.delta", {"item_id": item_id, "output_index": 0, "delta": piece}
+        )
 
     def error_event(self) -> bytes:
         return self._ev("error", {"code": "server_error", "message": self._error_message(), "param": None})
 
     def close_events(self) -> list[bytes]:
+        sc = self.ctx.scenario
+        if sc.tool_call:
+            item = self._item(True)
+            done = {"item_id": item["id"], "output_index": 0, "arguments": item["arguments"]}
+            return [
+                self._arguments(sc.tool_closing()),
+                self._ev("response.function_call_arguments.done", done),
+                self._ev("response.output_item.done", {"output_index": 0, "item": item}),
+            ]
         text = "".join(delta_text(i) for i in range(self.ctx.scenario.tokens))
         return [
             self._ev("response.output_text.done", {**self._loc(), "text": text, "logprobs": []}),

@@ -114,8 +114,11 @@ class Scenario:
     model: str | None = None
     #: overrides the requests-remaining rate-limit header
     ratelimit_remaining: int | None = None
+    #: streams only (Anthropic, OpenAI Chat and Responses, Cohere): the answer is one tool call; delta 0
+    #: names the tool (``lookup``), the others are pieces of its JSON arguments (:meth:`tool_piece`)
+    tool_call: bool = False
 
-    _FLAGS: ClassVar[frozenset[str]] = frozenset({"gzip", "no_stop", "fill", "count_input"})
+    _FLAGS: ClassVar[frozenset[str]] = frozenset({"gzip", "no_stop", "fill", "count_input", "tool_call"})
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -219,6 +222,18 @@ class Scenario:
             ttft += (rng or random).uniform(-self.jitter, self.jitter)
         changes["ttft"] = max(0.0, ttft)
         return dataclasses.replace(self, **changes)
+
+    def tool_piece(self, index: int) -> str:
+        """With ``tool_call``: the piece of the arguments delta ``index`` (>= 1) carries."""
+        return ('{"q":"' if index == 1 else "") + delta_text(index)
+
+    def tool_closing(self) -> str:
+        """With ``tool_call``: the last piece of the arguments, sent after the deltas."""
+        return ('{"q":"' if self.tokens < 2 else "") + '"}'
+
+    def tool_arguments(self) -> str:
+        """With ``tool_call``: the whole arguments (``{"q":"tok1 tok2 ... "}``)."""
+        return "".join(self.tool_piece(i) for i in range(1, self.tokens)) + self.tool_closing()
 
     def expected_text(self) -> str:
         """The full text a complete response carries: ``"tok0 tok1 ... "``."""

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from ._anthropic import AnthropicMessages, anthropic_error_body
+from ._cohere import CohereChat
 from ._exchange import (
     Api,
     ClientGone,
@@ -40,8 +41,10 @@ __all__ = ["Served", "Simulator", "serve_forever"]
 
 ROUTES: dict[str, type[Api]] = {
     "/v1/messages": AnthropicMessages,
-    "/v1/chat/completions": OpenAIChat,
+    "/v1/chat/completions": OpenAIChat,  # OpenAI, Mistral
+    "/openai/v1/chat/completions": OpenAIChat,  # Groq
     "/v1/responses": OpenAIResponses,
+    "/v2/chat": CohereChat,
 }
 #: routes matched by pattern, after the exact ones
 PATTERN_ROUTES: tuple[tuple[re.Pattern[str], str, type[Api]], ...] = (
@@ -427,6 +430,7 @@ class Simulator:
                 received_at=received_at,
                 ratelimit=rl,
                 query=url.query,
+                user_agent=h.headers.get("user-agent", ""),
             )
             api = api_cls(ctx)
             if problem is not None:
