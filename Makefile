@@ -44,6 +44,7 @@ typecheck: $(STAMP)
 
 dashboards: $(STAMP)
 	$(BIN)/python dashboards/build.py --check
+	$(BIN)/python dashboards/slo.py --check
 
 ## test: ruff, mypy --strict, the dashboards check and pytest (real SDKs, simulator, real Prometheus)
 test: $(STAMP) prometheus lint typecheck dashboards
@@ -62,7 +63,9 @@ scale: $(STAMP)
 fuzz: $(STAMP)
 	LLMTAP_FUZZ_EXAMPLES=$${LLMTAP_FUZZ_EXAMPLES:-5000} LLMTAP_REQUIRE_FIXTURES=1 $(BIN)/python -m pytest tests/test_fuzz.py -q -s
 
-## soak: >= 10,000 mixed streams against the simulator, exact accounting (LLMTAP_SOAK_STREAMS, default 10000)
+## soak: >= 10,000 mixed streams against the simulator, exact accounting, under garbage-collector pressure with
+## streams abandoned in reference cycles and a stall watchdog (LLMTAP_SOAK_STREAMS, default 10000; _THREADS 12;
+## _STALL 60 s without progress; _GC thresholds 200,2,2)
 soak: $(STAMP)
 	LLMTAP_SOAK_STREAMS=$${LLMTAP_SOAK_STREAMS:-10000} $(BIN)/python -m pytest tests/test_soak.py -q -s
 

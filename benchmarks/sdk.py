@@ -63,6 +63,7 @@ WORKLOADS: dict[str, tuple[str, bool]] = {
     "anthropic_stream": ("anthropic", True),
     "anthropic_async_stream": ("anthropic", True),
     "anthropic_create": ("anthropic", False),
+    "bedrock_stream": ("anthropic", True),
     "openai_stream": ("openai", True),
     "openai_async_stream": ("openai", True),
     "openai_create": ("openai", False),
@@ -71,6 +72,7 @@ WORKLOAD_TITLES: dict[str, str] = {
     "anthropic_stream": "anthropic stream (sync), per event",
     "anthropic_async_stream": "anthropic stream (async), per event",
     "anthropic_create": "anthropic non-stream, per request",
+    "bedrock_stream": "bedrock stream (sync), per event",
     "openai_stream": "openai chat stream (sync), per chunk",
     "openai_async_stream": "openai chat stream (async), per chunk",
     "openai_create": "openai chat non-stream, per request",
@@ -80,6 +82,7 @@ TARGETS: dict[str, float] = {
     "anthropic_stream": 1.01,
     "anthropic_async_stream": 1.01,
     "anthropic_create": 1.05,
+    "bedrock_stream": 1.01,
     "openai_stream": 1.01,
     "openai_async_stream": 1.01,
     "openai_create": 1.05,
@@ -217,6 +220,14 @@ class Workloads:
         self.a = anthropic.Anthropic(base_url=base_url, api_key="bench", max_retries=0, default_headers=scenario)
         self.aa = anthropic.AsyncAnthropic(base_url=base_url, api_key="bench", max_retries=0, default_headers=scenario)
         self.a_short = anthropic.Anthropic(base_url=base_url, api_key="bench", max_retries=0, default_headers=short)
+        self.b = anthropic.AnthropicBedrock(
+            base_url=base_url,
+            aws_region="us-east-1",
+            aws_access_key="bench",
+            aws_secret_key="bench",
+            max_retries=0,
+            default_headers=scenario,
+        )
         self.o = openai.OpenAI(base_url=base_url + "/v1", api_key="bench", max_retries=0, default_headers=scenario)
         self.oa = openai.AsyncOpenAI(
             base_url=base_url + "/v1", api_key="bench", max_retries=0, default_headers=scenario
@@ -228,7 +239,7 @@ class Workloads:
         self.loop.run(self.aa.close())
         self.loop.run(self.oa.close())
         self.loop.close()
-        for client in (self.a, self.a_short, self.o, self.o_short):
+        for client in (self.a, self.a_short, self.b, self.o, self.o_short):
             client.close()
 
     def unit(self, name: str) -> Callable[[int], int]:
@@ -262,6 +273,18 @@ class Workloads:
             return n
 
         return self.loop.run(run())
+
+    def bedrock_stream(self, loops: int) -> int:
+        n = 0
+        for _ in range(loops):
+            for _event in self.b.messages.create(
+                model="anthropic.claude-sonnet-4-5",
+                max_tokens=4096,
+                messages=MESSAGES,
+                stream=True,
+            ):
+                n += 1
+        return n
 
     def anthropic_create(self, loops: int) -> int:
         for _ in range(loops):

@@ -29,6 +29,7 @@ check each query parses, references only exported metric names, and returns data
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import re
 import sys
@@ -38,9 +39,25 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from llmtap import _metrics as contract
-from llmtap._record import ALL_OUTCOMES, SERVICE_SIDE, Outcome
+from llmtap._record import ALL_OUTCOMES, APP_SIDE, FAILED, SERVICE_SIDE, Outcome
 
 HERE = Path(__file__).resolve().parent
+
+
+def _load_slo() -> Any:
+    """``dashboards/slo.py`` (the SLO spec's reader), loaded beside this script whatever the working directory."""
+    name = "llmtap_dashboards_slo"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, HERE / "slo.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+slo = _load_slo()
 
 NAME: dict[str, str] = {i.key: i.prometheus() for i in contract.INSTRUMENTS}
 """Prometheus family name of each llmtap instrument (``NAME["attempts"] == "llmtap_attempts_total"``),
@@ -58,10 +75,17 @@ BY = "gen_ai_provider_name, gen_ai_request_model"
 RI = "$__rate_interval"
 PM_LEGEND = "{{gen_ai_provider_name}} {{gen_ai_request_model}}"
 
-# Outcome groups of llmtap_streams_total (all 8 are pre-created at 0), from the library's own contract.
+# Outcome groups of llmtap_streams_total (all pre-created at 0), from the library's own contract.
 STREAM_OUTCOMES = tuple(o.value for o in ALL_OUTCOMES)
 SERVICE_ABORTS = "|".join(o.value for o in ALL_OUTCOMES if o in SERVICE_SIDE)
-CLIENT_ABORTS = "|".join(o.value for o in ALL_OUTCOMES if o not in SERVICE_SIDE and o is not Outcome.COMPLETED)
+CLIENT_ABORTS = "|".join(o.value for o in ALL_OUTCOMES if o in APP_SIDE)
+CALL_FAILURES = "|".join(o.value for o in ALL_OUTCOMES if o in FAILED)
+"""Call outcomes that mean the call failed after the SDK's retries."""
+REJECTED = Outcome.REJECTED.value
+NOT_REJECTED = f'outcome!="{REJECTED}"'
+"""The stream requests not rejected with an HTTP error status: the denominator of every abort ratio."""
+BAD_REQUEST = 'status_code=~"4..", status_code!~"408|409|429"'
+"""4xx statuses the SDKs do not retry: the request, model or key was refused."""
 TOKEN_TYPES: tuple[str, ...] = tuple(contract.TOKEN_TYPES)
 TRUNCATION_REASONS = "max_tokens|length"
 RATELIMIT_RESOURCES = ("requests", "tokens", "input_tokens", "output_tokens")
@@ -72,6 +96,7 @@ OUTCOME_COLORS = {
     "client_closed": "light-blue",
     "cancelled": "blue",
     "abandoned": "purple",
+    "rejected": "light-red",
     "server_error": "red",
     "connection_error": "orange",
     "timeout": "yellow",
@@ -501,8 +526,9 @@ def overview() -> Json:
         ),
         Panel(
             "Stream abort ratio",
-            "Share of streams that did not end with outcome=completed (service- and client-side causes).",
-            [Target(share(streams, 'outcome!="completed"', by=""))],
+            f"Share of the stream requests not {REJECTED} (no HTTP error status) that did not end with "
+            "outcome=completed (service- and client-side causes).",
+            [Target(share(streams, f'outcome!~"completed|{REJECTED}"', NOT_REJECTED, by=""))],
             kind="stat",
             unit="percentunit",
             width=6,
@@ -576,11 +602,32 @@ def overview() -> Json:
         Panel(
             "Stream abort ratio: service-side vs client-side",
             f"Service-side = {SERVICE_ABORTS.replace('|', ', ')}; "
-            f"client-side = {CLIENT_ABORTS.replace('|', ', ')}. Share of all ended streams.",
+            f"client-side = {CLIENT_ABORTS.replace('|', ', ')}. Share of the ended stream requests that were not "
+            f"{REJECTED} with an HTTP error status (rejections are on the Retries and rate limits dashboard).",
             [
-                Target(share(streams, f'outcome=~"{SERVICE_ABORTS}"'), f"service {PM_LEGEND}"),
-                Target(share(streams, f'outcome=~"{CLIENT_ABORTS}"'), f"client {PM_LEGEND}"),
+                Target(share(streams, f'outcome=~"{SERVICE_ABORTS}"', NOT_REJECTED), f"service {PM_LEGEND}"),
+                Target(share(streams, f'outcome=~"{CLIENT_ABORTS}"', NOT_REJECTED), f"client {PM_LEGEND}"),
             ],
+            unit="percentunit",
+            steps=PCT_WARN,
+            show_thresholds=True,
+            minimum=0,
+        ),
+        Panel(
+            "Call failure ratio after retries by provider / model",
+            f"Logical SDK calls whose last attempt ended {CALL_FAILURES.replace('|', ', ')}: what the application "
+            "saw after the SDK's retries. Alert LlmtapCallFailureRatioHigh fires above 5%.",
+            [Target(share(NAME["call_duration"] + "_count", f'outcome=~"{CALL_FAILURES}"'), PM_LEGEND)],
+            unit="percentunit",
+            steps=PCT_WARN,
+            show_thresholds=True,
+            minimum=0,
+        ),
+        Panel(
+            "Bad request share of attempts by provider / model",
+            "Attempts answered with a 4xx other than 408, 409 and 429 (the request, model name or key was refused; "
+            "retrying does not help). Alert LlmtapBadRequestRatioHigh fires above 5%.",
+            [Target(share(attempts, BAD_REQUEST), PM_LEGEND)],
             unit="percentunit",
             steps=PCT_WARN,
             show_thresholds=True,
@@ -640,6 +687,7 @@ def overview() -> Json:
             unit="suffix: tok/s",
         ),
     ]
+    panels += error_budget_panels()
     return dashboard(
         "llmtap-overview",
         "llmtap / Overview",
@@ -647,6 +695,54 @@ def overview() -> Json:
         "throughput of LLM API traffic as seen by the client (llmtap).",
         panels,
     )
+
+
+def error_budget_panels() -> list[Panel]:
+    """The Overview's SLO row: budget remaining over the spec's period and burn rates, per SLO of
+    ``dashboards/slo.toml`` (the same spec ``slo.py`` generates the burn-rate alerts from)."""
+    spec = slo.load()
+    page = next((a for a in spec.alerts if a.severity == "critical"), None)
+    pairs = [] if page is None else list(page.windows)
+    burn_steps = sorted(
+        {(("red" if i == 0 else "orange"), p.burn_rate) for i, p in enumerate(pairs)}, key=lambda c: c[1]
+    )
+    panels = [row(f"Error budgets (SLOs of dashboards/slo.toml, {spec.period} budget)")]
+    for s in spec.slos:
+        panels.append(
+            Panel(
+                f"{s.title}: budget remaining ({spec.period}, objective {s.objective * 100:.10g}%)",
+                f"Share of the {spec.period} error budget not yet spent: 1 - (bad / all) / (1 - objective), over the "
+                f"last {spec.period} of the selection. Bad: {s.what_bad}. Below 0: the objective is missed.",
+                [Target(f"1 - (\n{s.ratio(spec.period, SEL, '')}\n) / {s.budget:.10g}")],
+                kind="stat",
+                unit="percentunit",
+                width=8,
+                height=4,
+                base_color="red",
+                steps=[("yellow", 0.0), ("green", 0.25)],
+                decimals=1,
+            )
+        )
+    for s in spec.slos:
+        panels.append(
+            Panel(
+                f"{s.title}: burn rate by provider / model",
+                f"Error ratio over the window divided by the budget ({s.budget:.10g}); 1 spends the budget in exactly "
+                f"{spec.period}. The page fires when both windows of a pair are above its rate: "
+                + "; ".join(f"{p.long} and {p.short} above {p.burn_rate:.10g}" for p in pairs)
+                + ".",
+                [
+                    Target(f"(\n{s.ratio(w, SEL, BY)}\n) / {s.budget:.10g}", f"{w} {PM_LEGEND}")
+                    for w in dict.fromkeys(p.long for p in pairs)
+                ],
+                unit="short",
+                width=8,
+                steps=burn_steps,
+                show_thresholds=True,
+                minimum=0,
+            )
+        )
+    return panels
 
 
 def streams() -> Json:
@@ -665,8 +761,12 @@ def streams() -> Json:
         ),
         Panel(
             "Completed share",
-            "Share of ended streams with outcome=completed.",
-            [Target(f"sum({rate(streams_m, eq('outcome', 'completed'))})\n/\n(sum({rate(streams_m)}) > 0)")],
+            f"Share of the ended stream requests not {REJECTED} (no HTTP error status) with outcome=completed.",
+            [
+                Target(
+                    f"sum({rate(streams_m, eq('outcome', 'completed'))})\n/\n(sum({rate(streams_m, NOT_REJECTED)}) > 0)"
+                )
+            ],
             kind="stat",
             unit="percentunit",
             width=6,
@@ -696,9 +796,10 @@ def streams() -> Json:
         ),
         row("Outcomes"),
         Panel(
-            "Stream outcomes over time (all 8)",
-            "completed, client_closed, cancelled, abandoned (client-side); server_error, connection_error, "
-            "timeout, incomplete (service-side). All 8 series exist from the first stream, at 0.",
+            f"Stream outcomes over time (all {len(STREAM_OUTCOMES)})",
+            f"completed; {CLIENT_ABORTS.replace('|', ', ')} (client-side); {REJECTED} (an HTTP error status before "
+            f"any stream body); {SERVICE_ABORTS.replace('|', ', ')} (service-side, in a stream not rejected). "
+            f"All {len(STREAM_OUTCOMES)} series exist from the first stream, at 0.",
             [Target(sum_rate(streams_m, by="outcome"), "{{outcome}}")],
             unit="reqps",
             stack=True,
@@ -721,9 +822,9 @@ def streams() -> Json:
         ),
         Panel(
             "Service-side abort ratio by provider / model",
-            f"Streams ending with {SERVICE_ABORTS.replace('|', ', ')}, as a share of all ended streams. "
-            "Alert LlmtapStreamServiceAbortRatioHigh fires above 5%.",
-            [Target(share(streams_m, f'outcome=~"{SERVICE_ABORTS}"'), PM_LEGEND)],
+            f"Streams ending with {SERVICE_ABORTS.replace('|', ', ')}, as a share of the ended stream requests not "
+            f"{REJECTED}. Alert LlmtapStreamServiceAbortRatioHigh fires above 5%.",
+            [Target(share(streams_m, f'outcome=~"{SERVICE_ABORTS}"', NOT_REJECTED), PM_LEGEND)],
             unit="percentunit",
             steps=PCT_WARN,
             show_thresholds=True,
@@ -731,9 +832,9 @@ def streams() -> Json:
         ),
         Panel(
             "Client-side abort ratio by provider / model",
-            f"Streams ending with {CLIENT_ABORTS.replace('|', ', ')}, as a share of all ended streams. "
-            "Alert LlmtapStreamClientAbortRatioHigh fires above 10%.",
-            [Target(share(streams_m, f'outcome=~"{CLIENT_ABORTS}"'), PM_LEGEND)],
+            f"Streams ending with {CLIENT_ABORTS.replace('|', ', ')}, as a share of the ended stream requests not "
+            f"{REJECTED}. Alert LlmtapStreamClientAbortRatioHigh fires above 10%.",
+            [Target(share(streams_m, f'outcome=~"{CLIENT_ABORTS}"', NOT_REJECTED), PM_LEGEND)],
             unit="percentunit",
             steps=[("yellow", 0.05), ("red", 0.10)],
             show_thresholds=True,
@@ -741,15 +842,26 @@ def streams() -> Json:
         ),
         Panel(
             "Aborted streams by provider / model / outcome",
-            "Every outcome other than completed.",
+            f"Every outcome other than completed and {REJECTED}.",
             [
                 Target(
-                    sum_rate(streams_m, 'outcome!="completed"', by=f"{BY}, outcome"),
+                    sum_rate(streams_m, f'outcome!~"completed|{REJECTED}"', by=f"{BY}, outcome"),
                     PM_LEGEND + " {{outcome}}",
                 )
             ],
             unit="reqps",
             stack=True,
+        ),
+        Panel(
+            "Rejected share of stream requests by provider / model",
+            f"Stream requests answered with an HTTP error status before any stream body ({REJECTED}: 429, 529, "
+            "4xx, 5xx), as a share of all stream requests. The SDKs retry most of them: see the Retries and rate "
+            "limits dashboard for the statuses and the Overview for calls that failed after retries.",
+            [Target(share(streams_m, eq("outcome", REJECTED)), PM_LEGEND)],
+            unit="percentunit",
+            steps=[("yellow", 0.05), ("red", 0.25)],
+            show_thresholds=True,
+            minimum=0,
         ),
         row("Chunks, stalls and concurrency"),
         Panel(
@@ -802,7 +914,7 @@ def streams() -> Json:
     return dashboard(
         "llmtap-streams",
         "llmtap / Streams",
-        "How streams end (all 8 outcomes), chunk pacing, stalls and concurrency.",
+        f"How streams end (all {len(STREAM_OUTCOMES)} outcomes), chunk pacing, stalls and concurrency.",
         panels,
     )
 
@@ -906,7 +1018,7 @@ def retries_ratelimits() -> Json:
         ),
         Panel(
             "429 share of attempts by provider / model",
-            "Alert LlmtapRateLimitedSustained fires above 5% for 15 minutes.",
+            "Alert LlmtapRateLimitedSustained fires above 5% (over 5 minutes) for 15 minutes.",
             [Target(share(attempts, 'status_code="429"'), PM_LEGEND)],
             unit="percentunit",
             steps=PCT_WARN,

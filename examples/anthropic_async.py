@@ -29,7 +29,7 @@ async def ask(client: anthropic.AsyncAnthropic, question: str) -> str:
 
 async def main() -> None:
     with Simulator() as sim:
-        llmtap.instrument(llmtap.Settings(base_urls=(sim.base_url,)))
+        llmtap.instrument()  # the SDK's requests are observed on any host: nothing to configure
         client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="not-needed")
         answers = await asyncio.gather(*(ask(client, f"Question {i}") for i in range(3)))
         print("\n".join(answers))

@@ -2,8 +2,8 @@
 
     python examples/anthropic_quickstart.py
 
-Point ``base_url`` at the real API (and drop the simulator) to observe real traffic: api.anthropic.com
-is observed without configuration.
+Point ``base_url`` at the real API (and drop the simulator) to observe real traffic: what the SDK sends
+is observed without configuration, whatever the host.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ SHOWN = ("llmtap_attempts_total", "llmtap_streams_total", "llmtap_tokens_total",
 
 def main() -> None:
     with Simulator() as sim:
-        llmtap.instrument(llmtap.Settings(base_urls=(sim.base_url,)))
+        llmtap.instrument()  # the SDK's requests are observed on any host: nothing to configure
         client = anthropic.Anthropic(base_url=sim.base_url, api_key="not-needed")
         # the simulator fails the first attempt with 529: the SDK retries, llmtap counts both attempts
         with client.messages.stream(

@@ -34,7 +34,7 @@ async def ask(client: openai.AsyncOpenAI, question: str) -> str:
 
 async def main() -> None:
     with Simulator() as sim:
-        llmtap.instrument(llmtap.Settings(base_urls=(sim.base_url,)))
+        llmtap.instrument()  # the SDK's requests are observed on any host: nothing to configure
         client = openai.AsyncOpenAI(base_url=sim.base_url + "/v1", api_key="not-needed")
         print("\n".join(await asyncio.gather(*(ask(client, f"Question {i}") for i in range(3)))))
         await client.close()

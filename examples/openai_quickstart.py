@@ -2,8 +2,9 @@
 
     python examples/openai_quickstart.py
 
-api.openai.com is observed without configuration; for an OpenAI-compatible server (vLLM, Ollama, a
-gateway) add its base URL to ``Settings.base_urls``.
+What the SDK sends is observed whatever the host (api.openai.com, an OpenAI-compatible server such as
+vLLM, Ollama or a gateway, this simulator); name a server with ``Settings.base_urls`` and
+``provider_names`` if ``openai`` is not the name you want.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ SHOWN = ("llmtap_attempts_total", "llmtap_streams_total", "llmtap_tokens_total",
 
 def main() -> None:
     with Simulator() as sim:
-        llmtap.instrument(llmtap.Settings(base_urls=(sim.base_url,)))
+        llmtap.instrument()  # the SDK's requests are observed on any host: nothing to configure
         client = openai.OpenAI(base_url=sim.base_url + "/v1", api_key="not-needed")
         stream = client.chat.completions.create(
             model="gpt-5-mini",

@@ -15,7 +15,12 @@ import yaml
 
 from ._prom import ALERTS, DASHBOARDS, ROOT, require, rules
 
-UNIT_TESTS = sorted((DASHBOARDS / "tests").glob("*.yaml"))
+UNIT_TESTS = sorted(
+    t
+    for t in (DASHBOARDS / "tests").glob("*.yaml")
+    if yaml.safe_load(t.read_text())["rule_files"] == ["../alerts.yaml"]
+)
+"""The promtool cases of alerts.yaml (those of the generated slo-rules.yaml run in tests/test_slo.py)."""
 
 EXPECTED_ALERTS = {
     "LlmtapStreamServiceAbortRatioHigh",
@@ -28,6 +33,8 @@ EXPECTED_ALERTS = {
     "LlmtapMaxTokensTruncationHigh",
     "LlmtapInstrumentationSilent",
     "LlmtapDegraded",
+    "LlmtapCallFailureRatioHigh",
+    "LlmtapBadRequestRatioHigh",
 }
 
 
@@ -76,6 +83,25 @@ def test_promtool_unit_tests_catch_a_wrong_threshold(tmp_path: Path) -> None:
     assert "LlmtapAttemptErrorRatioHigh" in result.stdout + result.stderr
 
 
+def test_promtool_unit_tests_catch_rejections_counted_as_aborts(tmp_path: Path) -> None:
+    """Mutation check: with rejected streams counted as service-side aborts (llmtap 0.1's meaning), a burst of
+    429 / 529 retried to success pages, and the unit tests must say so."""
+    tool = promtool()
+    (tmp_path / "tests").mkdir()
+    text = ALERTS.read_text()
+    mutated = text.replace(
+        'outcome=~"server_error|connection_error|timeout|incomplete"',
+        'outcome=~"rejected|server_error|connection_error|timeout|incomplete"',
+    ).replace('outcome!="rejected"', 'outcome!="none"')
+    assert mutated != text
+    (tmp_path / "alerts.yaml").write_text(mutated)
+    for t in UNIT_TESTS:
+        (tmp_path / "tests" / t.name).write_text(t.read_text())
+    result = run(tool, "test", "rules", str(tmp_path / "tests" / "outcomes_test.yaml"))
+    assert result.returncode != 0
+    assert "retried to success pages nothing critical" in result.stdout + result.stderr
+
+
 # ---------------------------------------------------------------------------------------------
 # Coverage of the unit tests and content of the rules (no promtool needed)
 # ---------------------------------------------------------------------------------------------
@@ -83,6 +109,13 @@ def test_promtool_unit_tests_catch_a_wrong_threshold(tmp_path: Path) -> None:
 
 def test_expected_alerts_exist() -> None:
     assert set(alerts()) == EXPECTED_ALERTS
+
+
+def test_every_promtool_case_file_is_run() -> None:
+    """Each file in dashboards/tests/ tests alerts.yaml (here) or slo-rules.yaml (tests/test_slo.py)."""
+    others = {t.name for t in (DASHBOARDS / "tests").glob("*.yaml")} - {t.name for t in UNIT_TESTS}
+    assert others == {"slo_test.yaml"}
+    assert len(UNIT_TESTS) >= 8
 
 
 def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
@@ -131,12 +164,16 @@ def test_recording_rules_follow_naming_convention() -> None:
             assert re.fullmatch(r"llmtap:[a-z0-9_]+:[a-z0-9_]+", rule["record"]), rule["record"]
 
 
-def test_abort_groups_match_the_library() -> None:
-    """The service- and client-side abort alerts select exactly the library's outcome groups."""
-    from llmtap._record import SERVICE_SIDE, Outcome
+def test_outcome_groups_match_the_library() -> None:
+    """The abort and failure selectors are exactly the library's outcome groups; the stream ratios divide
+    by the streams not rejected."""
+    from llmtap._record import APP_SIDE, FAILED, SERVICE_SIDE, Outcome
 
     text = ALERTS.read_text()
-    service = {o.value for o in SERVICE_SIDE}
-    client = {o.value for o in Outcome} - service - {"completed"}
     selectors = set(re.findall(r'outcome=~"([^"]+)"', text))
-    assert {frozenset(s.split("|")) for s in selectors} == {frozenset(service), frozenset(client)}
+    groups = {frozenset(o.value for o in group) for group in (SERVICE_SIDE, APP_SIDE, FAILED)}
+    assert {frozenset(s.split("|")) for s in selectors} == groups
+    assert f'outcome!="{Outcome.REJECTED.value}"' in text
+    by_name = {r.get("record"): " ".join(r["expr"].split()) for r in rules() if "record" in r}
+    for ratio in ("stream_abort_ratio", "stream_service_abort_ratio", "stream_client_abort_ratio"):
+        assert by_name[f"llmtap:{ratio}:rate5m"].endswith("/ (llmtap:streams_started:rate5m > 0)"), ratio

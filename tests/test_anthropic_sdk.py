@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ import httpx2
 import pytest
 
 from llmtap import Outcome
+from llmtap._record import FAILED
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture
 
@@ -37,14 +39,24 @@ def _client(sim: Simulator, mode: str, **kwargs: Any) -> Any:
     return anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="sk-test-secret", **kwargs)
 
 
-def drive(sim: Simulator, mode: str, action: str, scenario: Scenario, **client_kwargs: Any) -> Run:
-    """Run one SDK call in ``mode`` doing ``action`` with the stream; never raises."""
+def drive(
+    sim: Simulator,
+    mode: str,
+    action: str,
+    scenario: Scenario,
+    *,
+    factory: Callable[..., Any] = _client,
+    **client_kwargs: Any,
+) -> Run:
+    """Run one SDK call in ``mode`` doing ``action`` with the stream; never raises.
+
+    ``factory(sim, mode, **client_kwargs)`` builds the client (any client of the ``anthropic`` package)."""
     run = Run()
     headers = scenario.headers()
     params: dict[str, Any] = {"model": "claude-test", "max_tokens": 64, "messages": MSG, "extra_headers": headers}
 
     def sync_body() -> None:
-        client = _client(sim, "sync", **client_kwargs)
+        client = factory(sim, "sync", **client_kwargs)
         try:
             if action == "create":
                 run.extra["message"] = client.messages.create(**params)
@@ -84,7 +96,7 @@ def drive(sim: Simulator, mode: str, action: str, scenario: Scenario, **client_k
             client.close()
 
     async def async_body() -> None:
-        client = _client(sim, "async", **client_kwargs)
+        client = factory(sim, "async", **client_kwargs)
         try:
             if action == "create":
                 run.extra["message"] = await client.messages.create(**params)
@@ -165,14 +177,14 @@ SCENARIOS: list[tuple[str, str, Scenario, list[Outcome], type[BaseException] | N
         "retried",
         "full",
         Scenario(tokens=3, fail=2, retry_after=0.01),
-        [Outcome.SERVER_ERROR, Outcome.SERVER_ERROR, Outcome.COMPLETED],
+        [Outcome.REJECTED, Outcome.REJECTED, Outcome.COMPLETED],
         None,
     ),
     (
         "exhausted",
         "full",
         Scenario(tokens=3, fail=9, fail_status=500, retry_after=0.01),
-        [Outcome.SERVER_ERROR] * 3,
+        [Outcome.REJECTED] * 3,
         anthropic.InternalServerError,
     ),
     ("gzip", "full", Scenario(tokens=5, gzip=True), [Outcome.COMPLETED], None),
@@ -221,16 +233,14 @@ def test_outcome(
         )
     assert cap.sample("llmtap_streams_in_flight") == 0
     assert cap.sample("llmtap_retries_total") == len(expected) - 1
-    # spans: one per attempt, errors only for service-side outcomes
+    # spans: one per attempt, errors only for rejections and service-side outcomes
     spans = cap.spans()
     assert len(spans) == len(expected)
     for span, outcome in zip(sorted(spans, key=lambda s: s.start_time or 0), expected, strict=True):
         assert span.attributes is not None
         assert span.attributes["llmtap.outcome"] == outcome.value
         assert span.name == "chat claude-test"
-        assert (span.status.status_code.name == "ERROR") == (
-            outcome in (Outcome.SERVER_ERROR, Outcome.CONNECTION_ERROR, Outcome.TIMEOUT, Outcome.INCOMPLETE)
-        )
+        assert (span.status.status_code.name == "ERROR") == (outcome in FAILED)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -403,3 +413,51 @@ def test_telemetry_faults_never_break_requests(
     assert len(cap.records) == 1
     if where == "parser":
         assert cap.records[0].parse_errors > 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_529_retried_to_success_is_a_rejection_not_an_interruption(sim: Simulator, cap: Capture, mode: str) -> None:
+    """Issue 14: one 529 the SDK retried to success is ``rejected`` 1 and ``completed`` 1, no ``server_error``;
+    the status and error type stay on the attempt, and the call completed."""
+    run = drive(sim, mode, "full", Scenario(tokens=3, fail=1, fail_status=529, retry_after=0.01))
+    assert run.error is None and run.events > 0
+    cap.wait(2, calls=1)
+    assert outcomes(cap) == [Outcome.REJECTED, Outcome.COMPLETED]
+    rejected = cap.records[0]
+    # the SDK closes a response it retries unread, so the status is the error type
+    assert (rejected.status_code, rejected.error_type) == (529, "529")
+    assert cap.sample("llmtap_streams_total", outcome="rejected") == 1
+    assert cap.sample("llmtap_streams_total", outcome="completed") == 1
+    assert cap.sample("llmtap_streams_total", outcome="server_error") == 0  # pre-created, so 0 and not absent
+    assert cap.sample("llmtap_attempts_total", status_code="529", error_type="529") == 1
+    assert cap.sample("llmtap_retries_total", reason="529") == 1
+    assert cap.calls[0].outcome is Outcome.COMPLETED
+    assert cap.sample("llmtap_call_duration_seconds_count", outcome="completed") == 1
+    spans = sorted(cap.spans(), key=lambda s: s.start_time or 0)
+    assert [s.status.status_code.name for s in spans] == ["ERROR", "UNSET"]
+    assert spans[0].attributes is not None and spans[0].attributes["error.type"] == "529"
+    assert spans[0].attributes["llmtap.outcome"] == "rejected"
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    ("status", "error", "error_type"),
+    [
+        (400, anthropic.BadRequestError, "invalid_request_error"),
+        (401, anthropic.AuthenticationError, "authentication_error"),
+    ],
+)
+def test_a_bad_request_stream_is_rejected(
+    sim: Simulator, cap: Capture, mode: str, status: int, error: type[BaseException], error_type: str
+) -> None:
+    """The app's own bad request or key: not retried, ``rejected`` (not a service-side abort), the call too."""
+    run = drive(sim, mode, "full", Scenario(tokens=3, fail=1, fail_status=status))
+    assert isinstance(run.error, error), repr(run.error)
+    cap.wait(1, calls=1)
+    assert outcomes(cap) == [Outcome.REJECTED]
+    assert (cap.records[0].status_code, cap.records[0].error_type) == (status, error_type)
+    assert cap.sample("llmtap_streams_total", outcome="rejected") == 1
+    assert cap.sample("llmtap_streams_total", outcome="completed") == 0
+    assert cap.sample("llmtap_streams_total", outcome="server_error") == 0
+    assert cap.calls[0].outcome is Outcome.REJECTED
+    assert cap.sample("llmtap_call_duration_seconds_count", outcome="rejected") == 1

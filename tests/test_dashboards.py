@@ -192,6 +192,12 @@ def test_dashboard_is_importable_grafana_json(path: Path) -> None:
     ids = [p["id"] for p in panels]
     assert len(ids) == len(set(ids)), "duplicate panel ids"
     occupied: set[tuple[int, int]] = set()
+    section: dict[int, str] = {}  # panel id -> the title of the row it sits under
+    current = ""
+    for p in panels:
+        current = p["title"] if p["type"] == "row" else current
+        section[p["id"]] = current
+    spec = build.slo.load()
     for p in panels:
         assert p["type"] in PANEL_TYPES, p["type"]
         assert p["title"], "panel without a title"
@@ -218,7 +224,13 @@ def test_dashboard_is_importable_grafana_json(path: Path) -> None:
             for var in ("$provider", "$model", "$job", "$server"):
                 assert var in expr, f"{p['title']}: query ignores {var}: {expr}"
             if "rate(" in expr or "increase(" in expr:
-                assert "$__rate_interval" in expr or "$__range" in expr, f"{p['title']}: fixed rate window"
+                # the SLO panels' windows are the spec's (budget period, burn-rate windows), not Grafana's
+                slo_windows = {spec.period, *(w.long for a in spec.alerts for w in a.windows)}
+                fixed = set(re.findall(r"\[(\w+)\]", expr)) - {"$__rate_interval", "$__range"}
+                assert fixed <= slo_windows and (not fixed or "Error budgets" in section.get(p["id"], "")), (
+                    f"{p['title']}: fixed rate window {sorted(fixed)}"
+                )
+                assert "$__rate_interval" in expr or "$__range" in expr or fixed, f"{p['title']}: no rate window"
 
 
 def test_all_expressions_lists_every_panel_target() -> None:
@@ -251,7 +263,11 @@ def test_overview_content() -> None:
         "llmtap_attempts_total",
         'status_code!~"2.."',
         "llmtap_streams_total",
-        'outcome!="completed"',
+        'outcome!~"completed|rejected"',
+        'outcome!="rejected"',
+        'llmtap_call_duration_seconds_count{gen_ai_provider_name=~"$provider", gen_ai_request_model=~"$model", '
+        'job=~"$job", instance=~"$server", outcome=~"rejected|server_error|connection_error|timeout|incomplete"}',
+        'status_code=~"4..", status_code!~"408|409|429"',
         "gen_ai_client_operation_duration_seconds_bucket",
         'gen_ai_token_type="output"',
     ):
@@ -262,13 +278,15 @@ def test_streams_content() -> None:
     text = exprs_of("llmtap-streams")
     assert "sum by (outcome) (rate(llmtap_streams_total" in text
     # the dashboards (stdlib-only, no llmtap import) list the outcomes the library defines
-    from llmtap._record import SERVICE_SIDE, Outcome
+    from llmtap._record import APP_SIDE, FAILED, SERVICE_SIDE, Outcome
 
     assert set(build.STREAM_OUTCOMES) == {o.value for o in Outcome}
     assert set(build.SERVICE_ABORTS.split("|")) == {o.value for o in SERVICE_SIDE}
-    assert set(build.CLIENT_ABORTS.split("|")) == {o.value for o in Outcome} - {o.value for o in SERVICE_SIDE} - {
-        "completed"
-    }
+    assert set(build.CLIENT_ABORTS.split("|")) == {o.value for o in APP_SIDE}
+    assert set(build.CALL_FAILURES.split("|")) == {o.value for o in FAILED}
+    # every abort ratio divides by the stream requests not rejected
+    ratios = [e.expr for e in build.all_expressions() if "abort ratio" in e.panel]
+    assert ratios and all(r.split("\n/\n")[1].count('outcome!="rejected"') == 1 for r in ratios)
     for needle in (
         "gen_ai_client_operation_time_per_output_chunk_seconds_bucket",
         "llmtap_stream_stalls_total",
@@ -351,7 +369,8 @@ def test_metric_kinds_are_used_correctly() -> None:
             counted = kind == "counter" or name.endswith(HISTOGRAM_SUFFIXES)
             if counted and not wrapped and "variable" not in where:
                 problems.append(f"{where}: counter series {name} used without rate()/increase()")
-            if name.endswith("_bucket") and "histogram_quantile(" not in expr:
+            one_bucket = re.search(rf'{re.escape(name)}\{{[^}}]*\ble="[^"]+"', expr)  # an SLO's good events
+            if name.endswith("_bucket") and "histogram_quantile(" not in expr and not one_bucket:
                 problems.append(f"{where}: {name} outside histogram_quantile")
         for m in re.finditer(r"histogram_quantile\([^,]+,\s*\w+ by \(([^)]*)\)", expr):
             if "le" not in [s.strip() for s in m.group(1).split(",")]:

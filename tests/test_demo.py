@@ -1,4 +1,5 @@
-"""``llmtap demo``: the live view's size, and the local Prometheus it starts (port, alerts link, clean-up)."""
+"""``llmtap demo``: its copy of the alert rules, the live view (outcome lines, size), and the local Prometheus it
+starts (port, alerts link, clean-up)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,16 @@ import sys
 import tempfile
 import urllib.request
 from pathlib import Path
+from typing import Any
 
+import anthropic
 import pytest
+import yaml
 
 import llmtap
 from llmtap import _demo
+from llmtap.simulator import Scenario, Simulator
+from llmtap.testing import capture
 from tests._prom import ALERTS, require
 
 MODELS = (*_demo.MODELS, *_demo.OPENAI_MODELS)
@@ -38,10 +44,9 @@ def _view() -> _demo._View:
 
 
 def test_live_view_fits_80x24_with_the_title_and_the_prometheus_link() -> None:
-    alerts = "http://127.0.0.1:9090/classic/alerts fire after their for: (2m-30m)"
-    frame = _view().render("http://127.0.0.1:9464", 123.0, size=(80, 24), prometheus=alerts)
+    frame = _view().render("http://127.0.0.1:9464", 123.0, "http://127.0.0.1:9090/classic/alerts", size=(80, 24))
     lines = frame.splitlines()
-    assert len(lines) <= 23, frame  # the 24th row holds the cursor
+    assert len(lines) <= 24, frame  # written without a trailing newline, so nothing scrolls
     assert max(map(len, lines)) <= 80, frame
     assert lines[0].startswith("llmtap demo — http://127.0.0.1:9464/metrics") and "Ctrl-C" in lines[0]
     assert any("/classic/alerts" in line for line in lines)
@@ -55,18 +60,10 @@ def test_live_view_fits_80x24_with_the_title_and_the_prometheus_link() -> None:
 def test_live_view_on_a_small_terminal_cuts_the_bottom_not_the_title() -> None:
     frame = _view().render("http://127.0.0.1:9464", 1.0, size=(40, 10))
     lines = frame.splitlines()
-    assert len(lines) == 9 and max(map(len, lines)) <= 40
+    assert len(lines) == 10 and max(map(len, lines)) <= 40
     assert lines[0].startswith("llmtap demo — http://127.0.0.1:")
     full = _view().render("http://127.0.0.1:9464", 1.0, size=(200, 200)).splitlines()
-    assert len(full) > 9  # positive control: the cut removed something
-
-
-def test_for_range_reads_the_shipped_rules(tmp_path: Path) -> None:
-    rules = tmp_path / "alerts.yaml"
-    rules.write_text("        for: 10m\n        for: 90s\n        for: 1h\n        expr: x\n")
-    assert _demo._for_range(rules) == "90s-1h"
-    lo, hi = _demo._for_range(ALERTS).split("-")
-    assert lo.endswith(("s", "m", "h")) and hi.endswith(("s", "m", "h"))
+    assert len(full) > 10  # positive control: the cut removed something
 
 
 def _free_port() -> int:
@@ -138,3 +135,45 @@ def test_metrics_port_0_prints_the_port_taken() -> None:
     match = re.search(r"metrics http://127\.0\.0\.1:(\d+)/metrics", out.stdout)
     assert match is not None, out.stdout
     assert int(match.group(1)) > 0
+
+
+def test_demo_rules_cut_every_for_and_keep_the_expressions(tmp_path: Path) -> None:
+    shipped = _demo._find_rules()
+    assert shipped is not None and shipped.resolve() == ALERTS.resolve()
+    copy = yaml.safe_load(_demo._demo_rules(shipped, tmp_path).read_text())
+    original = yaml.safe_load(ALERTS.read_text())
+    rules = [r for g in copy["groups"] for r in g["rules"]]
+    before = [r for g in original["groups"] for r in g["rules"]]
+    assert [r.get("alert") or r["record"] for r in rules] == [r.get("alert") or r["record"] for r in before]
+    assert [r["expr"] for r in rules] == [r["expr"] for r in before]
+    alerts = [r for r in rules if "alert" in r]
+    assert alerts and all(r["for"] == _demo.DEMO_FOR for r in alerts)
+    assert any(r["for"] != _demo.DEMO_FOR for r in before if "alert" in r)  # positive control: the shipped ones differ
+
+
+def test_live_view_tells_rejected_from_interrupted(sim: Simulator) -> None:
+    """One 529 retried to success: the view shows rejected 1 (50% of the stream requests), completed 1 (100% of
+    those not rejected), no server_error, and no call failed after the retries."""
+    settings = llmtap.Settings(base_urls=(sim.base_url,), traces=False)
+    with capture(settings) as cap:
+        view = _demo._View(cap.registry)
+        view.snapshot()
+        client = anthropic.Anthropic(base_url=sim.base_url, api_key="sk-test", max_retries=2)
+        try:
+            headers = Scenario(tokens=3, fail=1, fail_status=529, retry_after=0.01).headers()
+            msg: Any = [{"role": "user", "content": "hi"}]
+            for _ in client.messages.create(
+                model="claude-view", max_tokens=16, messages=msg, stream=True, extra_headers=headers
+            ):
+                pass
+        finally:
+            client.close()
+        cap.wait(2, calls=1)
+        view.snapshot()
+        text = view.render("http://127.0.0.1:1", 1.0, "http://127.0.0.1:2/classic/alerts")
+    lines = {line.split()[0]: line.split()[1:] for line in text.splitlines() if line.startswith("    ")}
+    assert lines["rejected"][:2] == ["1", "50.0%"]
+    assert lines["completed"][:2] == ["1", "100.0%"]
+    assert lines["server_error"][:2] == ["0", "0.0%"]
+    assert "failed after the SDK's retries     0" in text
+    assert "alerts: http://127.0.0.1:2/classic/alerts" in text

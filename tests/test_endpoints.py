@@ -109,6 +109,73 @@ CHAT_BODY = {
             ("openai", "OpenAIResponses"),
         ),
         ("other_port", ("http://localhost:1234/v1",), {}, "localhost", 1235, "/v1/chat/completions", None),
+        # host normalisation: loopback names are one host, case and a trailing dot do not matter,
+        # a base URL without a port has its scheme's default
+        (
+            "localhost_is_127",
+            ("http://localhost:8787",),
+            {},
+            "127.0.0.1",
+            8787,
+            "/v1/messages",
+            ("anthropic", "AnthropicMessages"),
+        ),
+        (
+            "127_is_localhost",
+            ("http://127.0.0.1:8787",),
+            {},
+            "localhost",
+            8787,
+            "/v1/messages",
+            ("anthropic", "AnthropicMessages"),
+        ),
+        (
+            "ipv6_loopback",
+            ("http://[::1]:8787/v1",),
+            {},
+            "127.0.0.1",
+            8787,
+            "/v1/responses",
+            ("openai", "OpenAIResponses"),
+        ),
+        (
+            "case_and_dot",
+            ("https://GW.Internal./v1",),
+            {},
+            "gw.internal",
+            443,
+            "/v1/chat/completions",
+            ("openai", "OpenAIChat"),
+        ),
+        (
+            "https_default",
+            ("https://gw.internal/v1",),
+            {},
+            "gw.internal",
+            443,
+            "/v1/chat/completions",
+            ("openai", "OpenAIChat"),
+        ),
+        (
+            "https_explicit",
+            ("https://gw.internal:443/v1",),
+            {},
+            "gw.internal",
+            443,
+            "/v1/chat/completions",
+            ("openai", "OpenAIChat"),
+        ),
+        (
+            "http_default",
+            ("http://gw.internal/v1",),
+            {},
+            "gw.internal",
+            80,
+            "/v1/chat/completions",
+            ("openai", "OpenAIChat"),
+        ),
+        ("http_is_not_443", ("http://gw.internal/v1",), {}, "gw.internal", 443, "/v1/chat/completions", None),
+        ("other_loopback_port", ("http://localhost:8787",), {}, "127.0.0.1", 8788, "/v1/messages", None),
         ("unknown_host", (), {}, "example.com", 443, "/v1/chat/completions", None),
         ("not_llm", (), {}, "example.com", 443, "/index.html", None),
     ],
@@ -128,6 +195,18 @@ def test_flavours(
     else:
         assert endpoint is not None
         assert (endpoint.provider_name, type(endpoint.provider).__name__) == expected
+
+
+def test_lookup_marks_llm_paths_on_uncovered_hosts() -> None:
+    """``lookup`` still finds the API of an LLM path on a host no rule covers, marked not observed (an
+    official SDK's request there is observed, others get a hint); a path that is no API's is ``None``."""
+    matcher = EndpointMatcher()
+    found = matcher.lookup("127.0.0.1", 8787, "/v1/messages")
+    assert found is not None and not found.observed and type(found.provider).__name__ == "AnthropicMessages"
+    assert matcher.match("127.0.0.1", 8787, "/v1/messages") is None
+    assert matcher.lookup("127.0.0.1", 8787, "/healthz") is None
+    known = matcher.lookup("api.anthropic.com", 443, "/v1/messages")
+    assert known is not None and known.observed
 
 
 def test_match_any_host() -> None:

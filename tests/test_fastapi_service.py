@@ -32,7 +32,7 @@ BIN = Path(sys.executable).parent
 # what llmtap must report for each way the simulator ended a stream the app read to its end
 EXPECTED_OUTCOME = {
     "completed": Outcome.COMPLETED,
-    "error_status": Outcome.SERVER_ERROR,
+    "error_status": Outcome.REJECTED,
     "error_event": Outcome.SERVER_ERROR,
     "client_disconnected": Outcome.CANCELLED,
 }

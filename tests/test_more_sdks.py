@@ -30,13 +30,13 @@ from mistralai.client import Mistral
 from mistralai.client.utils import BackoffStrategy, RetryConfig
 
 from llmtap import Outcome
+from llmtap._record import FAILED
 from llmtap.simulator import Scenario, Served, Simulator
 from llmtap.testing import Capture
 
 SECRET = "sk-llmtap-test-secret-0123456789"
 SDKS = ["groq", "mistral", "cohere"]
 MODES = ["sync", "async"]
-SERVICE = (Outcome.SERVER_ERROR, Outcome.CONNECTION_ERROR, Outcome.TIMEOUT, Outcome.INCOMPLETE)
 PROVIDER = {"groq": "openai", "mistral": "openai", "cohere": "cohere"}  # the wire format's (simulator host)
 API = {"groq": "openai-chat", "mistral": "openai-chat", "cohere": "cohere-chat"}
 PATH = {"groq": "/openai/v1/chat/completions", "mistral": "/v1/chat/completions", "cohere": "/v2/chat"}
@@ -219,7 +219,7 @@ def check(cap: Capture, sim: Simulator, sdk: str, model: str, expected: list[Out
         assert SECRET not in repr(record)
     spans = sorted(cap.spans(), key=lambda s: s.start_time or 0)
     assert [s.attributes["llmtap.outcome"] if s.attributes else None for s in spans] == [o.value for o in expected]
-    assert [s.status.status_code.name == "ERROR" for s in spans] == [o in SERVICE for o in expected]
+    assert [s.status.status_code.name == "ERROR" for s in spans] == [o in FAILED for o in expected]
     assert cap.sample("llmtap_streams_in_flight") == 0
     return served
 
@@ -248,8 +248,8 @@ def test_completed_tokens_stop_reason_and_ttft(sim: Simulator, cap: Capture, sdk
 
 CASES: list[tuple[str, str, Scenario, Outcome]] = [
     ("error_event", "stream", Scenario(tokens=5, error_event_at=2), Outcome.SERVER_ERROR),
-    ("503", "stream", Scenario(fail=1, fail_status=503), Outcome.SERVER_ERROR),
-    ("429_unary", "create", Scenario(fail=1, fail_status=429), Outcome.SERVER_ERROR),
+    ("503", "stream", Scenario(fail=1, fail_status=503), Outcome.REJECTED),
+    ("429_unary", "create", Scenario(fail=1, fail_status=429), Outcome.REJECTED),
     ("dropped", "stream", Scenario(tokens=5, drop_at=2), Outcome.CONNECTION_ERROR),
     ("incomplete", "stream", Scenario(tokens=4, no_stop=True), Outcome.INCOMPLETE),
     ("timeout", "stream", Scenario(tokens=4, stall_at=1, stall=1.0), Outcome.TIMEOUT),
@@ -284,18 +284,18 @@ def test_retries_are_one_call(sim: Simulator, cap: Capture, sdk: str, mode: str)
     model, got, error = drive(sim, sdk, mode, action, scenario, retries=1)
     if sdk == "groq":
         assert error is None and "".join(got) == "tok0 tok1 tok2 "
-        check(cap, sim, sdk, model, [Outcome.SERVER_ERROR, Outcome.COMPLETED])
+        check(cap, sim, sdk, model, [Outcome.REJECTED, Outcome.COMPLETED])
         attempts = 2
     elif sdk == "cohere":
         assert error is not None
-        check(cap, sim, sdk, model, [Outcome.SERVER_ERROR] * 2)
+        check(cap, sim, sdk, model, [Outcome.REJECTED] * 2)
         attempts = 2
     else:  # Mistral retries until its max_elapsed_time (100 ms), each wait the server's retry-after-ms
         assert error is not None
         cap.wait(1, calls=1)
         attempts = len(cap.records)
         assert attempts >= 2
-        check(cap, sim, sdk, model, [Outcome.SERVER_ERROR] * attempts)
+        check(cap, sim, sdk, model, [Outcome.REJECTED] * attempts)
     assert [r.resend_count for r in cap.records] == list(range(attempts))
     (call,) = cap.calls
     assert call.attempts == attempts

@@ -198,14 +198,14 @@ def test_non_streaming_json_and_errors() -> None:
     error = b'{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}'
     headers = [(b"content-type", b"application/json"), (b"retry-after", b"7"), (b"retry-after-ms", b"6500")]
     record = run([error], headers, status=429)
-    assert record.outcome is Outcome.SERVER_ERROR
-    assert record.error_type == "rate_limit_error"
+    assert record.outcome is Outcome.REJECTED and record.is_error  # a non-stream 429: rejected, as a stream's
+    assert record.error_type == "rate_limit_error" and record.status_code == 429
     assert record.retry_after == 6.5  # retry-after-ms wins over retry-after
 
 
 def test_html_error_page_is_not_a_parse_error() -> None:
     record = run([b"<html>bad gateway</html>"], [(b"content-type", b"text/html")], status=502)
-    assert record.outcome is Outcome.SERVER_ERROR and record.error_type == "502" and record.parse_errors == 0
+    assert record.outcome is Outcome.REJECTED and record.error_type == "502" and record.parse_errors == 0
 
 
 def test_gaps_and_stalls() -> None:
@@ -242,6 +242,8 @@ def test_memory_is_bounded_per_stream() -> None:
 
 _JSON = [(b"content-type", b"application/json")]
 _OVERLOADED = b'{"type":"error","error":{"type":"overloaded_error","message":"busy"}}'
+_RATE_LIMITED = b'{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}'
+_INVALID = b'{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: required"}}'
 _ERROR_EVENT = event("error", _OVERLOADED.decode())
 
 
@@ -273,9 +275,39 @@ _ERROR_EVENT = event("error", _OVERLOADED.decode())
         pytest.param(
             200, SSE, STREAM, Ending.RAISED, KeyboardInterrupt(), Outcome.CANCELLED, None, id="cancel-after-final"
         ),
-        pytest.param(529, _JSON, _OVERLOADED, Ending.EOF, None, Outcome.SERVER_ERROR, "overloaded_error", id="529-eof"),
-        pytest.param(529, _JSON, b"", Ending.CLOSED, None, Outcome.SERVER_ERROR, "529", id="529-closed-unread"),
-        pytest.param(529, _JSON, b"", Ending.INTERNAL, None, Outcome.SERVER_ERROR, "529", id="529-internal"),
+        # an HTTP error status: rejected before any answer, whatever the status and however the body ended
+        pytest.param(529, _JSON, _OVERLOADED, Ending.EOF, None, Outcome.REJECTED, "overloaded_error", id="529-eof"),
+        pytest.param(529, _JSON, b"", Ending.CLOSED, None, Outcome.REJECTED, "529", id="529-closed-unread"),
+        pytest.param(529, _JSON, b"", Ending.INTERNAL, None, Outcome.REJECTED, "529", id="529-internal"),
+        pytest.param(429, _JSON, _RATE_LIMITED, Ending.EOF, None, Outcome.REJECTED, "rate_limit_error", id="429-eof"),
+        pytest.param(429, _JSON, b"", Ending.DROPPED, None, Outcome.REJECTED, "429", id="429-dropped-unread"),
+        pytest.param(400, _JSON, _INVALID, Ending.EOF, None, Outcome.REJECTED, "invalid_request_error", id="400-eof"),
+        pytest.param(401, _JSON, b"", Ending.CLOSED, None, Outcome.REJECTED, "401", id="401-closed-unread"),
+        pytest.param(
+            503, _JSON, b"", Ending.RAISED, ConnectionResetError(), Outcome.REJECTED, "503", id="503-body-raised"
+        ),
+        pytest.param(500, SSE, _ERROR_EVENT, Ending.EOF, None, Outcome.REJECTED, "overloaded_error", id="500-sse"),
+        # an error inside an answer that started (a 2xx): server_error, with the provider's error type
+        pytest.param(
+            200,
+            SSE,
+            START + DELTA + _ERROR_EVENT,
+            Ending.EOF,
+            None,
+            Outcome.SERVER_ERROR,
+            "overloaded_error",
+            id="200-error-event",
+        ),
+        pytest.param(
+            200,
+            SSE,
+            START + _ERROR_EVENT,
+            Ending.CLOSED,
+            None,
+            Outcome.SERVER_ERROR,
+            "overloaded_error",
+            id="200-error-event-closed",
+        ),
         pytest.param(200, _JSON, b"", Ending.INTERNAL, None, Outcome.COMPLETED, None, id="200-internal"),
         pytest.param(None, [], b"", Ending.INTERNAL, None, Outcome.CONNECTION_ERROR, None, id="no-response-internal"),
         pytest.param(

@@ -13,12 +13,12 @@ import openai
 import pytest
 
 from llmtap import Outcome
+from llmtap._record import FAILED
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture
 
 MODES = ["sync", "async"]
 MESSAGES: Any = [{"role": "user", "content": "hi"}]
-SERVICE = (Outcome.SERVER_ERROR, Outcome.CONNECTION_ERROR, Outcome.TIMEOUT, Outcome.INCOMPLETE)
 
 
 def _params(api: str, scenario: Scenario, usage: bool) -> dict[str, Any]:
@@ -145,10 +145,13 @@ CASES: list[tuple[str, str, Scenario, list[Outcome], bool | None]] = [
         "retried",
         "full",
         Scenario(tokens=3, fail=2, fail_status=429, retry_after=0.01),
-        [Outcome.SERVER_ERROR, Outcome.SERVER_ERROR, Outcome.COMPLETED],
+        [Outcome.REJECTED, Outcome.REJECTED, Outcome.COMPLETED],
         False,
     ),
     ("gzip", "full", Scenario(tokens=5, gzip=True), [Outcome.COMPLETED], False),
+    # the app's own bad request or key: not retried, rejected (not a service-side abort)
+    ("bad_request", "full", Scenario(tokens=5, fail=1, fail_status=400), [Outcome.REJECTED], True),
+    ("bad_key", "full", Scenario(tokens=5, fail=1, fail_status=401), [Outcome.REJECTED], True),
 ]
 
 
@@ -184,7 +187,7 @@ def test_outcome(
     assert cap.sample("llmtap_retries_total") == len(expected) - 1
     spans = sorted(cap.spans(), key=lambda s: s.start_time or 0)
     assert [s.attributes["llmtap.outcome"] if s.attributes else None for s in spans] == [o.value for o in expected]
-    assert [s.status.status_code.name == "ERROR" for s in spans] == [o in SERVICE for o in expected]
+    assert [s.status.status_code.name == "ERROR" for s in spans] == [o in FAILED for o in expected]
 
 
 @pytest.mark.parametrize("api", ["chat", "responses"])

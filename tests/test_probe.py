@@ -202,6 +202,8 @@ def test_throttling_compares_retry_after_with_the_sdk_backoff(report: ProbeRepor
     assert report.throttle is not None and report.throttle.throttled_calls == 1
     steps = report.throttle.steps
     assert [s.status for s in steps] == [429, 429, 200]
+    # refused, then answered: the probe reports the throttled attempts as rejected, not as server errors
+    assert [s.outcome for s in steps] == ["rejected", "rejected", "completed"]
     for step in steps[:2]:
         assert step.advised == pytest.approx(0.25)
         assert step.waited is not None and 0.25 <= step.waited < 0.25 + 0.05
@@ -216,6 +218,8 @@ def test_headers_unseen_and_metrics(report: ProbeReport) -> None:
     assert attempts == 1 + REQUESTS + 4 + 3  # warm-up, latency, aborts, throttle
     assert report.headers.responses == attempts + 1
     assert report.metrics['llmtap_streams_total{outcome="completed"}'] >= REQUESTS
+    assert report.metrics['llmtap_streams_total{outcome="rejected"}'] == 2  # the throttle phase's two 429s
+    assert 'llmtap_streams_total{outcome="server_error"}' not in report.metrics  # zeros are left out
     for outcome in ABORTS.values():
         assert report.metrics[f'llmtap_streams_total{{outcome="{outcome.value}"}}'] == 1
     unseen = " ".join(u.what for u in report.unseen)

@@ -55,7 +55,7 @@ def _check_openai(record: Any, fixture: dict[str, Any]) -> None:
     assert record.status_code == status
     assert record.parse_errors == 0
     if status >= 400:
-        assert record.outcome is Outcome.SERVER_ERROR
+        assert record.outcome is Outcome.REJECTED
         assert record.error_type == expected["error_type"]
     else:
         assert record.outcome is Outcome.COMPLETED, record
@@ -98,7 +98,7 @@ def _check(record: Any, fixture: dict[str, Any]) -> None:
     placeholders = [k for k, v in headers.items() if k.startswith("anthropic-ratelimit-") and v.endswith("XXX")]
     assert record.parse_errors == len(placeholders)
     if status >= 400:
-        assert record.outcome is Outcome.SERVER_ERROR
+        assert record.outcome is Outcome.REJECTED
         assert record.error_type == expected["error_type"]
     else:
         assert record.outcome is Outcome.COMPLETED

@@ -620,3 +620,27 @@ def test_gemini_errors(sim: Simulator) -> None:
         "error_status",
     ]
     assert [s.api for s in served] == ["gemini"] * 10 + ["unknown"]
+
+
+def test_stall_until_closed_holds_the_stream_until_the_client_leaves(sim: Simulator) -> None:
+    sim.clear()
+    held = Scenario(tokens=5, stall_at=2, stall=600, stall_until_closed=True)
+    assert Scenario.parse(held.to_header()) == held
+    with (
+        httpx.Client(timeout=10) as c,
+        c.stream("POST", f"{sim.base_url}/v1/messages", json={"stream": True}, headers=held.headers()) as r,
+    ):
+        for line in r.iter_lines():
+            if "content_block_delta" in line:
+                break  # the first delta read; the server holds after the second, until we leave
+    (served,) = sim.wait_served(1)  # the client left long before the 600 s cap
+    assert served.outcome_sent == "client_disconnected"
+    assert served.deltas_sent == 2
+    # control: a client that stays is answered in full once the cap has passed
+    capped = Scenario(tokens=5, stall_at=2, stall=0.05, stall_until_closed=True)
+    response = _post(sim, capped, stream=True)
+    assert response.status_code == 200 and "message_stop" in response.text
+    (_, served) = sim.wait_served(2)
+    assert served.outcome_sent == "completed"
+    unary = _post(sim, capped)  # the same knob holds a non-streamed answer
+    assert unary.status_code == 200 and unary.json()["stop_reason"] == "end_turn"

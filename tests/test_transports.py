@@ -53,7 +53,7 @@ async def _openai_calls(sim: Simulator, scenario: Scenario, early_close: bool) -
     [
         (Scenario(tokens=5, gzip=True), False, [Outcome.COMPLETED]),
         (Scenario(tokens=40, gap=0.005), True, [Outcome.CLIENT_CLOSED]),
-        (Scenario(tokens=3, fail=1, retry_after=0.01), False, [Outcome.SERVER_ERROR, Outcome.COMPLETED]),
+        (Scenario(tokens=3, fail=1, retry_after=0.01), False, [Outcome.REJECTED, Outcome.COMPLETED]),
     ],
     ids=["completed_gzip", "client_closed", "retried"],
 )

@@ -10,8 +10,8 @@ mode: ``PROMETHEUS_MULTIPROC_DIR`` set before the server starts), llmtap's inclu
     llmtap run -- uvicorn app:app --workers 4 --port 8000                      # or: uvicorn, zero code
     curl -N localhost:8000/chat -H 'content-type: application/json' -d '{"prompt": "Hello"}'
 
-``ANTHROPIC_BASE_URL`` points it at another endpoint (the tests use llmtap's simulator; add its URL
-to ``LLMTAP_BASE_URLS`` so llmtap observes it).
+``ANTHROPIC_BASE_URL`` points it at another endpoint (the tests use llmtap's simulator); what the SDK
+sends there is observed without configuration.
 """
 
 from __future__ import annotations

@@ -76,12 +76,15 @@ class Call:
         "attempts",
         "call_id",
         "info",
+        "sdk",
     )
 
-    def __init__(self, info: RequestInfo | None) -> None:
+    def __init__(self, info: RequestInfo | None, sdk: str | None = None) -> None:
         self.call_id = f"{_prefix}{next(_ids)}"
         self.info = info
         """What the SDK's request options say (model, stream, max tokens); ``None`` when they had no JSON."""
+        self.sdk = sdk
+        """The provider name of the official SDK making the call (its requests are LLM requests on any host)."""
         self.attempts = 0
         self._in_flight = 0
         self._returned = False

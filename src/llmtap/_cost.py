@@ -32,7 +32,14 @@ COST_TYPES = ("input", "output", "cache_read", "cache_write")
 """Values of the ``gen_ai.token.type`` attribute on ``llmtap.cost.usd``; ``input`` is uncached input."""
 
 # llmtap's gen_ai.provider.name -> genai-prices' provider id (the others are looked up by model only)
-_TABLE_PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "gcp.gemini": "google", "gcp.vertex_ai": "google"}
+# (Claude on Vertex is in the table's "google" prices; Bedrock's model ids only in its "aws" ones)
+_TABLE_PROVIDERS = {
+    "anthropic": "anthropic",
+    "openai": "openai",
+    "gcp.gemini": "google",
+    "gcp.vertex_ai": "google",
+    "aws.bedrock": "aws",
+}
 _PER = 1_000_000  # prices are per million tokens
 _KEYS = ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok")
 

@@ -33,9 +33,10 @@ from typing import Any
 from prometheus_client import CollectorRegistry, start_http_server
 
 import llmtap
+from llmtap._record import FAILED
 from llmtap.simulator import Scenario, Simulator
 
-__all__ = ["MIXES", "MIX_HELP", "DemoError", "run_demo"]
+__all__ = ["DEMO_FOR", "MIXES", "MIX_HELP", "DemoError", "run_demo"]
 
 MODELS = ("claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-1")
 PARAMS: dict[str, Any] = {"max_tokens": 256, "messages": [{"role": "user", "content": "Tell me a story."}]}
@@ -289,9 +290,7 @@ class _View:
             prev_bound, prev_count = bound, count
         return None
 
-    def render(
-        self, url: str, elapsed: float, *, size: tuple[int, int] = (80, 24), prometheus: str | None = None
-    ) -> str:
+    def render(self, url: str, elapsed: float, alerts: str | None = None, *, size: tuple[int, int] = (80, 24)) -> str:
         """The live view, at most ``size`` (columns, rows): the title first, so a short terminal cuts the
         bottom (the rate-limit rows), never the ``/metrics`` URL or how to stop."""
 
@@ -311,20 +310,30 @@ class _View:
             reason = dict(labels)["reason"]
             retries[reason] = retries.get(reason, 0.0) + v
         attempts = sum(self.delta("llmtap_attempts_total").values())
-        lines = [f"llmtap demo — {url}/metrics — {elapsed:4.0f}s — Ctrl-C stops"]
-        if prometheus:
-            lines.append(f"  Prometheus alerts: {prometheus}")
+        calls: dict[str, float] = {}
+        for labels, v in self.delta("llmtap_call_duration_seconds_count").items():
+            outcome = dict(labels)["outcome"]
+            calls[outcome] = calls.get(outcome, 0.0) + v
+        n_calls = sum(calls.values())
+        failed = sum(v for o, v in calls.items() if llmtap.Outcome(o) in FAILED)
+        started = total - streams.get(llmtap.Outcome.REJECTED.value, 0.0)
+        lines = [f"llmtap demo — {url}/metrics — {elapsed:4.0f}s — last {self.window:.0f}s — Ctrl-C stops"]
+        if alerts:
+            lines.append(f"  alerts: {alerts} (demo rules: for: {DEMO_FOR})")
         lines += [
             f"  attempts {attempts:6.0f}   streams {total:6.0f}   in flight "
-            f"{sum(self.current('llmtap_streams_in_flight').values()):3.0f}   (last {self.window:.0f}s)",
+            f"{sum(self.current('llmtap_streams_in_flight').values()):3.0f}",
+            f"  calls    {n_calls:6.0f}   failed after the SDK's retries {failed:5.0f}"
+            f"  {failed / n_calls if n_calls else 0.0:6.1%}",
             pair("time to first token  ", "llmtap_time_to_first_token_seconds"),
             pair("time to first chunk  ", "gen_ai_client_operation_time_to_first_chunk_seconds"),
             pair("per call (w/ retries)", "llmtap_call_time_to_first_token_seconds"),
-            "  stream outcomes                 share",
+            "  stream outcomes          share (rejected: of all; others: of those not rejected)",
         ]  # fmt: skip
         for outcome in llmtap.Outcome:
             n = streams.get(outcome.value, 0.0)
-            share = n / total if total else 0.0
+            of = total if outcome is llmtap.Outcome.REJECTED else started
+            share = n / of if of else 0.0
             bar = "#" * round(share * 40)
             lines.append(f"    {outcome.value:<17} {n:6.0f}  {share:6.1%}  {bar}")
         lines += ["  retries by reason  " + ("  ".join(f"{r}: {n:.0f}" for r, n in sorted(retries.items())) or "-")]
@@ -343,8 +352,8 @@ class _View:
         for model, (share, resource) in sorted(tightest.items()):
             bar = "#" * round(share * 20)
             lines.append(f"    {model:<20} {share:6.1%}  {resource:<14} {bar}")
-        columns, rows = size
-        return "\n".join(line[:columns] for line in lines[: max(1, rows - 1)])
+        columns, rows = size  # written with no newline after the last line: every row is the view's
+        return "\n".join(line[:columns] for line in lines[: max(1, rows)])
 
 
 # -- running it -------------------------------------------------------------------------------------
@@ -358,15 +367,17 @@ def _find_rules() -> Path | None:
     return None
 
 
-def _for_range(rules: Path) -> str:
-    """The shortest and longest ``for:`` of the alert rules, e.g. ``2m-30m`` (how long alerts take to fire)."""
-    units = {"s": 1, "m": 60, "h": 3600}
-    found = [
-        (int(n) * units[u], f"{n}{u}") for n, u in re.findall(r"^\s*for:\s*(\d+)([smh])\s*$", rules.read_text(), re.M)
-    ]
-    if not found:
-        return "0s"
-    return f"{min(found)[1]}-{max(found)[1]}"
+DEMO_FOR = "1m"
+"""The demo's copy of the alert rules waits this long (``for:``) before an alert fires, instead of the
+shipped 2 to 30 minutes, so alerts fire within a few minutes of the start."""
+
+
+def _demo_rules(rules: Path, dest: Path) -> Path:
+    """A copy of the shipped rules with every ``for:`` cut to :data:`DEMO_FOR` (expressions unchanged)."""
+    text = re.sub(r"(?m)^(\s+for:\s*)\d+[smh]\s*$", lambda m: m.group(1) + DEMO_FOR, rules.read_text())
+    out = dest / "alerts.demo.yaml"
+    out.write_text(text)
+    return out
 
 
 def _http_status(url: str) -> int:
@@ -404,7 +415,8 @@ def _prometheus(metrics_port: int, port: int, *, ready_within: float = 60.0) -> 
             ) from None
     tmp = Path(tempfile.mkdtemp(prefix="llmtap-prom-"))
     try:
-        rules = _find_rules()
+        shipped = _find_rules()
+        rules = None if shipped is None else _demo_rules(shipped, tmp)
         config = [
             "global: {scrape_interval: 2s, evaluation_interval: 2s}",
             "scrape_configs:",
@@ -508,13 +520,10 @@ def run_demo(
         if prometheus_port is not None:
             alerts = cleanup.enter_context(_prometheus(metrics_port, prometheus_port))
             if alerts is not None:
-                rules = _find_rules()
-                durations = _for_range(rules) if rules is not None else "?"
-                alerts = f"{alerts} (for: {durations})"
                 print(
-                    f"Prometheus with llmtap's alert rules: {alerts}. The rules are the production ones: an alert "
-                    "turns pending once its condition holds and fires only after it held for its whole for: "
-                    "duration, so the first firing takes minutes, not seconds.",
+                    f"Prometheus with llmtap's alert rules: {alerts}. The demo's copy of the rules fires an alert "
+                    f"after for: {DEMO_FOR} (dashboards/alerts.yaml: 2 to 30 minutes); with --mix faults the "
+                    "first alerts fire about 1.5-2 minutes after the start.",
                     flush=True,
                 )
         sim = cleanup.enter_context(Simulator())
@@ -565,15 +574,18 @@ def run_demo(
                         streams = view.delta("llmtap_streams_total")
                         total = sum(streams.values())
                         done = sum(v for k, v in streams.items() if dict(k)["outcome"] == "completed")
+                        rejected = sum(v for k, v in streams.items() if dict(k)["outcome"] == "rejected")
+                        not_rejected = total - rejected
                         print(
-                            f"{elapsed:5.0f}s streams={total:.0f} completed={done / total if total else 0:.0%} "
+                            f"{elapsed:5.0f}s streams={total:.0f} rejected={rejected:.0f} "
+                            f"completed={done / not_rejected if not_rejected else 0:.0%} of those not rejected "
                             f"ttft_p95={'-' if ttft is None else f'{ttft * 1000:.0f}ms'}",
                             flush=True,
                         )
                 else:
                     size = tuple(shutil.get_terminal_size((80, 24)))
-                    frame = view.render(url, elapsed, size=(size[0], size[1]), prometheus=alerts)
-                    sys.stdout.write("\x1b[H\x1b[2J" + frame + "\n")
+                    frame = view.render(url, elapsed, alerts, size=(size[0], size[1]))
+                    sys.stdout.write("\x1b[H\x1b[2J" + frame)  # no newline after the last row: nothing scrolls
                     sys.stdout.flush()
                 stop.wait(1.0)
         except KeyboardInterrupt:

@@ -9,7 +9,8 @@ attempt ended is decided in one place, :meth:`AttemptObserver._decide`.
 The per-chunk path is the hot path. Once the first content token has been seen, SSE events are
 only *framed* (a C-level ``rfind`` for the event boundary and a marker search); they are parsed
 only when a chunk contains one of the provider's markers (``message_delta``, ``error`` ...).
-Memory per stream is bounded by ``max_event_bytes`` (one partial SSE event) or
+AWS event-stream bodies (Bedrock) are framed by :mod:`llmtap._eventstream` instead, by content type.
+Memory per stream is bounded by ``max_event_bytes`` (one partial SSE event or event-stream message) or
 ``max_json_bytes`` (one non-streaming body), whichever applies.
 """
 
@@ -25,10 +26,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from llmtap._body import BodyDecodeError, Decoder, make_decoder
+from llmtap._eventstream import EventStreamFramer
 from llmtap._headers import duration, finite, reset_at, retry_after_seconds
 from llmtap._log import internal_error, log_once
 from llmtap._providers._base import Facts, Header, Provider
-from llmtap._record import AttemptRecord, AttemptStart, Outcome, RateLimit, Usage
+from llmtap._record import APP_SIDE, AttemptRecord, AttemptStart, Outcome, RateLimit, Usage
 
 __all__ = ["AttemptObserver", "Ending", "ObserverConfig", "classify_exception"]
 
@@ -76,14 +78,13 @@ def classify_exception(exc: BaseException) -> tuple[Outcome, str]:
     return Outcome.CONNECTION_ERROR, type(exc).__name__
 
 
-_APP_SIDE = frozenset({Outcome.CLIENT_CLOSED, Outcome.ABANDONED, Outcome.CANCELLED})
-
 # Header kinds as plain ints: enum member lookups cost more than the whole comparison on this path
-_RESET_AT, _RESET_IN, _REQUEST_ID, _SERVER_TIME_MS = (
+_RESET_AT, _RESET_IN, _REQUEST_ID, _SERVER_TIME_MS, _ERROR_TYPE = (
     int(Header.RESET_AT),
     int(Header.RESET_IN),
     int(Header.REQUEST_ID),
     int(Header.SERVER_TIME_MS),
+    int(Header.ERROR_TYPE),
 )
 # generic headers, after the provider's Header kinds in the same table
 _CONTENT_TYPE, _CONTENT_ENCODING, _RETRY_AFTER_MS, _RETRY_AFTER = range(100, 104)
@@ -117,6 +118,7 @@ class AttemptObserver:
         "_discarding",
         "_fast",
         "_feed",
+        "_framer",
         "_gap_bounds",
         "_gap_counts",
         "_gap_first",
@@ -175,6 +177,7 @@ class AttemptObserver:
         self._now = 0.0
         self._decoder: Decoder | None = None
         self._feed: Callable[[bytes], None] = _ignore
+        self._framer: EventStreamFramer | None = None
         self._pending = b""
         self._discarding = False
         self._scan_all = True
@@ -221,6 +224,8 @@ class AttemptObserver:
                     facts.request_id = value.decode("ascii", "replace")
                 elif kind == _SERVER_TIME_MS:
                     facts.server_time = finite(value) / 1000.0
+                elif kind == _ERROR_TYPE:
+                    facts.error_type = value.partition(b":")[0].decode("ascii").strip() or None
                 elif kind == _RETRY_AFTER_MS:
                     retry_after_ms = finite(value) / 1000.0
                 else:
@@ -249,6 +254,10 @@ class AttemptObserver:
         if b"text/event-stream" in content_type:
             self.streamed = True
             self._feed = self._feed_sse
+        elif b"application/vnd.amazon.eventstream" in content_type:
+            self.streamed = True
+            self._framer = EventStreamFramer(self._max_event)
+            self._feed = self._feed_frames
         else:
             self._feed = self._feed_json
 
@@ -368,9 +377,39 @@ class AttemptObserver:
             self._max_event,
         )
 
+    def _feed_frames(self, data: bytes) -> None:
+        """The AWS event-stream framer's messages, as the provider turns them into events (Bedrock)."""
+        framer = self._framer
+        if framer is None:
+            return
+        for headers, payload in framer.feed(data):
+            try:
+                converted = self.provider.event_from_frame(headers, payload)
+            except (ValueError, RecursionError) as exc:
+                self.parse_errors += 1
+                log_once("frame", "llmtap: unreadable event-stream message from %s (%s)", self.provider.name, exc)
+                continue
+            if converted is None:
+                continue
+            event, body = converted
+            if self._scan_all or event is not None:
+                self._dispatch(event, body)
+                continue
+            for marker in self._markers:
+                if body.find(marker) != -1:
+                    self._dispatch(event, body)
+                    break
+        if framer.errors:
+            self.parse_errors += framer.take_errors()
+            log_once(
+                "frame-error",
+                "llmtap: an event-stream message from %s was dropped (longer than max_event_bytes=%d, bad CRC or "
+                "bad headers); counted in parse_errors",
+                self.provider.name,
+                self._max_event,
+            )
+
     def _parse_events(self, region: bytes) -> None:
-        provider = self.provider
-        facts = self.facts
         for block in region.split(b"\n\n"):
             if not block:
                 continue
@@ -384,26 +423,31 @@ class AttemptObserver:
                     event = line[6:].strip()
             if event is None and not data_lines:
                 continue  # comments only
-            data = data_lines[0] if len(data_lines) == 1 else b"\n".join(data_lines)
-            try:
-                output = provider.on_event(facts, event, data)
-            except (ValueError, RecursionError) as exc:  # not JSON (or nested beyond what json parses)
-                self.parse_errors += 1
-                log_once(
-                    "event",
-                    "llmtap: could not parse an SSE event %r from %s (%s); counted in parse_errors",
-                    (event or b"").decode("ascii", "replace")[:64],
-                    provider.name,
-                    type(exc).__name__,
-                )
-            except Exception as exc:  # a parser bug: counted as llmtap's own failure too
-                self.parse_errors += 1
-                internal_error("parser", "llmtap: internal error parsing a %s event: %r", provider.name, exc)
-            else:
-                # the one time-to-first-token rule: the first event carrying generated output of any kind
-                if output is not None and self.first_token_at is None:
-                    self.first_token_at = self._now
-                    self._scan_all = False
+            self._dispatch(event, data_lines[0] if len(data_lines) == 1 else b"\n".join(data_lines))
+
+    def _dispatch(self, event: bytes | None, data: bytes) -> None:
+        """One whole event to the provider, whatever framed it (SSE, AWS event-stream)."""
+        provider = self.provider
+        facts = self.facts
+        try:
+            output = provider.on_event(facts, event, data)
+        except (ValueError, RecursionError) as exc:  # not JSON (or nested beyond what json parses)
+            self.parse_errors += 1
+            log_once(
+                "event",
+                "llmtap: could not parse an event %r from %s (%s); counted in parse_errors",
+                (event or b"").decode("ascii", "replace")[:64],
+                provider.name,
+                type(exc).__name__,
+            )
+        except Exception as exc:  # a parser bug: counted as llmtap's own failure too
+            self.parse_errors += 1
+            internal_error("parser", "llmtap: internal error parsing a %s event: %r", provider.name, exc)
+        else:
+            # the one time-to-first-token rule: the first event carrying generated output of any kind
+            if output is not None and self.first_token_at is None:
+                self.first_token_at = self._now
+                self._scan_all = False
         if facts.final or facts.server_error:
             self.said_end = True  # the provider's terminal event (or an in-band error) was parsed
 
@@ -473,8 +517,11 @@ class AttemptObserver:
         error_type: str | None = None
         if ending is Ending.RAISED and exc is not None:
             raised, error_type = classify_exception(exc)
-        if self._failed():
-            outcome = Outcome.SERVER_ERROR
+        status = self.status
+        if status is not None and not 200 <= status < 300:
+            outcome = Outcome.REJECTED  # refused before any answer, whatever the status and however it ended
+        elif self.facts.server_error:
+            outcome = Outcome.SERVER_ERROR  # an error inside an answer that started
         elif self.facts.final and raised is not Outcome.CANCELLED:
             outcome = Outcome.COMPLETED
         elif raised is not None:
@@ -495,9 +542,9 @@ class AttemptObserver:
             return outcome, None
         if self.facts.error_type:
             return outcome, self.facts.error_type
-        if self.status is not None and not 200 <= self.status < 300:
-            return outcome, str(self.status)
-        if outcome in _APP_SIDE:
+        if outcome is Outcome.REJECTED:
+            return outcome, str(status)
+        if outcome in APP_SIDE:
             return outcome, None
         return outcome, error_type
 
@@ -515,6 +562,7 @@ class AttemptObserver:
         facts = self.facts
         self._pending = b""
         self._body_parts = []
+        self._framer = None
         self._feed = _ignore  # a bound method of its own would keep the observer in a reference cycle
         input_tokens = facts.input_total(self.provider.input_includes_cache)
         return AttemptRecord._make(

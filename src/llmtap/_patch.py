@@ -7,8 +7,13 @@ sees every attempt exactly once. It is a private method: the patch checks it exi
 warning naming the version when it does not. Users who prefer no patching wrap their transport
 with :func:`wrap_transport` instead.
 
+**aiohttp.** ``aiohttp.ClientSession._request`` is wrapped by ``_aiohttp.py`` (where and why is
+written there), patched like the others only when the application imports aiohttp.
+
 **Logical calls.** The SDKs retry inside one method of their client (:data:`SDK_HOOKS`); a guarded
-wrapper around it opens a :class:`~llmtap._calls.Call` so retries are linked (see ``_calls.py``).
+wrapper around it opens a :class:`~llmtap._calls.Call` so retries are linked (see ``_calls.py``), and
+its requests are LLM requests on any host (the call carries the SDK's provider name,
+:data:`SDK_PROVIDERS`).
 """
 
 from __future__ import annotations
@@ -40,6 +45,15 @@ SDK_HOOKS: dict[str, tuple[tuple[str, str, bool], ...]] = {
 }
 """SDK module -> (class, method, is async): the method that runs all the attempts of one SDK call."""
 SDK_MODULES = tuple(SDK_HOOKS)
+SDK_PROVIDERS: dict[str, str] = {
+    "anthropic._base_client": "anthropic",
+    "openai._base_client": "openai",
+    "groq._base_client": "groq",
+    "mistralai.client.basesdk": "mistral_ai",
+    "cohere.core.http_client": "cohere",
+}
+"""SDK module -> the provider name of its requests on a host no rule covers (``gen_ai.provider.name``)."""
+AIOHTTP_MODULE = "aiohttp"  # observed by ``_aiohttp.py``, below any httpx client sending through it
 
 _patched: list[tuple[Any, str, Any]] = []
 _wanted: dict[str, Any] = {}  # module name -> how to patch it, while instrumented (empty: not patched)
@@ -68,9 +82,9 @@ def _send_wrapper(module: ModuleType, is_async: bool) -> Any:
 # -- the SDK hook: logical calls --------------------------------------------------------------------
 
 
-def _open_call(tap: Tap, args: Any, kwargs: Any) -> Call | None:
+def _open_call(tap: Tap, sdk: str, args: Any, kwargs: Any) -> Call | None:
     try:
-        return tap.new_call(args[1] if len(args) > 1 else kwargs.get("options"))
+        return tap.new_call(args[1] if len(args) > 1 else kwargs.get("options"), sdk)
     except Exception as exc:
         internal_error("sdk_hook", "llmtap: could not open a logical call: %r", exc)
         return None
@@ -85,11 +99,11 @@ def _close_call(tap: Tap, call: Call) -> None:
         internal_error("sdk_hook", "llmtap: could not close a logical call: %r", exc)
 
 
-def _sdk_sync_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+def _sdk_sync_request(sdk: str, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     tap = _tap._active
     if tap is None or CURRENT_CALL.get() is not None:
         return wrapped(*args, **kwargs)
-    call = _open_call(tap, args, kwargs)
+    call = _open_call(tap, sdk, args, kwargs)
     if call is None:
         return wrapped(*args, **kwargs)
     token = CURRENT_CALL.set(call)
@@ -100,10 +114,10 @@ def _sdk_sync_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> An
         _close_call(tap, call)
 
 
-async def _sdk_async_call(tap: Tap, wrapped: Any, args: Any, kwargs: Any) -> Any:
+async def _sdk_async_call(tap: Tap, sdk: str, wrapped: Any, args: Any, kwargs: Any) -> Any:
     if CURRENT_CALL.get() is not None:
         return await wrapped(*args, **kwargs)
-    call = _open_call(tap, args, kwargs)
+    call = _open_call(tap, sdk, args, kwargs)
     if call is None:
         return await wrapped(*args, **kwargs)
     token = CURRENT_CALL.set(call)
@@ -114,11 +128,11 @@ async def _sdk_async_call(tap: Tap, wrapped: Any, args: Any, kwargs: Any) -> Any
         _close_call(tap, call)
 
 
-def _sdk_async_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+def _sdk_async_request(sdk: str, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     tap = _tap._active
     if tap is None:
         return wrapped(*args, **kwargs)
-    return _sdk_async_call(tap, wrapped, args, kwargs)
+    return _sdk_async_call(tap, sdk, wrapped, args, kwargs)
 
 
 # -- patch / unpatch ---------------------------------------------------------------------------------
@@ -149,11 +163,18 @@ def _patch_http(module: ModuleType) -> None:
 
 
 def _patch_sdk(module: ModuleType) -> None:
+    sdk = SDK_PROVIDERS.get(module.__name__) or module.__name__.split(".")[0]  # a test keeps the two in step
     for cls_name, method, is_async in SDK_HOOKS[module.__name__]:
         owner = getattr(module, cls_name, None)
         if owner is not None:
             wrapper = _sdk_async_request if is_async else _sdk_sync_request
-            _wrap(owner, method, wrapper, f"{module.__name__}.{cls_name}")
+            _wrap(owner, method, functools.partial(wrapper, sdk), f"{module.__name__}.{cls_name}")
+
+
+def _patch_aiohttp(module: ModuleType) -> None:
+    from llmtap._aiohttp import request_wrapper
+
+    _wrap(module.ClientSession, "_request", request_wrapper, f"{module.__name__}.ClientSession")
 
 
 def _imported(module: ModuleType) -> None:
@@ -180,6 +201,7 @@ def patch(sdk_calls: bool = True) -> list[str]:
     if _wanted:
         return []
     targets = [(name, _patch_http) for name in HTTP_MODULES]
+    targets.append((AIOHTTP_MODULE, _patch_aiohttp))
     if sdk_calls:
         targets += [(name, _patch_sdk) for name in SDK_MODULES]
     done: list[str] = []

@@ -14,8 +14,11 @@ __all__ = ["AttemptRecord", "AttemptStart", "CallRecord", "Cost", "Outcome", "Ra
 class Outcome(enum.StrEnum):
     """How one attempt ended, as seen from the client side of the wire.
 
-    Service-side causes: ``SERVER_ERROR``, ``CONNECTION_ERROR``, ``TIMEOUT``, ``INCOMPLETE``.
-    App-side causes: ``CLIENT_CLOSED``, ``CANCELLED``, ``ABANDONED``.
+    Refused before any answer: ``REJECTED`` (an HTTP error status; the SDKs retry 408, 409, 429 and 5xx).
+    Service-side interruptions of an answer: ``SERVER_ERROR``, ``CONNECTION_ERROR``, ``TIMEOUT``,
+    ``INCOMPLETE``. App-side causes: ``CLIENT_CLOSED``, ``CANCELLED``, ``ABANDONED``.
+
+    ``REJECTED`` is new since llmtap 0.1, which counted an HTTP error status as ``SERVER_ERROR``.
     """
 
     COMPLETED = "completed"
@@ -26,8 +29,11 @@ class Outcome(enum.StrEnum):
     """The task reading the body was cancelled (``asyncio.CancelledError``, ``KeyboardInterrupt``)."""
     ABANDONED = "abandoned"
     """The response was dropped unread or half-read and only the garbage collector (or exit) ended it."""
+    REJECTED = "rejected"
+    """The server answered with an HTTP error status (non-2xx: 400, 401, 429, 500, 529 ...), so no answer
+    started; stream or not. The status and the provider's error type stay on the record."""
     SERVER_ERROR = "server_error"
-    """A non-2xx status, or an in-band SSE ``error`` event after a 200."""
+    """An error inside an answer that started: an in-band ``error`` event (SSE or JSON) after a 2xx."""
     CONNECTION_ERROR = "connection_error"
     """The connection failed or was dropped by the peer."""
     TIMEOUT = "timeout"
@@ -40,6 +46,11 @@ ALL_OUTCOMES: tuple[Outcome, ...] = tuple(Outcome)
 SERVICE_SIDE: frozenset[Outcome] = frozenset(
     {Outcome.SERVER_ERROR, Outcome.CONNECTION_ERROR, Outcome.TIMEOUT, Outcome.INCOMPLETE}
 )
+"""Service-side interruptions: the provider or the network ended an attempt that was not rejected."""
+APP_SIDE: frozenset[Outcome] = frozenset({Outcome.CLIENT_CLOSED, Outcome.CANCELLED, Outcome.ABANDONED})
+"""The app (or the garbage collector on its behalf) ended the attempt."""
+FAILED: frozenset[Outcome] = SERVICE_SIDE | {Outcome.REJECTED}
+"""The attempt failed (span status ERROR); a call whose last attempt ended so failed after its retries."""
 
 
 class Usage(NamedTuple):
@@ -198,8 +209,8 @@ class AttemptRecord(NamedTuple):
 
     @property
     def is_error(self) -> bool:
-        """A service-side failure (the span gets status ERROR); app-side aborts are not errors."""
-        return self.outcome in SERVICE_SIDE
+        """A rejection or a service-side failure (the span gets status ERROR); app-side aborts are not errors."""
+        return self.outcome in FAILED
 
 
 class CallRecord(NamedTuple):

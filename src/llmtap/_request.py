@@ -13,7 +13,7 @@ from typing import Any
 
 from llmtap._providers._base import RequestInfo, as_int
 
-__all__ = ["UNKNOWN", "info_from_body", "info_from_json", "info_from_options"]
+__all__ = ["UNKNOWN", "info_from_body", "info_from_content", "info_from_json", "info_from_options"]
 
 UNKNOWN = RequestInfo(None, None, None)
 
@@ -45,6 +45,11 @@ def info_from_options(options: Any) -> RequestInfo | None:
     """From the official SDKs' ``FinalRequestOptions`` (its ``json_data``); ``None`` when it has none."""
     data = getattr(options, "json_data", None)
     return info_from_json(data) if isinstance(data, Mapping) else None
+
+
+def info_from_content(content: bytes | Mapping[str, Any]) -> RequestInfo:
+    """From a request's content: its raw JSON body, or the object a client will serialise (aiohttp's ``json=``)."""
+    return info_from_json(content) if isinstance(content, Mapping) else info_from_body(content)
 
 
 def info_from_body(body: bytes) -> RequestInfo:

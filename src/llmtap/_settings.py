@@ -66,7 +66,9 @@ class Settings(BaseModel):
 
     base_urls: tuple[str, ...] = ()
     """Extra API base URLs to observe (self-hosted or proxy endpoints); the API is recognised from
-    the path below the base URL (``/v1/messages`` ...). The known public hosts are always observed."""
+    the path below the base URL (``/v1/messages`` ...). The known public hosts are always observed, and
+    so is what the official SDKs send (``sdk_calls``), whatever the host: this is for other clients
+    (raw httpx / aiohttp, google-genai). ``localhost``, ``127.0.0.1`` and ``::1`` are one host."""
     provider_names: dict[str, str] = Field(default_factory=dict)
     """Override ``gen_ai.provider.name`` per base URL (e.g. ``{"http://vllm:8000": "vllm"}``)."""
     match_any_host: bool = False
@@ -90,7 +92,8 @@ class Settings(BaseModel):
     default, so the OpenTelemetry path keeps the per-chunk path free (the Prometheus sink merges the
     core's pre-bucketed gaps and pays nothing per chunk)."""
     sdk_calls: bool = True
-    """Hook the official SDKs' ``request`` method (guarded) to link retries into logical calls."""
+    """Hook the official SDKs' ``request`` method (guarded) to link retries into logical calls; their
+    requests are then observed on any host (a local server or gateway needs no ``base_urls``)."""
     stall_threshold_seconds: float = Field(default=5.0, gt=0)
     """An inter-chunk gap longer than this counts as a stall."""
     max_models: int = Field(default=50, ge=1, le=10_000)
@@ -123,12 +126,14 @@ class Settings(BaseModel):
     models): ``{"my-model": {"input": 0.5, "output": 1.5}}`` (``LLMTAP_PRICES`` takes this JSON)."""
     max_servers: int = Field(default=50, ge=1, le=10_000)
     """Distinct (``server.address``, ``server.port``) pairs before new ones map to (``model_overflow``,
-    0). Only matters with ``match_any_host`` or many ``base_urls``: a fleet of self-hosted servers."""
+    0). Only matters with ``match_any_host``, many ``base_urls`` or SDK clients pointed at many hosts: a
+    fleet of self-hosted servers."""
     model_overflow: str = Field(default="_other", min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")
     """The value every bounded label takes past its limit; each replacement is counted in
     ``llmtap_label_overflows_total{label}``. (Named for its first use; it applies to all bounded labels.)"""
     max_event_bytes: int = Field(default=4 << 20, ge=1024)
-    """Largest single SSE event parsed; longer ones are dropped and counted as parse errors."""
+    """Largest single SSE event (or AWS event-stream message, Bedrock) parsed; longer ones are dropped
+    and counted as parse errors."""
     max_json_bytes: int = Field(default=8 << 20, ge=1024)
     """Largest non-streaming JSON body parsed (usage sits at its end)."""
     metric_prefix_namespace: str = ""

@@ -33,7 +33,7 @@ from llmtap._log import internal_error
 from llmtap._observer import Ending
 from llmtap._tap import Attempt, Tap
 
-__all__ = ["observe_async", "observe_sync", "shells_for"]
+__all__ = ["observe_async", "observe_sync", "shells_for", "watch_drop"]
 
 _clock = time.perf_counter
 # Set while an observed attempt is being sent, so an explicit llmtap transport inside a patched
@@ -52,14 +52,6 @@ def _now(attempt: Attempt) -> float:
     except Exception as exc:
         _internal_error("clock", exc)
         return attempt.observer.start.started_at
-
-
-def _closing_a_dropped_generator() -> bool:
-    """True when close() runs while a ``GeneratorExit`` is being handled because the SDK's stream
-    generators are being finalised after the app dropped them (the SDKs close the response in a
-    ``finally``), not because the app closed them: the app closing a stream that the SDK then closes
-    at once (google-genai's sync generator, cohere's: ``break``, then ``close()``) is ``client_closed``."""
-    return isinstance(sys.exc_info()[1], GeneratorExit) and not _closed_by_the_app()
 
 
 _GENERATORS = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
@@ -120,19 +112,25 @@ def _end(tap: Tap, attempt: Attempt, ending: Ending, exc: BaseException | None =
         _internal_error("end", own)
 
 
-def _dropped(tap: Tap, attempt: Attempt) -> None:
-    """The app dropped the response: perhaps inside the garbage collector, so only hand it off (no
-    lock, no logging; the clock read is plain)."""
+def _dropped(tap: Tap, attempt: Attempt, ending: Ending = Ending.DROPPED) -> None:
+    """An ending that may run inside the garbage collector: only handed off (no lock, no logging; the
+    clock read is plain)."""
     try:
         at = _clock()
     except Exception:
         at = attempt.observer.start.started_at
-    _handoff.defer(tap, attempt, Ending.DROPPED, at, None)
+    _handoff.defer(tap, attempt, ending, at, None)
 
 
 def _closed(tap: Tap, attempt: Attempt) -> None:
-    if _closing_a_dropped_generator():
-        _dropped(tap, attempt)
+    """``close()``. While a ``GeneratorExit`` is being handled, the SDK's stream generators are being
+    closed: by the app (``break`` then ``close()``: google-genai's and cohere's sync generators close
+    the response at once, ``client_closed``) or finalised because the app dropped them (the SDKs close
+    the response in a ``finally``: ``abandoned``), perhaps inside the garbage collector; which one is a
+    reading of the frames (:func:`_closed_by_the_app`), and either way the ending is only handed off,
+    so a misreading can never end an attempt inside the collector."""
+    if isinstance(sys.exc_info()[1], GeneratorExit):
+        _dropped(tap, attempt, Ending.CLOSED if _closed_by_the_app() else Ending.DROPPED)
     else:
         _end(tap, attempt, Ending.CLOSED)
 
@@ -208,6 +206,14 @@ def _collected(tap: Tap, attempt: Attempt) -> None:
     _dropped(tap, attempt)
 
 
+def watch_drop(body: object, tap: Tap, attempt: Attempt) -> None:
+    """End ``attempt`` as dropped (handed off) if ``body`` is garbage-collected before the attempt
+    ended: the httpx shells' wrapped stream, the aiohttp adapter's content proxy."""
+    finalizer = weakref.finalize(body, _collected, tap, attempt)
+    finalizer.atexit = False  # at exit nothing would drain it, and exit handlers must not end attempts
+    attempt.finalizer = finalizer
+
+
 class _Sending:
     """The bookkeeping around one observed send, shared by the sync and async entry points."""
 
@@ -235,6 +241,18 @@ class _Sending:
         self._leave()
         _end(self.tap, self.attempt, Ending.RAISED, exc)
 
+    def answered(self, status: int, raw_headers: Any) -> bool:
+        """The send is over with a response's status and headers (for clients other than httpx, whose
+        responses :meth:`responded` takes whole); ``False`` when llmtap failed and ended the attempt."""
+        self._leave()
+        try:
+            self.attempt.observer.on_response(status, raw_headers, _now(self.attempt))
+        except Exception as exc:
+            _internal_error("on_response", exc)
+            _end(self.tap, self.attempt, Ending.INTERNAL)
+            return False
+        return True
+
     def responded(self, response: Any, shell: type) -> None:
         self._leave()
         tap, attempt = self.tap, self.attempt
@@ -247,9 +265,7 @@ class _Sending:
                 tap.end(attempt, Ending.EOF, now)
                 return
             wrapped = shell(response.stream, tap, attempt)
-            finalizer = weakref.finalize(wrapped, _collected, tap, attempt)
-            finalizer.atexit = False  # at exit nothing would drain it, and exit handlers must not end attempts
-            attempt.finalizer = finalizer
+            watch_drop(wrapped, tap, attempt)
             response.stream = wrapped
         except Exception as exc:
             _internal_error("on_response", exc)

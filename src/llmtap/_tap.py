@@ -21,14 +21,14 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 from llmtap import _attributes, _handoff
 from llmtap._bounds import RecordBounds, sanitize
 from llmtap._calls import CURRENT_CALL, Call, call_record
-from llmtap._endpoints import PROVIDERS, EndpointMatcher
+from llmtap._endpoints import PROVIDERS, EndpointMatcher, UnobservedHosts, sdk_endpoint
 from llmtap._exporters._base import Sink
 from llmtap._log import internal_error
 from llmtap._metrics import INSTRUMENTS, Instrument
 from llmtap._observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._providers._base import RequestInfo
 from llmtap._record import AttemptRecord, AttemptStart, CallRecord, Usage
-from llmtap._request import UNKNOWN, info_from_body, info_from_options
+from llmtap._request import UNKNOWN, info_from_content, info_from_options
 from llmtap._settings import CHUNK_GAP_BUCKETS, Settings
 
 if TYPE_CHECKING:
@@ -110,6 +110,7 @@ class Tap:
         """``(address, port)`` of the ``/metrics`` server :func:`llmtap.instrument` started for this tap
         (``Settings.metrics_port``; port 0 picks a free one), ``None`` when it serves none."""
         self._matcher = EndpointMatcher(settings.base_urls, settings.provider_names, settings.match_any_host)
+        self._unobserved = UnobservedHosts()
         self._config = ObserverConfig(
             stall_threshold=settings.stall_threshold_seconds,
             gap_bounds=CHUNK_GAP_BUCKETS,
@@ -186,24 +187,30 @@ class Tap:
         if port is None:
             port = 443 if url.scheme == "https" else 80
         path = url.path
-        endpoint = self._matcher.match(url.host, port, path)
+        endpoint = self._matcher.lookup(url.host, port, path)
         if endpoint is None or otel_context.get_value(_SUPPRESS_KEYS[0]) or otel_context.get_value(_SUPPRESS_KEYS[1]):
             return None
         if self._excluded is not None and self._excluded.url_disabled(str(url)):
             return None
         call = CURRENT_CALL.get()
+        if not endpoint.observed:
+            if call is None or call.sdk is None:
+                self._unobserved.note(url.scheme, url.host, port, path, endpoint.provider)
+                return None
+            # sent from inside an official SDK's call: an LLM request whatever the host
+            endpoint = sdk_endpoint(endpoint, call.sdk)
         info = call.info if call is not None else None
         if info is None:
             try:
                 body = request.content
             except Exception:  # a streaming request body that was not read: nothing to learn
                 body = b""
-            info = info_from_body(body) if body else UNKNOWN
+            info = info_from_content(body) if body else UNKNOWN
         provider = endpoint.provider
         if info.model is None:
             path_model = provider.model_from_path(path)
             if path_model is not None:
-                stream = info.stream if info.stream is not None else path.endswith(":streamGenerateContent")
+                stream = info.stream if info.stream is not None else provider.stream_from_path(path)
                 info = RequestInfo(path_model, stream, info.max_tokens)
         started_at = time.perf_counter()
         if call is not None:
@@ -320,9 +327,10 @@ class Tap:
 
     # -- logical calls (the SDK hook) ------------------------------------------------------------
 
-    def new_call(self, options: Any) -> Call:
-        """A logical call for the SDK request described by ``options`` (its ``FinalRequestOptions``)."""
-        return Call(info_from_options(options))
+    def new_call(self, options: Any, sdk: str | None = None) -> Call:
+        """A logical call for the SDK request described by ``options`` (its ``FinalRequestOptions``);
+        ``sdk`` is the provider name of the SDK that sends it (its requests are observed on any host)."""
+        return Call(info_from_options(options), sdk)
 
     def call_ended(self, record: CallRecord) -> None:
         """A logical call ended: its record goes to every sink."""

@@ -152,7 +152,7 @@ class OtelMetricsExporter:
             attrs.update((name, value) for name, value in zip(self._attribute_keys, key[3:], strict=True) if value)
             self._base_attrs[key] = attrs
         # Start at zero the series the native exporter pre-creates, so rate()-based rules and
-        # "all 8 outcomes" panels see them before the first event of each kind.
+        # "all outcomes" panels see them before the first event of each kind.
         self._attempts.add(0, {**attrs, "status_code": "200"})
         for reason in ("429", "529"):
             self._retries.add(0, {**attrs, "reason": reason})

@@ -32,6 +32,8 @@ class Header(enum.IntEnum):
     """The provider's request id."""
     SERVER_TIME_MS = 5
     """Server processing time in milliseconds (``openai-processing-ms``)."""
+    ERROR_TYPE = 6
+    """The error's type, up to the first ``:`` (Bedrock's ``x-amzn-errortype``); the body's word wins."""
 
 
 class Output(enum.Enum):
@@ -167,6 +169,19 @@ class Provider(abc.ABC):
 
     def model_from_path(self, path: str) -> str | None:
         """The model when the API carries it in the URL path (Gemini, Azure deployments)."""
+        return None
+
+    def accepts_path(self, path: str) -> bool:
+        """Whether a path ending in one of :attr:`path_suffixes` is really this API (decided once per path)."""
+        return True
+
+    def stream_from_path(self, path: str) -> bool | None:
+        """Whether the request streams, when the API says so in the URL path (``None``: the body says)."""
+        return None
+
+    def event_from_frame(self, headers: dict[str, str], payload: bytes) -> tuple[bytes | None, bytes] | None:
+        """One AWS event-stream message as the ``(event, data)`` pair :meth:`on_event` takes (``None``: no
+        event). Only providers whose streams are event-stream framed (Bedrock) implement it."""
         return None
 
     @abc.abstractmethod

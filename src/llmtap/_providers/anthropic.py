@@ -107,7 +107,7 @@ class AnthropicMessages(Provider):
     operation = "chat"
     markers = (b"message_", b'"error"')
     input_includes_cache = False
-    path_suffixes = ("/messages",)
+    path_suffixes: tuple[str, ...] = ("/messages",)
     headers = HEADERS
     stop_reasons = frozenset(
         {

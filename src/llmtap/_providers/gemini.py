@@ -112,6 +112,9 @@ class Gemini(Provider):
         _, _, model = head.rpartition("/models/")
         return model or None
 
+    def stream_from_path(self, path: str) -> bool | None:
+        return path.endswith(":streamGenerateContent")
+
     def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> Output | None:
         if not data:
             return None

@@ -10,6 +10,7 @@ import contextlib
 import json
 import math
 import secrets
+import select
 import socket
 import string
 import threading
@@ -94,6 +95,8 @@ class Api:
 
     name: ClassVar[str] = "api"
     default_model: ClassVar[str] = "model"
+    stream_content_type: ClassVar[str] = "text/event-stream; charset=utf-8"
+    """What a stream is framed as (Bedrock: ``application/vnd.amazon.eventstream``)."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -138,6 +141,14 @@ class Api:
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         raise NotImplementedError
+
+    def error_headers(self, status: int) -> list[tuple[str, str]]:
+        """Headers only an error response carries (Bedrock's ``x-amzn-errortype``)."""
+        return []
+
+    def json_headers(self) -> list[tuple[str, str]]:
+        """Headers only a non-streaming success carries (Bedrock's invocation latency and token counts)."""
+        return []
 
     def json_body(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -201,6 +212,23 @@ class Exchange:
     def sleep(self, seconds: float) -> None:
         if seconds > 0 and self._stop.wait(seconds):
             raise Stopping
+
+    def wait_closed(self, cap: float) -> None:
+        """Wait until the client closes the connection (raises :class:`ClientGone`), at most ``cap``
+        seconds; the simulator's stop interrupts within a second."""
+        sock = self.handler.connection
+        deadline = time.perf_counter() + cap
+        while (left := deadline - time.perf_counter()) > 0:
+            if self._stop.is_set():
+                raise Stopping
+            try:
+                readable, _, _ = select.select([sock], [], [], min(left, 1.0))
+                if readable and not sock.recv(1, socket.MSG_PEEK):
+                    raise ClientGone("closed while stalled")
+            except OSError as exc:  # reset by the peer
+                raise ClientGone(type(exc).__name__) from exc
+            if readable:  # bytes from the client mid-response (none expected): do not spin on them
+                self.sleep(min(left, 0.05))
 
     def sleep_until(self, due: float) -> None:
         """Sleep until ``time.perf_counter() >= due`` (a wait may wake a little early)."""
@@ -313,7 +341,7 @@ def run(api: Api, ex: Exchange, retry_count: int) -> RunResult:
     if retry_count < sc.fail:
         ex.sleep(sc.headers_delay)
         status = sc.fail_status
-        hs = [("content-type", "application/json"), *retry_after_headers(sc)]
+        hs = [("content-type", "application/json"), *api.error_headers(status), *retry_after_headers(sc)]
         if status == 429 or status >= 500:
             hs.append(("x-should-retry", "true"))
         body = json_bytes(api.error_body(status, _fail_message(status)))
@@ -327,7 +355,7 @@ def run(api: Api, ex: Exchange, retry_count: int) -> RunResult:
     ex.start_stream(
         [
             *api.common_headers(),
-            ("content-type", "text/event-stream; charset=utf-8"),
+            ("content-type", api.stream_content_type),
             ("cache-control", "no-cache"),
         ],
         gzip=sc.gzip,
@@ -345,8 +373,12 @@ def run(api: Api, ex: Exchange, retry_count: int) -> RunResult:
     due = time.perf_counter()
     for i in range(n + 1):
         if i == sc.stall_at:
-            ex.sleep(sc.stall)
-            due += sc.stall
+            if sc.stall_until_closed:
+                ex.wait_closed(sc.stall)
+                due = time.perf_counter()
+            else:
+                ex.sleep(sc.stall)
+                due += sc.stall
         if i == err_at:
             ex.event(api.error_event())
             ex.end_stream()
@@ -378,16 +410,21 @@ def _run_unary(api: Api, ex: Exchange) -> RunResult:
     total = sc.headers_delay
     if sc.tokens:
         total += sc.ttft + sc.gap * (sc.tokens - 1)
-    if sc.stall_at is not None and sc.stall_at <= sc.tokens:
+    stalls = sc.stall_at is not None and sc.stall_at <= sc.tokens
+    if stalls and not sc.stall_until_closed:
         total += sc.stall
     ex.sleep(total)
+    if stalls and sc.stall_until_closed:
+        ex.wait_closed(sc.stall)
     base = api.common_headers()
     if sc.error_event_at is not None:
         status = api.error_status()
         body = json_bytes(api.error_body(status, _fail_message(status)))
-        ex.send_full(status, [*base, ("content-type", "application/json")], body, gzip=sc.gzip)
+        hs = [*base, *api.error_headers(status), ("content-type", "application/json")]
+        ex.send_full(status, hs, body, gzip=sc.gzip)
         return RunResult("error_status", "error_event_at on a non-streaming request")
     body = json_bytes(api.json_body())
+    base = [*base, *api.json_headers()]
     if sc.drop_at is not None:
         if sc.gzip:
             body = _gzip_all(body)

@@ -101,6 +101,9 @@ class Scenario:
     #: sleep ``stall`` seconds after ``stall_at`` deltas, then continue
     stall_at: int | None = None
     stall: float = 0.0
+    #: the stall lasts until the client closes the connection (``stall`` is then only a cap): the end
+    #: of the stream cannot arrive before the client leaves, however late it is scheduled
+    stall_until_closed: bool = False
     #: ``content-encoding: gzip`` (per-event sync-flushed when streaming)
     gzip: bool = False
     #: usage numbers
@@ -118,7 +121,9 @@ class Scenario:
     #: names the tool (``lookup``), the others are pieces of its JSON arguments (:meth:`tool_piece`)
     tool_call: bool = False
 
-    _FLAGS: ClassVar[frozenset[str]] = frozenset({"gzip", "no_stop", "fill", "count_input", "tool_call"})
+    _FLAGS: ClassVar[frozenset[str]] = frozenset(
+        {"gzip", "no_stop", "fill", "count_input", "stall_until_closed", "tool_call"}
+    )
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from ._anthropic import AnthropicMessages, anthropic_error_body
+from ._clouds import BEDROCK_PATH, VERTEX_PATH, BedrockInvoke, VertexRawPredict
 from ._cohere import CohereChat
 from ._exchange import (
     Api,
@@ -49,6 +50,12 @@ ROUTES: dict[str, type[Api]] = {
 #: routes matched by pattern, after the exact ones
 PATTERN_ROUTES: tuple[tuple[re.Pattern[str], str, type[Api]], ...] = (
     (GEMINI_PATH, "/v1beta/models/{model}:generateContent|streamGenerateContent", GeminiGenerate),
+    (BEDROCK_PATH, "/model/{model}/invoke|invoke-with-response-stream", BedrockInvoke),
+    (
+        VERTEX_PATH,
+        "/v1/projects/{p}/locations/{l}/publishers/anthropic/models/{model}:rawPredict|streamRawPredict",
+        VertexRawPredict,
+    ),
 )
 
 
@@ -77,7 +84,8 @@ class Served:
 
     path: str
     method: str
-    #: "anthropic" | "openai-chat" | "openai-responses" | "gemini" | "health" (GET /healthz) | "unknown"
+    #: "anthropic" | "openai-chat" | "openai-responses" | "gemini" | "bedrock" | "vertex" | "health" (GET /healthz)
+    #: | "unknown"
     api: str
     retry_count: int
     status: int
@@ -411,7 +419,13 @@ class Simulator:
             )
             model = scenario.model or api_cls.request_model(path, body_obj) or api_cls.default_model
             problem = problem or api_cls.request_problem(path, url.query, body_obj)
-            family = {AnthropicMessages: "anthropic", GeminiGenerate: "gemini"}.get(api_cls, "openai")
+            family = (
+                "anthropic"
+                if issubclass(api_cls, AnthropicMessages)
+                else "gemini"
+                if api_cls is GeminiGenerate
+                else "openai"
+            )
             ok = problem is None and retry_count >= scenario.fail
             rl = self._ratelimits.take(
                 family,

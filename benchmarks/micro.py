@@ -1,0 +1,171 @@
+"""Sub-microsecond figures of llmtap's pure pieces, with pyperf: a profiling aid, not a verdict.
+
+    python benchmarks/micro.py --fast                  # ~1 min; pyperf's own options (-o out.json, --rigorous)
+    python -m pyperf compare_to before.json after.json # what a change did
+
+What users pay is measured inside the real SDKs by ``benchmarks/sdk.py`` (``make bench``), which owns the
+targets; this file only resolves what that noise floor hides: per SSE event (one event per read, five per
+read, gzip), per attempt for each sink's ``end()``, the hand-off of a dropped stream, and the hook's cost
+on traffic that is not an LLM API. Every benchmark feeds the simulator's own renderers (no second copy of
+the wire format) and prints no PASS/FAIL.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Callable, Sequence
+
+import httpx2
+import pyperf
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import CollectorRegistry
+
+import llmtap
+from llmtap import _handoff
+from llmtap._endpoints import PROVIDERS
+from llmtap._exporters.otel_metrics import OtelMetricsExporter
+from llmtap._exporters.prometheus import PrometheusExporter
+from llmtap._exporters.tracing import TracingExporter
+from llmtap._observer import AttemptObserver, Ending, ObserverConfig
+from llmtap._record import AttemptRecord, AttemptStart
+from llmtap._settings import CHUNK_GAP_BUCKETS
+from llmtap.simulator._anthropic import AnthropicMessages
+from llmtap.simulator._exchange import Context, RateLimitSnapshot
+from llmtap.simulator._scenario import Scenario, delta_text
+
+PROVIDER = next(p for p in PROVIDERS if p.name == "anthropic" and p.operation == "chat")
+CONFIG = ObserverConfig(
+    stall_threshold=5.0, gap_bounds=CHUNK_GAP_BUCKETS, max_event_bytes=4 << 20, max_json_bytes=8 << 20
+)
+START = AttemptStart(
+    "anthropic", "chat", "claude-sonnet-4-6", "api.anthropic.com", 443, "/v1/messages", "POST", True, 4096, 0, None,
+    None, (), (), 0.0, 0,
+)  # fmt: skip
+HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"request-id", b"req_1")]
+GZIP_HEADERS = [*HEADERS, (b"content-encoding", b"gzip")]
+
+
+def stream_events(deltas: int) -> list[bytes]:
+    """One streamed Message as the simulator renders it, one bytes object per SSE event."""
+    now = time.time()
+    ctx = Context(
+        path="/v1/messages",
+        body={},
+        scenario=Scenario(tokens=deltas, input=472, cache_read=1024),
+        request_id="req_1",
+        model=START.request_model,
+        stream=True,
+        received_at=time.perf_counter(),
+        ratelimit=RateLimitSnapshot(4000, 3999, 2_400_000, 2_398_000, 2_000_000, 1_999_000, 400_000, 399_000, 7.0, now),
+    )
+    api = AnthropicMessages(ctx)
+    events = api.preamble_events() + [api.delta_event(i, delta_text(i)) for i in range(deltas)]
+    return events + api.close_events() + api.stop_events()
+
+
+def gzipped(events: Sequence[bytes]) -> list[bytes]:
+    compressor = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    chunks = [compressor.compress(e) + compressor.flush(zlib.Z_SYNC_FLUSH) for e in events]
+    chunks[-1] += compressor.flush(zlib.Z_FINISH)
+    return chunks
+
+
+def observer_time(chunks: Sequence[bytes], headers: list[tuple[bytes, bytes]]) -> Callable[[int], float]:
+    """Seconds for ``loops`` streams through a fresh observer, as the shells feed it."""
+
+    def run(loops: int) -> float:
+        clock = time.perf_counter
+        total = 0.0
+        for _ in range(loops):
+            observer = AttemptObserver(START, PROVIDER, CONFIG)
+            observer.on_response(200, headers, clock())
+            on_chunk = observer.on_chunk
+            t0 = clock()
+            for chunk in chunks:
+                on_chunk(chunk, clock())
+            observer.end(Ending.EOF, clock())
+            total += clock() - t0
+        return total
+
+    return run
+
+
+def a_record() -> AttemptRecord:
+    observer = AttemptObserver(START, PROVIDER, CONFIG)
+    observer.on_response(200, HEADERS, 0.0)
+    for i, event in enumerate(stream_events(40)):
+        observer.on_chunk(event, 0.001 * i)
+    record = observer.end(Ending.EOF, 0.05)
+    assert record is not None
+    return record
+
+
+def sink_time(sink: object, record: AttemptRecord) -> Callable[[int], float]:
+    start, end = sink.start, sink.end  # type: ignore[attr-defined]
+
+    def run(loops: int) -> float:
+        clock = time.perf_counter
+        t0 = clock()
+        for _ in range(loops):
+            end(record, start(START))
+        return clock() - t0
+
+    return run
+
+
+def passthrough_time() -> Callable[[int], float]:
+    tap = llmtap.Tap(llmtap.Settings(metrics=False, traces=False, otel_metrics=False))
+    request = httpx2.Request("GET", "https://api.github.com/repos/octo/hello/issues", headers={"accept": "*/*"})
+    assert tap.begin(request) is None  # not an LLM API: the hook passes it through
+
+    def run(loops: int) -> float:
+        begin = tap.begin
+        t0 = time.perf_counter()
+        for _ in range(loops):
+            begin(request)
+        return time.perf_counter() - t0
+
+    return run
+
+
+def handoff_time() -> Callable[[int], float]:
+    """What a dropped stream costs inside the garbage collector: one hand-off (drained outside the timing)."""
+    tap = llmtap.Tap(llmtap.Settings(metrics=False, traces=False, otel_metrics=False))
+
+    def run(loops: int) -> float:
+        attempts = [tap.begin(httpx2.Request("POST", "https://api.anthropic.com/v1/messages")) for _ in range(loops)]
+        t0 = time.perf_counter()
+        for attempt in attempts:
+            _handoff.defer(tap, attempt, Ending.DROPPED, 0.0, None)  # type: ignore[arg-type]
+        elapsed = time.perf_counter() - t0
+        _handoff.drain()
+        return elapsed
+
+    return run
+
+
+def main() -> None:
+    runner = pyperf.Runner()
+    events = stream_events(2000)
+    n = len(events)
+    runner.bench_time_func("observer, per event (1 event per read)", observer_time(events, HEADERS), inner_loops=n)
+    fives = [b"".join(events[i : i + 5]) for i in range(0, n, 5)]
+    runner.bench_time_func("observer, per event (5 events per read)", observer_time(fives, HEADERS), inner_loops=n)
+    runner.bench_time_func("observer, per event (gzip)", observer_time(gzipped(events), GZIP_HEADERS), inner_loops=n)
+    record = a_record()
+    sinks = {
+        "prometheus": PrometheusExporter(CollectorRegistry()),
+        "otel metrics": OtelMetricsExporter(MeterProvider(metric_readers=[InMemoryMetricReader()])),
+        "spans": TracingExporter(TracerProvider()),
+    }
+    for name, sink in sinks.items():
+        runner.bench_time_func(f"sink end(), per attempt: {name}", sink_time(sink, record))
+    runner.bench_time_func("hook on non-LLM traffic, per request", passthrough_time())
+    runner.bench_time_func("hand-off of a dropped stream (in the collector)", handoff_time())
+
+
+if __name__ == "__main__":
+    main()

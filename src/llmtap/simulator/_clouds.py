@@ -1,0 +1,210 @@
+"""Claude on AWS Bedrock (``/model/{model}/invoke``, ``/invoke-with-response-stream``) and on Google
+Vertex AI (``…/publishers/anthropic/models/{model}:rawPredict``, ``:streamRawPredict``).
+
+Both carry the Anthropic Messages API inside another cloud's envelope, so both reuse
+:class:`AnthropicMessages`' events and bodies:
+
+* **Bedrock** streams AWS event-stream binary messages (``application/vnd.amazon.eventstream``):
+  each Anthropic event's JSON is base64-encoded into ``{"bytes": ..., "p": <padding>}`` in an
+  ``event`` message of ``:event-type`` ``chunk``; ``message_stop`` carries
+  ``amazon-bedrock-invocationMetrics``. A mid-stream error is an ``exception`` message
+  (``:exception-type``, e.g. ``serviceUnavailableException`` for ``overloaded_error``). There is no
+  ``ping`` (the decoder would pass it on; Bedrock does not send one). Error statuses carry
+  ``{"message": ...}`` and ``x-amzn-errortype``; headers are ``x-amzn-requestid`` and, on
+  non-streaming responses, ``x-amzn-bedrock-invocation-latency`` and the token-count headers. No
+  rate-limit headers (Bedrock sends none).
+* **Vertex** streams SSE exactly like the Anthropic API, with no ``anthropic-ratelimit-*`` or
+  ``request-id`` headers; a 429 comes from Google's front end (``{"error": {"code", "message",
+  "status": "RESOURCE_EXHAUSTED"}}``), other errors (529 ``overloaded_error``) from Claude.
+
+The model is URL-decoded from the path; ``Served.model`` records it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import struct
+import zlib
+from typing import Any, ClassVar
+from urllib.parse import unquote
+
+from ._anthropic import AnthropicMessages
+from ._exchange import json_bytes, rand_id
+from ._gemini import google_error_body
+
+__all__ = [
+    "BEDROCK_PATH",
+    "VERTEX_PATH",
+    "BedrockInvoke",
+    "VertexRawPredict",
+    "encode_event_stream_message",
+]
+
+BEDROCK_PATH = re.compile(r"^/model/([^/]+)/(invoke|invoke-with-response-stream)$")
+VERTEX_PATH = re.compile(
+    r"^(?:/v1)?/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/([^/:]+):(rawPredict|streamRawPredict)$"
+)
+
+# Scenario.error_type -> the Bedrock exception a stream fails with
+_EXCEPTIONS: dict[str, str] = {
+    "overloaded_error": "serviceUnavailableException",
+    "api_error": "internalServerException",
+    "rate_limit_error": "throttlingException",
+    "invalid_request_error": "validationException",
+}
+# HTTP status -> x-amzn-errortype of an error response
+_ERROR_TYPES: dict[int, str] = {
+    400: "ValidationException",
+    403: "AccessDeniedException",
+    404: "ResourceNotFoundException",
+    408: "ModelTimeoutException",
+    429: "ThrottlingException",
+    500: "InternalServerException",
+    503: "ServiceUnavailableException",
+}
+
+
+def _string_header(name: str, value: str) -> bytes:
+    raw_name, raw_value = name.encode(), value.encode()
+    return bytes([len(raw_name)]) + raw_name + b"\x07" + struct.pack(">H", len(raw_value)) + raw_value
+
+
+def encode_event_stream_message(headers: dict[str, str], payload: bytes) -> bytes:
+    """One AWS event-stream message (string headers only), CRCs included."""
+    raw_headers = b"".join(_string_header(k, v) for k, v in headers.items())
+    total = 12 + len(raw_headers) + len(payload) + 4
+    prelude = struct.pack(">II", total, len(raw_headers))
+    prelude += struct.pack(">I", zlib.crc32(prelude))
+    message = prelude + raw_headers + payload
+    return message + struct.pack(">I", zlib.crc32(message))
+
+
+def _sse_data(sse: bytes) -> bytes:
+    """The JSON of one ``event: …\\ndata: …\\n\\n`` block."""
+    for line in sse.split(b"\n"):
+        if line.startswith(b"data: "):
+            return line[6:]
+    raise ValueError("no data line")
+
+
+def _chunk(data: bytes) -> bytes:
+    # Bedrock pads each chunk with a random-length "p" field (so lengths do not leak content)
+    payload = json_bytes({"bytes": base64.b64encode(data).decode(), "p": rand_id(1 + len(data) % 17)})
+    return encode_event_stream_message(
+        {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}, payload
+    )
+
+
+def _path_model(pattern: re.Pattern[str], path: str) -> str | None:
+    match = pattern.match(path)
+    return unquote(match.group(1)) if match else None
+
+
+class BedrockInvoke(AnthropicMessages):
+    name: ClassVar[str] = "bedrock"
+    stream_content_type: ClassVar[str] = "application/vnd.amazon.eventstream"
+
+    @classmethod
+    def request_model(cls, path: str, body: dict[str, Any]) -> str | None:
+        return _path_model(BEDROCK_PATH, path)
+
+    @classmethod
+    def request_stream(cls, path: str, query: str, body: dict[str, Any]) -> bool:
+        return path.endswith("/invoke-with-response-stream")
+
+    @classmethod
+    def request_problem(cls, path: str, query: str, body: dict[str, Any]) -> str | None:
+        if "model" in body or "stream" in body:
+            return "Bedrock takes the model and the streaming choice from the URL, not the body"
+        if not isinstance(body.get("anthropic_version"), str):
+            return "anthropic_version is required"
+        return None
+
+    def common_headers(self) -> list[tuple[str, str]]:
+        return [("x-amzn-requestid", self.ctx.request_id)]
+
+    def error_headers(self, status: int) -> list[tuple[str, str]]:
+        return [
+            ("x-amzn-errortype", _ERROR_TYPES.get(status, "InternalServerException") + ":http://internal.amazon.com/")
+        ]
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        return {"message": message}
+
+    def error_status(self) -> int:
+        return {"overloaded_error": 503, "rate_limit_error": 429, "invalid_request_error": 400}.get(
+            self.ctx.scenario.error_type, 500
+        )
+
+    def json_headers(self) -> list[tuple[str, str]]:
+        sc = self.ctx.scenario
+        latency = 1 + round(sc.ttft * 1000 + sc.gap * 1000 * max(sc.tokens - 1, 0))
+        return [
+            ("x-amzn-bedrock-invocation-latency", str(latency)),
+            ("x-amzn-bedrock-input-token-count", str(sc.input)),
+            ("x-amzn-bedrock-output-token-count", str(sc.tokens)),
+            ("x-amzn-bedrock-cache-read-input-token-count", str(sc.cache_read)),
+            ("x-amzn-bedrock-cache-write-input-token-count", str(sc.cache_write)),
+        ]
+
+    def preamble_events(self) -> list[bytes]:
+        return [_chunk(_sse_data(sse)) for sse in super().preamble_events() if not sse.startswith(b"event: ping")]
+
+    def delta_event(self, index: int, text: str) -> bytes:
+        return _chunk(_sse_data(super().delta_event(index, text)))
+
+    def error_event(self) -> bytes:
+        kind = _EXCEPTIONS.get(self.ctx.scenario.error_type, "modelStreamErrorException")
+        return encode_event_stream_message(
+            {":exception-type": kind, ":content-type": "application/json", ":message-type": "exception"},
+            json_bytes({"message": "The system encountered an unexpected error during processing. (simulated)"}),
+        )
+
+    def close_events(self) -> list[bytes]:
+        return [_chunk(_sse_data(sse)) for sse in super().close_events()]
+
+    def stop_events(self) -> list[bytes]:
+        delta, _stop = super().stop_events()
+        sc = self.ctx.scenario
+        stop = {
+            "type": "message_stop",
+            "amazon-bedrock-invocationMetrics": {
+                "inputTokenCount": sc.input,
+                "outputTokenCount": sc.tokens,
+                "invocationLatency": 1 + round(sc.ttft * 1000 + sc.gap * 1000 * max(sc.tokens - 1, 0)),
+                "firstByteLatency": 1 + round(sc.ttft * 1000),
+            },
+        }
+        return [_chunk(_sse_data(delta)), _chunk(json.dumps(stop, separators=(",", ":")).encode())]
+
+
+class VertexRawPredict(AnthropicMessages):
+    name: ClassVar[str] = "vertex"
+
+    @classmethod
+    def request_model(cls, path: str, body: dict[str, Any]) -> str | None:
+        return _path_model(VERTEX_PATH, path)
+
+    @classmethod
+    def request_stream(cls, path: str, query: str, body: dict[str, Any]) -> bool:
+        return path.endswith(":streamRawPredict")
+
+    @classmethod
+    def request_problem(cls, path: str, query: str, body: dict[str, Any]) -> str | None:
+        if "model" in body:
+            return "Vertex takes the model from the URL, not the body"
+        if not isinstance(body.get("anthropic_version"), str):
+            return "anthropic_version is required"
+        if (body.get("stream") is True) != path.endswith(":streamRawPredict"):
+            return "stream in the body and the URL's method disagree"
+        return None
+
+    def common_headers(self) -> list[tuple[str, str]]:
+        return []
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        if status == 429:
+            return google_error_body(429, message, self.ctx.scenario.retry_after)
+        return super().error_body(status, message)

@@ -1,0 +1,196 @@
+"""An observed stream the app abandons in a reference cycle is found by the garbage collector, on
+whatever thread happens to allocate, possibly while that thread holds a lock llmtap's ending takes
+(prometheus-client's ``labels()`` allocates a child while holding its metric's lock; a sink has its
+own). Nothing of llmtap's ending may run inside the collector: ``gc.collect()`` holding any such lock
+must return, and the attempt must still be counted, exactly once, at the next scrape.
+
+Each case runs the collection on a thread with a join timeout (``LLMTAP_GC_STALL`` seconds, default
+60: a deadlock is forever, so the timeout only has to be generous), and on a hang reports that
+thread's stack, then releases the lock from outside so the process (and its collector) recovers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import sys
+import threading
+import traceback
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import anthropic
+import httpx2
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import CollectorRegistry
+
+import llmtap
+from llmtap import Outcome
+from llmtap._record import AttemptRecord, AttemptStart, CallRecord
+from llmtap._tap import Tap
+from llmtap.simulator import Scenario, Simulator
+from tests._gcwatch import InsideGc
+
+STALL = float(os.environ.get("LLMTAP_GC_STALL", "60"))
+REQUEST: dict[str, Any] = {"model": "claude-gc", "max_tokens": 64, "messages": [{"role": "user", "content": "x"}]}
+# the server pauses after 3 deltas: the app leaves before the stream can have ended
+SCENARIO = Scenario(tokens=20, stall_at=3, stall=2.0)
+
+
+class LockedSink:
+    """A sink as an app might write one: a plain (non-reentrant) lock, allocation under it."""
+
+    name = "locked"
+
+    def __init__(self, inside: InsideGc) -> None:
+        self.lock = threading.Lock()
+        self.records: list[AttemptRecord] = []
+        self.calls: list[CallRecord] = []
+        self.inside_gc = 0
+        self._inside = inside
+
+    def start(self, attempt: AttemptStart) -> object:
+        return None
+
+    def end(self, record: AttemptRecord, state: object) -> None:
+        inside = self._inside.now()
+        with self.lock:
+            self.records.append(record)
+            self.inside_gc += inside
+
+    def call_end(self, record: CallRecord) -> None:
+        with self.lock:
+            self.calls.append(record)
+
+    def close(self) -> None:
+        pass
+
+
+def _abandon_unread(client: anthropic.Anthropic) -> weakref.ref[Any]:
+    """The app asks for a stream and drops it unread, in a cycle: only the cyclic collector finds it
+    (nothing closes the response, so only llmtap's finaliser can end the attempt)."""
+    stream = client.messages.create(**REQUEST, stream=True, extra_headers=SCENARIO.headers())
+    holder: list[Any] = [stream]
+    holder.append(holder)
+    return weakref.ref(stream)
+
+
+def _abandon_partly_read(client: anthropic.Anthropic) -> weakref.ref[Any]:
+    """The app reads two events and drops the stream and its iterator in a cycle: the collector also
+    finalises the SDK's generator, whose ``finally`` closes the response (so llmtap's ``close()``)."""
+    stream = client.messages.create(**REQUEST, stream=True, extra_headers=SCENARIO.headers())
+    events = iter(stream)
+    next(events)
+    next(events)
+    holder: list[Any] = [stream, events]
+    holder.append(holder)
+    return weakref.ref(stream)
+
+
+SHAPES: dict[str, Callable[[anthropic.Anthropic], weakref.ref[Any]]] = {
+    "unread": _abandon_unread,
+    "partly_read": _abandon_partly_read,
+}
+# locks on the ending path a collecting thread may hold (None: it holds none). tests/test_handoff.py
+# holds each of llmtap's and its libraries' locks with a raw httpx response; these are the SDK's
+# shapes (the partly-read one is closed by the SDK generator's ``finally``) and an app's sink lock.
+LOCKS: dict[str, Callable[[Tap, LockedSink], Any] | None] = {
+    "no_lock": None,
+    "sink_lock": lambda tap, sink: sink.lock,
+    "call_duration_labels_lock": lambda tap, sink: tap.prometheus.call_duration._lock,  # type: ignore[union-attr]
+}
+
+
+def _sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    """One scrape (which is also when queued endings are counted, at the latest)."""
+    total = 0.0
+    for metric in registry.collect():
+        for s in metric.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                total += s.value
+    return total
+
+
+@pytest.fixture
+def inside() -> Iterator[InsideGc]:
+    with InsideGc().installed() as watch:
+        yield watch
+
+
+def _collect_holding(lock: Any) -> tuple[threading.Thread, list[BaseException]]:
+    """``gc.collect()`` on a new thread while it holds ``lock`` (if any)."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            if lock is None:
+                gc.collect()
+                return
+            lock.acquire()
+            try:
+                gc.collect()
+            finally:
+                with contextlib.suppress(RuntimeError):  # released from outside to recover from a hang
+                    lock.release()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name="collector", daemon=True)
+    thread.start()
+    return thread, errors
+
+
+@pytest.mark.parametrize("lock_name", list(LOCKS))
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_abandoned_stream_is_ended_outside_the_collector(
+    sim: Simulator, inside: InsideGc, shape: str, lock_name: str
+) -> None:
+    registry = CollectorRegistry()
+    sink = LockedSink(inside)
+    tap = Tap(
+        llmtap.Settings(base_urls=(sim.base_url,), otel_metrics=False),
+        registry=registry,
+        tracer_provider=TracerProvider(),
+        sinks=[sink],
+    )
+    http = httpx2.Client(transport=llmtap.wrap_transport(httpx2.HTTPTransport(), tap))
+    client = anthropic.Anthropic(api_key="k", base_url=sim.base_url, max_retries=0, http_client=http)
+    getter = LOCKS[lock_name]
+    lock = None if getter is None else getter(tap, sink)
+    try:
+        gc.disable()  # no automatic collection between the abandonment and ours
+        try:
+            stream = SHAPES[shape](client)
+            # positive control: the stream is garbage that only the cyclic collector can find
+            assert stream() is not None
+            assert sink.records == []
+            thread, errors = _collect_holding(lock)
+            thread.join(STALL)
+            if thread.is_alive():
+                frame = sys._current_frames().get(thread.ident or 0)
+                stack = "".join(traceback.format_stack(frame)) if frame is not None else "?"
+                if lock is not None:
+                    lock.release()  # recover: the stuck thread was waiting for the lock it holds
+                thread.join(STALL)
+                pytest.fail(
+                    f"gc.collect() holding {lock_name} did not return in {STALL:.0f} s: llmtap ended the "
+                    f"abandoned attempt inside the garbage collector and waited for that lock. "
+                    f"The collecting thread's stack:\n{stack}"
+                )
+        finally:
+            gc.enable()
+        assert errors == []
+        assert stream() is None  # the collection found it
+        outcomes = _sample(registry, "llmtap_streams_total", outcome=Outcome.ABANDONED.value)
+        assert sink.inside_gc == 0, "llmtap called a sink from inside the garbage collector"
+        assert [r.outcome for r in sink.records] == [Outcome.ABANDONED]
+        assert outcomes == 1
+        assert _sample(registry, "llmtap_attempts_total") == 1
+        assert _sample(registry, "llmtap_streams_in_flight") == 0
+        assert len(sink.calls) == 1
+    finally:
+        client.close()
+        tap.close()
