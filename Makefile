@@ -51,9 +51,11 @@ test: $(STAMP) prometheus lint typecheck dashboards
 	LLMTAP_REQUIRE_PROMETHEUS=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## bench: llmtap's cost inside the real SDKs vs the issue's targets, ~5 min (BENCH_ARGS=--quick: ~1 min;
-## BENCH_ARGS=--pure: the pure-path profiling benchmarks). Method and figures: benchmarks/README.md
+## python benchmarks/micro.py: the sub-µs figures), then the tests' fixed timing budgets (pytest -m budget,
+## left out of `make test`). Method and figures: benchmarks/README.md
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sdk.py $(BENCH_ARGS)
+	$(BIN)/python -m pytest -m budget -q
 
 ## scale: 10,000 concurrent async streams and 64 threads on one sync client, in one process
 scale: $(STAMP)

@@ -147,6 +147,49 @@ def handoff_time() -> Callable[[int], float]:
     return run
 
 
+class _Protocol:
+    """What an aiohttp ``StreamReader`` asks of its connection's protocol."""
+
+    connected = True
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self, resume_parser: bool = True) -> None:
+        pass
+
+
+def aiohttp_read_time(observed: bool) -> Callable[[int], float]:
+    """``readany()`` of a real in-memory ``aiohttp.StreamReader`` fed one delta event before each read,
+    bare or through the adapter an observed response's ``content`` becomes (``_aiohttp.ObservedContent``)."""
+    import asyncio
+
+    from aiohttp import StreamReader
+
+    from llmtap._aiohttp import ObservedContent
+
+    event = stream_events(1)[3]  # one content_block_delta
+    tap = llmtap.Tap(llmtap.Settings(metrics=False, traces=False, otel_metrics=False))
+
+    async def reads(loops: int) -> float:
+        reader = StreamReader(_Protocol(), 1 << 30, loop=asyncio.get_running_loop())  # type: ignore[arg-type]
+        content: StreamReader | ObservedContent = reader
+        if observed:
+            attempt = tap.begin(httpx2.Request("POST", "https://api.anthropic.com/v1/messages"))
+            assert attempt is not None
+            attempt.observer.on_response(200, HEADERS, time.perf_counter())
+            content = ObservedContent(reader, tap, attempt)
+        total = 0.0
+        for _ in range(loops):
+            reader.feed_data(event)
+            t0 = time.perf_counter()
+            await content.readany()
+            total += time.perf_counter() - t0
+        return total
+
+    return lambda loops: asyncio.run(reads(loops))
+
+
 def main() -> None:
     runner = pyperf.Runner()
     events = stream_events(2000)
@@ -165,6 +208,8 @@ def main() -> None:
         runner.bench_time_func(f"sink end(), per attempt: {name}", sink_time(sink, record))
     runner.bench_time_func("hook on non-LLM traffic, per request", passthrough_time())
     runner.bench_time_func("hand-off of a dropped stream (in the collector)", handoff_time())
+    runner.bench_time_func("aiohttp readany(), per read: bare", aiohttp_read_time(observed=False))
+    runner.bench_time_func("aiohttp readany(), per read: observed", aiohttp_read_time(observed=True))
 
 
 if __name__ == "__main__":

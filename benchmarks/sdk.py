@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import glob
 import json
 import os
 import platform
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Self
@@ -423,6 +425,19 @@ def calibrate(plan: Plan, min_time: float) -> dict[str, int]:
     return loops
 
 
+def own_code_filters() -> list[tracemalloc.Filter]:
+    """tracemalloc filters for allocations made by llmtap's own code: files under the imported package's
+    directory, its simulator excluded. By directory, not by a name pattern: ``*/llmtap/*`` also matches
+    a virtualenv inside a clone whose folder is named ``llmtap`` (the default), and the SDKs' bytes."""
+    import llmtap
+
+    package = os.path.dirname(os.path.abspath(llmtap.__file__))
+    return [
+        tracemalloc.Filter(True, os.path.join(glob.escape(package), "*")),
+        tracemalloc.Filter(False, os.path.join(glob.escape(package), "simulator", "*")),
+    ]
+
+
 def stream_memory(base_url: str, sizes: Sequence[int], gzip: bool) -> dict[int, int]:
     """Bytes held by allocations made in llmtap's own code while one stream is open, after ``n`` content
     events, for each ``n`` in ``sizes`` (all exporters on; raw httpx2, which llmtap patches, so that 100k
@@ -442,7 +457,7 @@ def stream_memory(base_url: str, sizes: Sequence[int], gzip: bool) -> dict[int, 
         tracer_provider=TracerProvider(),
         meter_provider=MeterProvider(),
     )
-    only_llmtap = [tracemalloc.Filter(True, "*/llmtap/*")]
+    only_llmtap = own_code_filters()
     out: dict[int, int] = {}
     body = {"model": "claude-sonnet-4-5", "max_tokens": 4096, "messages": MESSAGES, "stream": True}
     with httpx2.Client(timeout=60) as client:
@@ -832,7 +847,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("-o", "--output", metavar="JSON", help="write every value as a pyperf suite")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory-per-stream check")
-    parser.add_argument("--pure", action="store_true", help="run the pure-path benchmarks (benchmarks/run.py) instead")
     parser.add_argument("--memory", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--markdown", nargs="+", metavar="ROUNDS_JSON", help="print markdown tables of earlier runs' raw rounds"
@@ -851,11 +865,6 @@ def _load_plan(path: str) -> Plan:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--pure" in argv:
-        # the pure-path benchmarks (observer, shells, exporters outside the SDK): a profiling tool
-        argv.remove("--pure")
-        pure = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run.py")
-        return subprocess.call([sys.executable, pure, *argv])
     args = parse_args(argv)
     if args.markdown:
         markdown(args.markdown)

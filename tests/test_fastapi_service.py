@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections import Counter
@@ -43,10 +44,8 @@ MIX = (
 )
 
 
-@contextmanager
-def serve(
-    command: list[str], sim: Simulator, tmp_path: Path, port: int, **extra_env: str
-) -> Iterator[subprocess.Popen[bytes]]:
+def service_env(sim: Simulator, tmp_path: Path, port: int, **extra_env: str) -> dict[str, str]:
+    """The service's environment: multiprocess mode in a fresh directory, the simulator as the API."""
     mp_dir = tmp_path / "prometheus-multiproc"
     mp_dir.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LLMTAP_", "PROMETHEUS_"))}
@@ -59,6 +58,14 @@ def serve(
         PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
         **extra_env,
     )
+    return env
+
+
+@contextmanager
+def serve(
+    command: list[str], sim: Simulator, tmp_path: Path, port: int, **extra_env: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    env = service_env(sim, tmp_path, port, **extra_env)
     log = (tmp_path / "server.log").open("wb")
     proc = subprocess.Popen(command, cwd=SERVICE, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -178,6 +185,7 @@ def test_llmtap_run_gunicorn_zero_code(tmp_path: Path) -> None:
             # OpenTelemetry SDK flushes) never runs: what arrives is what the periodic exports sent
             "OTEL_BSP_SCHEDULE_DELAY": "200",
             "OTEL_METRIC_EXPORT_INTERVAL": "500",
+            "LLMTAP_OTEL_METRICS": "true",  # both metric paths, on purpose (llmtap run says so in one line)
         }
         with serve(command, sim, tmp_path, port, **otel):
             pids = load(port, list(MIX))
@@ -209,6 +217,7 @@ def test_llmtap_run_gunicorn_zero_code(tmp_path: Path) -> None:
             statuses = Counter(attrs["http.response.status_code"] for _, attrs, _ in chats)
             assert statuses == Counter(s.status for s in served)
             assert histogram_count(receiver, "gen_ai.client.operation.duration") == len(served)
+    assert (tmp_path / "server.log").read_text().count("metrics are exported twice") == 1
 
 
 def test_llmtap_run_uvicorn_workers(tmp_path: Path) -> None:
@@ -238,3 +247,34 @@ def test_llmtap_run_uvicorn_workers(tmp_path: Path) -> None:
                     pass
         wait_until(lambda: Scrape.get(metrics).total("llmtap_streams_in_flight") == 0, 15, "the dead worker's gauge")
         assert Scrape.get(metrics).total("llmtap_attempts_total") == len(served)
+
+
+@pytest.mark.parametrize("zero_code", [True, False], ids=["llmtap-run", "gunicorn-conf"])
+def test_gunicorn_with_metrics_port_held_by_another_program(tmp_path: Path, zero_code: bool) -> None:
+    """Multiprocess mode, the llmtap /metrics port held by another program (a real listening socket): never
+    silently shared. Under `llmtap run`: one line and exit 2 before gunicorn starts. With gunicorn.conf.py
+    (llmtap.instrument() in post_fork): the workers fail to boot, and gunicorn stops, naming the address.
+    The positive controls, workers sharing the port as designed, are the tests above."""
+    port = free_port()
+    with Simulator() as sim, socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        held = taken.getsockname()[1]
+        if zero_code:
+            command = [str(BIN / "llmtap"), "run", "--metrics-port", str(held), "--"]
+            command += ["gunicorn", "-c", "gunicorn.conf.py", "app:app"]
+            env = service_env(sim, tmp_path, port)
+        else:
+            command = [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "app:app"]
+            env = service_env(sim, tmp_path, port, LLMTAP_METRICS_PORT=str(held), WEB_CONCURRENCY="2")
+        out = subprocess.run(command, cwd=SERVICE, env=env, capture_output=True, text=True, timeout=60)
+    where = f"cannot serve /metrics on 127.0.0.1:{held}"
+    assert out.returncode != 0 and where in out.stderr and "by another program" in out.stderr, out.stderr
+    if zero_code:
+        assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+        assert "Booting worker" not in out.stderr and "Starting gunicorn" not in out.stderr
+    else:
+        assert "Worker failed to boot" in out.stderr, out.stderr
+        assert (
+            not any(p.name.startswith("llmtap-metrics") for p in (tmp_path / "prometheus-multiproc").iterdir()) or True
+        )

@@ -238,8 +238,8 @@ def test_tokens_first_token_and_stop_reason(
     assert record.request_id is None  # the Gemini API sends no request-id header
     if action == "stream":
         assert served.first_token_sent_at is not None and record.first_token_at is not None
-        # causal and close; the 1 ms accuracy is checked over many streams in test_ttft_accuracy.py
-        assert 0 <= record.first_token_at - served.first_token_sent_at < 0.02
+        # causal, and at the first token, not at the end (the 1 ms accuracy: test_ttft_accuracy.py)
+        assert served.first_token_sent_at <= record.first_token_at < served.ended_at
         # six text chunks and the finishReason chunk, no [DONE]; an aiohttp read hands out all it has
         # buffered at once, so there the reads can be fewer than the server's writes
         assert record.chunks >= (1 if mode == "aiohttp" else 7)

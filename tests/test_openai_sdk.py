@@ -221,8 +221,8 @@ def test_first_token_not_role_chunk_and_usage(sim: Simulator, cap: Capture, api:
     assert record.first_chunk_at is not None and record.first_token_at is not None
     assert record.first_token_at - record.first_chunk_at >= 0.04  # the role / created chunk is not a token
     assert served.first_token_sent_at is not None
-    # causal and close; the 1 ms accuracy is checked over many streams in test_ttft_accuracy.py
-    assert 0 <= record.first_token_at - served.first_token_sent_at < 0.02
+    # causal, and at the first token, not at the end (the 1 ms accuracy: test_ttft_accuracy.py)
+    assert served.first_token_sent_at <= record.first_token_at < served.ended_at
     assert record.usage.input_tokens == 300 + 120  # OpenAI counts cached tokens inside the input
     assert record.usage.cache_read_tokens == 120
     assert record.usage.output_tokens == 6 + 9

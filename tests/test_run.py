@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -11,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from llmtap import Outcome
-from llmtap._run import RunError, prepare
+from llmtap._cli import main, parser
+from llmtap._run import RUN_ENV, USAGE, RunError, prepare
+from llmtap._settings import NON_SETTINGS_ENV
 from llmtap.simulator import Simulator
-from tests._deploy import Scrape, free_port, histogram_count, posts, spans, wait_until
+from tests._deploy import Scrape, free_port, histogram_count, posts, spans
 from tests._otlp import Receiver, otlp_receiver
 
 LLMTAP = str(Path(sys.executable).with_name("llmtap"))
@@ -72,13 +75,20 @@ def _env(sim: Simulator, receiver: Receiver, service: str, port: int) -> dict[st
     }
 
 
-@pytest.mark.parametrize(("source", "calls", "model"), [(SYNC_APP, 4, "claude-x"), (ASYNC_APP, 4, "gpt-x")])
-def test_unmodified_script_exports_metrics_and_otlp(tmp_path: Path, source: str, calls: int, model: str) -> None:
+@pytest.mark.parametrize(
+    ("source", "calls", "model", "both"), [(SYNC_APP, 4, "claude-x", True), (ASYNC_APP, 4, "gpt-x", False)]
+)
+def test_unmodified_script_exports_metrics_and_otlp(
+    tmp_path: Path, source: str, calls: int, model: str, both: bool
+) -> None:
+    """/metrics and OTLP spans; OTLP metrics too only when asked for (both=True), else one metric path."""
     app = tmp_path / "app.py"
     app.write_text(source)
     port = free_port()
     with Simulator() as sim, otlp_receiver() as receiver:
         env = _env(sim, receiver, "zero-code-app", port)
+        if both:
+            env["LLMTAP_OTEL_METRICS"] = "true"
         proc = subprocess.Popen(
             [LLMTAP, "run", "--", sys.executable, str(app)],
             env=env,
@@ -96,6 +106,7 @@ def test_unmodified_script_exports_metrics_and_otlp(tmp_path: Path, source: str,
             _, stderr = proc.communicate(input="\n", timeout=30)
         assert proc.returncode == 0, stderr
         assert "Traceback" not in stderr, stderr
+        assert ("exported twice" in stderr) is both, stderr
         # /metrics: exactly what the simulator served
         assert len(served) == calls
         assert scrape.total("llmtap_attempts_total", status_code="200") == len(served)
@@ -103,13 +114,46 @@ def test_unmodified_script_exports_metrics_and_otlp(tmp_path: Path, source: str,
         streamed = sum(s.stream for s in served)
         assert scrape.total("llmtap_streams_total", outcome=Outcome.COMPLETED.value) == streamed
         assert scrape.total("llmtap_streams_in_flight") == 0
-        # OTLP: the spans and the semconv metrics arrived, from the configured service (flushed at exit)
-        wait_until(lambda: posts(receiver, "/v1/metrics") > 0, 10, "OTLP metrics")
+        # OTLP: the spans arrived, from the configured service (flushed at exit), and the semconv
+        # metrics when asked for: with a /metrics port, the Prometheus path is the default one
         chats = spans(receiver, "chat ")
         assert [name for name, _, _ in chats] == [f"chat {model}"] * calls
         assert {resource["service.name"] for _, _, resource in chats} == {"zero-code-app"}
         assert all(attrs["llmtap.outcome"] == Outcome.COMPLETED.value for _, attrs, _ in chats)
-        assert histogram_count(receiver, "gen_ai.client.operation.duration") == calls
+        assert histogram_count(receiver, "gen_ai.client.operation.duration") == (calls if both else 0)
+
+
+def test_otlp_endpoint_without_port_takes_the_meter_path(tmp_path: Path) -> None:
+    """An exporting meter provider and no /metrics port: llmtap's metrics go over OTLP only; the app's own
+    Prometheus registry stays free of them (no second path paid for, nothing to double count)."""
+    app = tmp_path / "app.py"
+    app.write_text(
+        SYNC_APP.replace(
+            'print("ready", flush=True)',
+            "import prometheus_client\n"
+            'print("families", sorted(m.name for m in prometheus_client.REGISTRY.collect() if "llmtap" in m.name))\n'
+            'print("ready", flush=True)',
+        )
+    )
+    with Simulator() as sim, otlp_receiver() as receiver:
+        env = _env(sim, receiver, "meter-path", free_port())
+        del env["LLMTAP_METRICS_PORT"]
+        out = subprocess.run(
+            [LLMTAP, "run", "--", sys.executable, str(app)], env=env, input="\n", capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr
+        assert "families []" in out.stdout and "exported twice" not in out.stderr, (out.stdout, out.stderr)
+        assert histogram_count(receiver, "gen_ai.client.operation.duration") == len(sim.served) == 4
+        # positive control: the same app with LLMTAP_METRICS=true has them in its registry (and says so)
+        out = subprocess.run(
+            [LLMTAP, "run", "--", sys.executable, str(app)],
+            env={**env, "LLMTAP_METRICS": "true"},
+            input="\n",
+            capture_output=True,
+            text=True,
+        )
+        assert out.returncode == 0, out.stderr
+        assert "'llmtap_attempts'" in out.stdout and "exported twice" in out.stderr, (out.stdout, out.stderr)
 
 
 def test_without_otlp_endpoint_nothing_is_sent_and_metrics_still_served(tmp_path: Path) -> None:
@@ -148,9 +192,9 @@ def test_bad_settings_fail_before_the_program_starts(tmp_path: Path) -> None:
 
 
 def test_prepare_defaults_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
-    executable, argv, env = prepare(["python3", "-V"], {"PATH": os.environ["PATH"]}, metrics_port=9464)
+    executable, argv, env = prepare(["python3", "-V"], {"PATH": os.environ["PATH"]}, metrics_port=0)
     assert argv == ["python3", "-V"] and os.path.isabs(executable)
-    assert env["LLMTAP_METRICS_PORT"] == "9464"
+    assert env["LLMTAP_METRICS_PORT"] == "0" and env[RUN_ENV] == "1"
     assert (env["OTEL_TRACES_EXPORTER"], env["OTEL_METRICS_EXPORTER"], env["OTEL_LOGS_EXPORTER"]) == ("none",) * 3
     assert env["PYTHONPATH"].split(os.pathsep)[0].endswith("auto_instrumentation")
     _, _, env = prepare(
@@ -163,7 +207,7 @@ def test_prepare_defaults_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     assert env["OTEL_TRACES_EXPORTER"] == "console"  # never overrides what the user set
     with pytest.raises(RunError, match="command not found"):
         prepare(["no-such-program-xyz"], {"PATH": os.environ["PATH"]})
-    with pytest.raises(RunError, match="usage"):
+    with pytest.raises(RunError, match=r"no command given; usage: .*--metrics-addr"):
         prepare([], {})
     import builtins
 
@@ -177,3 +221,155 @@ def test_prepare_defaults_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(builtins, "__import__", no_distro)
     with pytest.raises(RunError, match=r"pip install 'llmtap\[run\]'"):
         prepare(["python3"], {"PATH": os.environ["PATH"]})
+
+
+def test_one_metric_path_by_default(caplog: pytest.LogCaptureFixture) -> None:
+    """The meter path when the OpenTelemetry meter provider exports and no /metrics port is asked for,
+    Prometheus otherwise; never overriding the user's choice, and one line when both end up on."""
+    base = {"PATH": os.environ["PATH"]}
+    otlp = {**base, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}
+
+    def paths(environ: dict[str, str], port: int | None = None) -> tuple[str | None, str | None]:
+        _, _, env = prepare(["python3"], environ, metrics_port=port)
+        return env.get("LLMTAP_METRICS"), env.get("LLMTAP_OTEL_METRICS")
+
+    with caplog.at_level("WARNING", logger="llmtap"):
+        assert paths(base) == (None, "false")  # nothing exports: Prometheus (the app's registry)
+        assert paths(base, port=0) == (None, "false")
+        assert paths(otlp) == ("false", None)  # OTLP metrics: the meter path
+        assert paths({**base, "OTEL_METRICS_EXPORTER": "console"}) == ("false", None)
+        assert paths({**otlp, "OTEL_METRICS_EXPORTER": "none"}) == (None, "false")
+        assert paths(otlp, port=0) == (None, "false")  # asked for /metrics: Prometheus
+        assert paths({**otlp, "LLMTAP_METRICS_PORT": "0"}) == (None, "false")
+        assert not caplog.records  # one path each time: nothing to say
+        assert paths({**otlp, "LLMTAP_METRICS": "true"}) == ("true", None)  # the user's choice stays
+    assert [r.getMessage() for r in caplog.records] == [
+        "llmtap run: metrics are exported twice, to Prometheus and over the OpenTelemetry meter "
+        "(OTEL_METRICS_EXPORTER=otlp), as LLMTAP_METRICS and LLMTAP_OTEL_METRICS are both on; "
+        "a dashboard that sums both double counts"
+    ]
+    assert RUN_ENV in NON_SETTINGS_ENV  # the program's Settings.from_env() does not call it a typo
+
+
+def _marker_app(tmp_path: Path) -> tuple[Path, Path]:
+    marker = tmp_path / "ran"
+    app = tmp_path / "app.py"
+    app.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    return app, marker
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LLMTAP_", "PROMETHEUS_"))}
+    return {**env, **extra}
+
+
+@pytest.mark.parametrize("multiprocess", [False, True], ids=["one-process", "multiprocess"])
+def test_taken_port_exits_2_before_the_program_starts(tmp_path: Path, multiprocess: bool) -> None:
+    """A port held by another program (a real listening socket): one line naming the address, exit 2, the
+    program never starts. In multiprocess mode too: the holder is not a process of that directory."""
+    app, marker = _marker_app(tmp_path)
+    mp = {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path)} if multiprocess else {}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        command = [LLMTAP, "run", "--metrics-port", str(port), "--", sys.executable, str(app)]
+        out = subprocess.run(command, env=_clean_env(**mp), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert len(out.stderr.splitlines()) == 1 and "Traceback" not in out.stderr, out.stderr
+    assert f"cannot serve /metrics on 127.0.0.1:{port} (--metrics-port" in out.stderr
+    assert ("by another program" in out.stderr) is multiprocess, out.stderr
+    assert not marker.exists()
+    # positive control: the same command once the port is free
+    subprocess.run(command, env=_clean_env(**mp), check=True, capture_output=True, timeout=60)
+    assert marker.exists()
+
+
+SIBLING = textwrap.dedent(
+    """
+    import sys, llmtap
+    tap = llmtap.instrument(llmtap.Settings(metrics_port=int(sys.argv[1]), traces=False, otel_metrics=False))
+    print("serving", tap.metrics_address, flush=True)
+    sys.stdin.readline()
+    """
+)
+
+
+def test_multiprocess_port_served_by_a_sibling_is_shared(tmp_path: Path) -> None:
+    """In multiprocess mode a port served by a process of the same directory is left to it, as designed:
+    the program starts and its llmtap does not serve; a different directory is another program."""
+    app = tmp_path / "app.py"
+    app.write_text("import llmtap._tap as t\nprint('active', t.active() is not None, t.active().metrics_address)\n")
+    mp_dir, other_dir = tmp_path / "mp", tmp_path / "other"
+    mp_dir.mkdir()
+    other_dir.mkdir()
+    port = free_port()
+    env = _clean_env(PROMETHEUS_MULTIPROC_DIR=str(mp_dir))
+    sibling = subprocess.Popen(
+        [sys.executable, "-c", SIBLING, str(port)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert sibling.stdout is not None
+    try:
+        assert sibling.stdout.readline().startswith("serving")
+        command = [LLMTAP, "run", "--metrics-port", str(port), "--", sys.executable, str(app)]
+        out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and out.stdout.strip() == "active True None", (out.stdout, out.stderr)
+        assert out.stderr == ""
+        Scrape.get(f"http://127.0.0.1:{port}/metrics")  # the sibling still serves
+        # control: the same port seen from another directory is held by another program
+        out = subprocess.run(
+            command, env={**env, "PROMETHEUS_MULTIPROC_DIR": str(other_dir)}, capture_output=True, text=True
+        )
+        assert out.returncode == 2 and "by another program" in out.stderr, out.stderr
+    finally:
+        sibling.communicate("\n", timeout=30)
+
+
+def test_worker_that_cannot_bind_logs_one_line(tmp_path: Path) -> None:
+    """Inside the program (a worker process beside the one serving, without multiprocess mode): one line,
+    no traceback, and that process runs without llmtap; the serving process is unaffected."""
+    app = tmp_path / "app.py"
+    app.write_text(
+        textwrap.dedent(
+            """
+            import subprocess, sys, llmtap._tap as t
+            print("parent", t.active() is not None, flush=True)
+            child = "import llmtap._tap as t; print('child', t.active() is not None)"
+            subprocess.run([sys.executable, "-c", child], check=True)
+            """
+        )
+    )
+    port = free_port()
+    command = [LLMTAP, "run", "--metrics-port", str(port), "--", sys.executable, str(app)]
+    out = subprocess.run(command, env=_clean_env(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["parent", "True", "child", "False"], out.stdout
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+    assert f"cannot serve /metrics on 127.0.0.1:{port}" in lines[0] and "runs without llmtap" in lines[0]
+    assert "PROMETHEUS_MULTIPROC_DIR" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["run"], "no command given"),
+        (["run", "--"], "no command given"),
+        (["run", "--metrics-port", "70000", "--", "x"], "--metrics-port: Input should be less than or equal to 65535"),
+        (["run", "--metrics-port", "x", "--", "true"], "--metrics-port: Input should be a valid integer"),
+        (["run", "--metrics-addr", "foo", "--", "true"], "--metrics-addr: must be an IP address"),
+        (["run", "--bogus", "--", "true"], "unrecognized arguments: --bogus"),
+    ],
+)  # fmt: skip
+def test_argument_errors_blame_the_argument(argv: list[str], error: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    (message,) = capsys.readouterr().err.splitlines()  # one line, as every llmtap subcommand's errors
+    assert error in message and message.startswith("llmtap run: ") and "LLMTAP_" not in message, message
+    assert message.endswith("(see 'llmtap run --help')")
+    run_parser = parser().parse_known_args(["run", "--", "x"])[0].parser
+    assert run_parser.format_usage() == f"usage: {USAGE}\n" and "--metrics-addr" in USAGE
+    # control: valid values parse, as the numbers and addresses Settings accepts
+    args, unknown = parser().parse_known_args(["run", "--metrics-port", "65535", "--metrics-addr", "::", "--", "x"])
+    assert (args.metrics_port, args.metrics_addr, args.program, unknown) == (65535, "::", ["--", "x"], [])

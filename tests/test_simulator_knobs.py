@@ -46,10 +46,8 @@ def test_fill_and_count_input_through_the_sdk(sdk: str) -> None:
         assert served.scenario.tokens == 9 and served.output_tokens == 9 and served.input_tokens == 6
 
 
-def test_deltas_follow_a_schedule() -> None:
-    """50 deltas 2 ms apart take 98 ms: sleep overshoot does not accumulate per token (relative
-    sleeps would add ~0.1 ms per token). The fastest of three runs is checked: a loaded machine can
-    delay a thread, and a late thread re-anchors the schedule rather than bursting."""
+def _schedule_spans() -> list[float]:
+    """First delta to the end of the stream, server side, for three streams of 50 deltas 2 ms apart."""
     sc = Scenario(tokens=50, gap=0.002, ttft=0.01)
     with Simulator() as sim, anthropic.Anthropic(base_url=sim.base_url, api_key="k") as client:
         for _ in range(3):
@@ -61,6 +59,22 @@ def test_deltas_follow_a_schedule() -> None:
         served = sim.wait_served(3)
     spans = [s.ended_at - s.first_token_sent_at for s in served if s.first_token_sent_at is not None]
     assert len(spans) == 3
+    return spans
+
+
+def test_deltas_never_run_ahead_of_the_schedule() -> None:
+    """49 gaps of 2 ms: never faster than the schedule, however loaded the machine (a late thread only
+    delays; the first write may itself be up to one gap late without re-anchoring the schedule)."""
+    spans = _schedule_spans()
+    assert min(spans) >= 0.098 - 0.002, spans
+
+
+@pytest.mark.budget
+def test_deltas_follow_a_schedule() -> None:
+    """50 deltas 2 ms apart take 98 ms: sleep overshoot does not accumulate per token (relative
+    sleeps would add ~0.1 ms per token). The fastest of three runs is checked against a budget of
+    8 ms over the schedule: a quiet machine's figure (make bench)."""
+    spans = _schedule_spans()
     assert 0.096 <= min(spans) < 0.098 + 0.008, spans
 
 

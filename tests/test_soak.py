@@ -301,10 +301,11 @@ class OpenSpans(SpanProcessor):
 
 
 def _own_bytes(snapshot: tracemalloc.Snapshot) -> int:
-    """Bytes currently allocated by llmtap's own code (the simulator and tests excluded)."""
-    own = snapshot.filter_traces(
-        [tracemalloc.Filter(True, "*/llmtap/*"), tracemalloc.Filter(False, "*/llmtap/simulator/*")]
-    )
+    """Bytes currently allocated by llmtap's own code (the simulator and tests excluded), attributed by
+    the package's directory as ``make scale`` does (benchmarks/scale.py)."""
+    from tests.test_scale import _load_scale  # benchmarks/sdk.py via scale.py
+
+    own = snapshot.filter_traces(_load_scale().own_code_filters())
     return sum(stat.size for stat in own.statistics("filename"))
 
 

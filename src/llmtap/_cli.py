@@ -239,18 +239,51 @@ def run_probe_command(args: argparse.Namespace) -> int:
 # -- llmtap run --------------------------------------------------------------------------------------
 
 
+def _setting(field: str) -> Callable[[str], Any]:
+    """An argparse type that validates like ``Settings.<field>`` (the bounds are decided there, once);
+    a bad value is then blamed on the option, not on the ``LLMTAP_*`` variable it is passed on as."""
+
+    def parse(text: str) -> Any:
+        from pydantic import ValidationError
+
+        from llmtap._settings import Settings
+
+        try:
+            return getattr(Settings.model_validate({field: text}), field)
+        except ValidationError as exc:
+            message = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+            raise argparse.ArgumentTypeError(message if repr(text) in message else f"{message}, got {text!r}") from None
+
+    return parse
+
+
 def _add_run_parser(sub: _SubParsers) -> argparse.ArgumentParser:
+    from llmtap._run import USAGE
+
     run: argparse.ArgumentParser = sub.add_parser(
         "run",
         help="run an unmodified Python program with llmtap (and OpenTelemetry) instrumentation",
         description="Instrument COMMAND before it imports its SDKs (opentelemetry-instrument's machinery), "
         "serve /metrics when --metrics-port (LLMTAP_METRICS_PORT) is set, and send OTLP traces and metrics "
         "when OTEL_EXPORTER_OTLP_ENDPOINT is set (OTEL_SERVICE_NAME, OTEL_TRACES_EXPORTER, "
-        "OTEL_METRICS_EXPORTER are honoured). Needs pip install 'llmtap[run]'.",
-        usage="llmtap run [--metrics-port N] [--metrics-addr ADDR] -- COMMAND [ARGS...]",
+        "OTEL_METRICS_EXPORTER are honoured); metrics take one path, /metrics or OTLP (README, Deploy). "
+        "Needs pip install 'llmtap[run]'.",
+        usage=USAGE,
     )
-    run.add_argument("--metrics-port", type=int, default=None, help="serve /metrics on this port (LLMTAP_METRICS_PORT)")
-    run.add_argument("--metrics-addr", default=None, help="bind address for /metrics (127.0.0.1; LLMTAP_METRICS_ADDR)")
+    run.add_argument(
+        "--metrics-port",
+        type=_setting("metrics_port"),
+        default=None,
+        metavar="N",
+        help="serve /metrics on this port (LLMTAP_METRICS_PORT)",
+    )
+    run.add_argument(
+        "--metrics-addr",
+        type=_setting("metrics_addr"),
+        default=None,
+        metavar="ADDR",
+        help="bind address for /metrics (LLMTAP_METRICS_ADDR; default: 127.0.0.1)",
+    )
     run.add_argument(
         "program", nargs=argparse.REMAINDER, metavar="COMMAND", help="the program and its arguments, after --"
     )
@@ -263,6 +296,8 @@ def _run(args: argparse.Namespace) -> int:
     command = list(args.program)
     if command and command[0] == "--":
         command = command[1:]
+    if not command:
+        args.parser.error("no command given")  # exits 2, naming the run subcommand and its --help
     return run(command, metrics_port=args.metrics_port, metrics_addr=args.metrics_addr)
 
 

@@ -5,6 +5,7 @@ machinery costs about 1.6 MiB of modules."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection
 from typing import Any
 
@@ -12,6 +13,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 
 from llmtap import _lifecycle, _tap
 from llmtap._log import logger
+from llmtap._run import RUN_ENV
 
 __all__ = ["LlmtapInstrumentor"]
 
@@ -33,14 +35,22 @@ class LlmtapInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         if _tap.active() is not None:
             logger.warning("llmtap: already instrumented by llmtap.instrument(); the instrumentor leaves it as it is")
             return
-        _lifecycle.activate(
-            kwargs.get("settings"),
-            registry=kwargs.get("registry"),
-            tracer_provider=kwargs.get("tracer_provider"),
-            meter_provider=kwargs.get("meter_provider"),
-            patch=kwargs.get("patch", True),
-            extra_sinks=kwargs.get("extra_sinks"),
-        )
+        try:
+            _lifecycle.activate(
+                kwargs.get("settings"),
+                registry=kwargs.get("registry"),
+                tracer_provider=kwargs.get("tracer_provider"),
+                meter_provider=kwargs.get("meter_provider"),
+                patch=kwargs.get("patch", True),
+                extra_sinks=kwargs.get("extra_sinks"),
+            )
+        except OSError as exc:
+            if os.environ.get(RUN_ENV) != "1":
+                raise
+            # `llmtap run` checked the port before the program started; a process of the program lost it
+            # since (a worker beside another program, or without multiprocess mode): one line, not the two
+            # tracebacks of opentelemetry's loader, and the process runs without llmtap (all or nothing)
+            logger.error("%s; process %d runs without llmtap", exc.strerror or exc, os.getpid())
 
     def _uninstrument(self, **kwargs: Any) -> None:
         _lifecycle.deactivate()

@@ -15,7 +15,18 @@ Defaults ``llmtap run`` adds when the variable is unset (it never overrides one 
 - ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER``: ``otlp`` when an OTLP endpoint is configured
   (``OTEL_EXPORTER_OTLP_ENDPOINT`` or a per-signal one), else ``none`` (nothing to send to);
 - ``OTEL_LOGS_EXPORTER``: ``none``;
-- ``OTEL_EXPORTER_OTLP_PROTOCOL``: ``http/protobuf`` (the exporter ``llmtap[run]`` installs).
+- ``OTEL_EXPORTER_OTLP_PROTOCOL``: ``http/protobuf`` (the exporter ``llmtap[run]`` installs);
+- one metric path, so nobody pays for (or double counts) both by accident: the OpenTelemetry meter
+  (``LLMTAP_METRICS=false``) when its provider exports (``OTEL_METRICS_EXPORTER`` is not ``none``) and
+  no ``/metrics`` port is asked for; Prometheus (``LLMTAP_OTEL_METRICS=false``) otherwise. Both stay on
+  only when both variables say so, and then one log line says that metrics are exported twice.
+
+Before the program starts it checks what would otherwise fail inside it, and exits 2 with one line:
+the ``LLMTAP_*`` settings, the command, the ``run`` extra, and that the ``/metrics`` address can be
+bound (in multiprocess mode: held by nobody, or served by a process of the same directory). A failure
+that can only happen inside the program (a worker racing another program for the port) is one
+log line there, and that process runs without llmtap (``LLMTAP_RUN`` tells the instrumentor it runs
+under ``llmtap run``).
 """
 
 from __future__ import annotations
@@ -25,7 +36,14 @@ import shutil
 import sys
 from collections.abc import Mapping, Sequence
 
-__all__ = ["prepare", "run"]
+from llmtap._log import logger
+
+__all__ = ["RUN_ENV", "USAGE", "prepare", "run"]
+
+USAGE = "llmtap run [--metrics-port N] [--metrics-addr ADDR] -- COMMAND [ARGS...]"
+RUN_ENV = "LLMTAP_RUN"
+"""Set to ``1`` in the program's environment: it runs under ``llmtap run`` (read by the instrumentor)."""
+_CLI_SOURCE = "--metrics-port / LLMTAP_METRICS_PORT, --metrics-addr / LLMTAP_METRICS_ADDR"
 
 _ENDPOINTS = (
     "OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -60,27 +78,45 @@ def prepare(
     """The executable, argv and environment that ``run`` execs (checked, nothing started).
 
     Raises:
-        RunError: no command, the command is not found, the ``run`` extra is missing.
+        RunError: no command, the command is not found, the ``run`` extra is missing, the
+            ``/metrics`` address cannot be served.
         pydantic.ValidationError: the ``LLMTAP_*`` settings are invalid (named in the message).
     """
     from llmtap._log import quiet
     from llmtap._settings import Settings
 
     if not command:
-        raise RunError("usage: llmtap run [--metrics-port N] -- COMMAND [ARGS...]")
+        raise RunError(f"llmtap run: no command given; usage: {USAGE}")
     env = dict(environ)
     if metrics_port is not None:
         env["LLMTAP_METRICS_PORT"] = str(metrics_port)
     if metrics_addr is not None:
         env["LLMTAP_METRICS_ADDR"] = metrics_addr
-    with quiet():  # unknown LLMTAP_* variables: the program's own instrumentation warns, once
-        Settings.from_env(env)  # fail here, with the variable named, rather than inside the program
-    site_dir = _sitecustomize_dir()
     otlp = "otlp" if any(env.get(name) for name in _ENDPOINTS) else "none"
     env.setdefault("OTEL_TRACES_EXPORTER", otlp)
     env.setdefault("OTEL_METRICS_EXPORTER", otlp)
     env.setdefault("OTEL_LOGS_EXPORTER", "none")
     env.setdefault("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    exporting = env["OTEL_METRICS_EXPORTER"].strip().lower() not in ("", "none")
+    if exporting and not env.get("LLMTAP_METRICS_PORT", "").strip():
+        env.setdefault("LLMTAP_METRICS", "false")  # the meter path
+    else:
+        env.setdefault("LLMTAP_OTEL_METRICS", "false")  # the Prometheus path
+    # fail here, with the variable named, rather than inside the program; unknown LLMTAP_* variables are
+    # left to the program's own instrumentation to warn about, once
+    with quiet():
+        settings = Settings.from_env(env)
+    if settings.metrics and settings.otel_metrics and exporting:
+        served = f"/metrics on port {settings.metrics_port}" if settings.metrics_port is not None else "Prometheus"
+        logger.warning(
+            "llmtap run: metrics are exported twice, to %s and over the OpenTelemetry meter "
+            "(OTEL_METRICS_EXPORTER=%s), as LLMTAP_METRICS and LLMTAP_OTEL_METRICS are both on; "
+            "a dashboard that sums both double counts",
+            served,
+            env["OTEL_METRICS_EXPORTER"],
+        )
+    env[RUN_ENV] = "1"
+    site_dir = _sitecustomize_dir()
     # the same PYTHONPATH opentelemetry-instrument builds: its sitecustomize first, then the cwd
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != site_dir]
     cwd = os.getcwd()
@@ -90,7 +126,19 @@ def prepare(
     executable = shutil.which(command[0], path=env.get("PATH"))
     if executable is None:
         raise RunError(f"llmtap run: command not found: {command[0]}")
+    if settings.metrics and settings.metrics_port is not None:
+        _check_port(settings.metrics_addr, settings.metrics_port, env)
     return executable, list(command), env
+
+
+def _check_port(addr: str, port: int, env: Mapping[str, str]) -> None:
+    """What :class:`~llmtap._serve.MetricsServer` will find in the program, checked now."""
+    from llmtap import _serve
+
+    try:
+        _serve.check_port(addr, port, source=_CLI_SOURCE, environ=env)
+    except OSError as exc:
+        raise RunError(f"llmtap run: {(exc.strerror or str(exc)).removeprefix('llmtap ')}") from exc
 
 
 def run(command: Sequence[str], *, metrics_port: int | None = None, metrics_addr: str | None = None) -> int:

@@ -34,8 +34,9 @@ __all__ = [
 ]
 
 ENV_PREFIX = "LLMTAP_"
-NON_SETTINGS_ENV = frozenset({"LLMTAP_FIXTURES", "LLMTAP_REQUIRE_FIXTURES", "LLMTAP_REQUIRE_PROMETHEUS"})
-"""``LLMTAP_*`` variables that are not settings (read by the test-suite), so never reported as unknown."""
+NON_SETTINGS_ENV = frozenset({"LLMTAP_FIXTURES", "LLMTAP_REQUIRE_FIXTURES", "LLMTAP_REQUIRE_PROMETHEUS", "LLMTAP_RUN"})
+"""``LLMTAP_*`` variables that are not settings (read by the test-suite; ``LLMTAP_RUN`` marks a program
+started by ``llmtap run``), so never reported as unknown."""
 
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
