@@ -262,12 +262,8 @@ def test_invalid_values_name_the_variable(env: dict[str, str], needle: str) -> N
 @pytest.mark.parametrize(
     ("env", "where", "says"),
     [
-        (
-            {"LLMTAP_BASE_URLS": '["http://a:1","http://b:2"]'},
-            "LLMTAP_BASE_URLS",
-            "not JSON: write http://a:1,http://b:2",
-        ),
-        ({"LLMTAP_PROVIDER_NAMES": '{"http://a": "x"}'}, "LLMTAP_PROVIDER_NAMES", "not JSON: write http://a=x"),
+        ({"LLMTAP_BASE_URLS": '["http://a:1", 2]'}, "LLMTAP_BASE_URLS", "or a JSON array of strings"),
+        ({"LLMTAP_BASE_URLS": '["http://a:1",'}, "LLMTAP_BASE_URLS", "or a JSON array of strings: Expecting value"),
         (
             {"LLMTAP_BASE_URLS": "http://a:1", "LLMTAP_PROVIDER_NAMES": "http://b=x"},
             "LLMTAP_PROVIDER_NAMES",
@@ -282,6 +278,17 @@ def test_errors_are_located_at_the_variable_and_say_the_format(env: dict[str, st
     (error,) = info.value.errors()
     assert error["loc"] == (where,)
     assert says in str(error["msg"])
+
+
+def test_lists_and_mappings_take_commas_or_json() -> None:
+    commas = llmtap.Settings.from_env(
+        {"LLMTAP_BASE_URLS": "http://a:1,http://b:2", "LLMTAP_PROVIDER_NAMES": "http://a:1=x"}
+    )
+    as_json = llmtap.Settings.from_env(
+        {"LLMTAP_BASE_URLS": '["http://a:1", "http://b:2"]', "LLMTAP_PROVIDER_NAMES": '{"http://a:1": "x"}'}
+    )
+    assert commas == as_json
+    assert as_json.base_urls == ("http://a:1", "http://b:2") and as_json.provider_names == {"http://a:1": "x"}
 
 
 def test_valid_values_parse() -> None:

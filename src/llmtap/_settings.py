@@ -269,9 +269,15 @@ def _from_text(name: str, annotation: Any, raw: str) -> Any:
             return False
         raise ValueError(f"expected a boolean: {_BOOL_HELP}")
     origin = typing.get_origin(annotation)
-    if origin in (tuple, dict) and raw.strip()[:1] in ("[", "{"):
-        raise ValueError(f"expected {_FORMATS[origin]}, not JSON{_from_json(origin, raw)}")
     if origin is tuple:
+        if raw.lstrip().startswith("["):  # a JSON array, the other spelling people reach for
+            try:
+                items = json.loads(raw)
+            except ValueError as exc:
+                raise ValueError(f"expected a comma-separated list (a,b) or a JSON array of strings: {exc}") from None
+            if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+                raise ValueError("expected a comma-separated list (a,b) or a JSON array of strings")
+            return tuple(i.strip() for i in items if i.strip())
         return tuple(p.strip() for p in raw.split(",") if p.strip())
     if origin is dict:
         if raw.lstrip().startswith("{"):  # a JSON object (LLMTAP_PRICES, or any mapping)
@@ -289,22 +295,6 @@ def _from_text(name: str, annotation: Any, raw: str) -> Any:
             pairs[key.strip()] = value.strip()
         return pairs
     return raw.strip()
-
-
-_FORMATS = {tuple: "a comma-separated list (a,b)", dict: "comma-separated key=value pairs (a=x,b=y)"}
-
-
-def _from_json(origin: Any, raw: str) -> str:
-    """``: write ...`` with the JSON value rewritten in the environment's syntax, when it parses."""
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return ""
-    if origin is tuple and isinstance(value, list):
-        return f": write {','.join(map(str, value))}"
-    if origin is dict and isinstance(value, dict):
-        return f": write {','.join(f'{k}={v}' for k, v in value.items())}"
-    return ""
 
 
 def _error(where: str, value: object, message: str) -> InitErrorDetails:
