@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 
 .PHONY: demo test lint typecheck unit prometheus bench scale dashboards fuzz soak clean
 
@@ -10,12 +11,18 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# the development toolchain: the SDKs, servers, linters and test tools (make test and the long runs)
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-## demo: simulator + real anthropic SDK traffic with llmtap on, /metrics on :9464, live view (Ctrl-C stops)
-demo: $(STAMP)
+# only what the demo runs: llmtap and its `demo` extra (the SDKs), not the toolchain
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[demo]'
+	touch $(DEMO_STAMP)
+
+## demo: simulator + real anthropic and openai SDK traffic with llmtap on, /metrics on :9464, live view (Ctrl-C stops)
+demo: $(DEMO_STAMP)
 	$(BIN)/llmtap demo $(DEMO_ARGS)
 
 ## prometheus: install Debian's prometheus/promtool when missing (the rule tests and live check need them)

@@ -26,12 +26,12 @@ from prometheus_client import CollectorRegistry
 import llmtap
 from llmtap import _handoff
 from llmtap._endpoints import PROVIDERS
+from llmtap._exporters.otel_metrics import OtelMetricsExporter
+from llmtap._exporters.prometheus import PrometheusExporter
+from llmtap._exporters.tracing import TracingExporter
 from llmtap._observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._record import AttemptRecord, AttemptStart
 from llmtap._settings import CHUNK_GAP_BUCKETS
-from llmtap.exporters.otel_metrics import OtelMetricsExporter
-from llmtap.exporters.prometheus import PrometheusExporter
-from llmtap.exporters.tracing import TracingExporter
 from llmtap.simulator._anthropic import AnthropicMessages
 from llmtap.simulator._exchange import Context, RateLimitSnapshot
 from llmtap.simulator._scenario import Scenario, delta_text

@@ -13,8 +13,11 @@ Conventions used by every panel:
 
 * datasource: the ``${datasource}`` template variable (a Prometheus datasource picker whose default is the
   ``${DS_PROMETHEUS}`` import input), so the JSON imports as is via Dashboards -> New -> Import;
-* ``provider`` / ``model`` / ``server`` multi-value template variables (``label_values`` of
-  ``gen_ai_provider_name``, ``gen_ai_request_model`` and the scrape ``instance``), applied to every query;
+* ``provider`` / ``model`` / ``job`` / ``server`` multi-value template variables (``label_values`` of
+  ``gen_ai_provider_name``, ``gen_ai_request_model`` and the scrape ``job`` and ``instance``), applied to
+  every query;
+* rates of events per second have a per-second unit (``reqps`` for requests and responses, ``cps`` for
+  other events such as stalls and parse errors, ``tok/s`` for tokens);
 * rates over ``$__rate_interval``; ratios guard their denominator with ``> 0`` so an idle selection shows
   "No data" instead of NaN, and numerators fall back to ``... * 0`` so a ratio reads 0 (not "No data") when
   the numerator's label values have simply never occurred.
@@ -67,7 +70,7 @@ DS_INPUT_REF = "${" + DS_INPUT + "}"  # replaced by Grafana's import dialog
 DS_REF: Json = {"type": "prometheus", "uid": "${datasource}"}
 
 # Label selector applied to every llmtap series (the three dashboard variables).
-SEL = 'gen_ai_provider_name=~"$provider", gen_ai_request_model=~"$model", instance=~"$server"'
+SEL = 'gen_ai_provider_name=~"$provider", gen_ai_request_model=~"$model", job=~"$job", instance=~"$server"'
 BY = "gen_ai_provider_name, gen_ai_request_model"
 RI = "$__rate_interval"
 PM_LEGEND = "{{gen_ai_provider_name}} {{gen_ai_request_model}}"
@@ -364,11 +367,16 @@ TEMPLATE_VARS: tuple[tuple[str, str, str], ...] = (
         f'label_values({NAME["attempts"]}{{gen_ai_provider_name=~"$provider"}}, gen_ai_request_model)',
     ),
     (
+        "job",
+        "Job",
+        f'label_values({NAME["attempts"]}{{gen_ai_provider_name=~"$provider", gen_ai_request_model=~"$model"}}, job)',
+    ),
+    (
         "server",
-        "Server",
+        "Instance",
         f"label_values({NAME['attempts']}"
         '{gen_ai_provider_name=~"$provider", '
-        'gen_ai_request_model=~"$model"}, instance)',
+        'gen_ai_request_model=~"$model", job=~"$job"}, instance)',
     ),
 )
 
@@ -781,7 +789,7 @@ def streams() -> Json:
             "Inter-chunk gaps longer than the stall threshold.",
             [Target(f"sum({rate(NAME['stalls'])})")],
             kind="stat",
-            unit="short",
+            unit="cps",
             width=6,
             height=4,
             steps=[("yellow", 0.01), ("red", 0.1)],
@@ -874,7 +882,7 @@ def streams() -> Json:
             "Stream stalls per second",
             "Inter-chunk gaps over the stall threshold.",
             [Target(sum_rate(NAME["stalls"]), PM_LEGEND)],
-            unit="short",
+            unit="cps",
         ),
         Panel(
             "Stalls per 100 streams",
@@ -892,7 +900,7 @@ def streams() -> Json:
             "Response data llmtap could not parse (malformed SSE, bad encodings, oversized events, garbage headers). "
             "Non-zero means a proxy or provider sends something unexpected; the attempt is still counted.",
             [Target(sum_rate(NAME["parse_errors"]), PM_LEGEND)],
-            unit="short",
+            unit="cps",
         ),
         Panel(
             "Streams in flight by server",
@@ -1325,6 +1333,7 @@ def template_queries() -> list[TemplateQuery]:
 CONCRETE_VARIABLES: dict[str, str] = {
     "provider": ".*",
     "model": ".*",
+    "job": ".*",
     "server": ".*",
     "__rate_interval": "1m",
     "__interval": "1m",

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from llmtap._observer import AttemptObserver, Ending, ObserverConfig
+from llmtap._providers._base import Provider
 from llmtap._record import AttemptRecord, AttemptStart
 from llmtap._settings import CHUNK_GAP_BUCKETS
-from llmtap.providers._base import Provider
 
 CONFIG = ObserverConfig(
     stall_threshold=5.0, gap_bounds=CHUNK_GAP_BUCKETS, max_event_bytes=64 * 1024, max_json_bytes=1 << 20

@@ -133,7 +133,7 @@ def test_app_closes_early(sim: Simulator, cap: Capture, ending: str) -> None:
         (Scenario(tokens=6, error_event_at=2), Outcome.SERVER_ERROR, "overloaded_error"),
         (Scenario(tokens=6, drop_at=2), Outcome.CONNECTION_ERROR, "ClientPayloadError"),
         (Scenario(tokens=6, no_stop=True), Outcome.INCOMPLETE, "incomplete_stream"),
-        (Scenario(fail=1, fail_status=429, retry_after=2), Outcome.SERVER_ERROR, "rate_limit_error"),
+        (Scenario(fail=1, fail_status=429, retry_after=2), Outcome.REJECTED, "rate_limit_error"),
     ],
     ids=["error_event", "dropped", "incomplete", "429"],
 )
@@ -165,7 +165,7 @@ def test_raise_for_status_records_the_status(sim: Simulator, cap: Capture) -> No
     assert isinstance(error, aiohttp.ClientResponseError) and error.status == 429
     cap.wait(1)
     (record,) = cap.records
-    assert (record.outcome, record.status_code, record.error_type) == (Outcome.SERVER_ERROR, 429, "429")
+    assert (record.outcome, record.status_code, record.error_type) == (Outcome.REJECTED, 429, "429")
 
 
 def test_cancelled_while_reading(sim: Simulator, cap: Capture) -> None:
@@ -343,7 +343,7 @@ def test_app_retries_a_429(sim: Simulator, cap: Capture) -> None:
     assert asyncio.run(main()) == [429, 200]
     cap.wait(2, calls=2)
     assert [(r.outcome, r.status_code, r.resend_count, r.retry_reason) for r in cap.records] == [
-        (Outcome.SERVER_ERROR, 429, 0, None),
+        (Outcome.REJECTED, 429, 0, None),
         (Outcome.COMPLETED, 200, 1, "unknown"),
     ]
     assert [c.attempts for c in cap.calls] == [1, 1]

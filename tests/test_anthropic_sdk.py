@@ -399,7 +399,7 @@ def test_telemetry_faults_never_break_requests(
     sim: Simulator, cap: Capture, mode: str, where: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if where == "parser":
-        from llmtap.providers import anthropic as provider
+        from llmtap._providers import anthropic as provider
 
         monkeypatch.setattr(provider.AnthropicMessages, "on_event", _raise)
     else:

@@ -16,7 +16,7 @@ import httpx2
 import pytest
 
 from llmtap import Outcome
-from llmtap.providers.anthropic import AnthropicMessages
+from llmtap._providers.anthropic import AnthropicMessages
 from llmtap.simulator import Scenario, Served, Simulator
 from llmtap.testing import Capture
 from tests.test_anthropic_sdk import MODES, SCENARIOS, drive
@@ -80,7 +80,7 @@ def _cases() -> list[Any]:
                 scenario = dataclasses.replace(scenario, fail_status=overloaded)
             cases.append(pytest.param(client, action, scenario, expected, error, id=f"{client}-{name}"))
         throttled = Scenario(tokens=3, fail=1, fail_status=429, retry_after=0.01)
-        expected = [Outcome.SERVER_ERROR, Outcome.COMPLETED]
+        expected = [Outcome.REJECTED, Outcome.COMPLETED]
         cases.append(pytest.param(client, "full", throttled, expected, None, id=f"{client}-throttled"))
     return cases
 
@@ -293,8 +293,8 @@ def test_cloud_endpoints(host: str, path: str, expected: str | None) -> None:
 
 
 def test_model_from_the_url_is_decoded_and_bounded() -> None:
-    from llmtap.providers import bedrock as bedrock_provider
-    from llmtap.providers import vertex_anthropic
+    from llmtap._providers import bedrock as bedrock_provider
+    from llmtap._providers import vertex_anthropic
 
     arn = "arn:aws:bedrock:us-east-1:1:inference-profile/us.anthropic.claude-x"
     quoted = "arn:aws:bedrock:us-east-1:1:inference-profile%2Fus.anthropic.claude-x"
@@ -330,7 +330,7 @@ def test_other_cloud_clients_speak_the_messages_api(sim: Simulator, cap: Capture
     run = drive(sim, mode, "full", Scenario(tokens=3, fail=1, retry_after=0.01), factory=OTHER_CLIENTS[client])
     assert run.error is None, repr(run.error)
     cap.wait(2, calls=1)
-    assert [r.outcome for r in cap.records] == [Outcome.SERVER_ERROR, Outcome.COMPLETED]
+    assert [r.outcome for r in cap.records] == [Outcome.REJECTED, Outcome.COMPLETED]
     assert cap.records[1].usage.output_tokens == 3 and cap.records[1].resend_count == 1
 
 
@@ -345,7 +345,7 @@ def test_quota_error_type(sim: Simulator, cap: Capture, mode: str, client: str, 
     assert isinstance(run.error, anthropic.RateLimitError), repr(run.error)
     cap.wait(1, calls=1)
     (record,) = cap.records
-    assert record.outcome is Outcome.SERVER_ERROR and record.error_type == expected
+    assert record.outcome is Outcome.REJECTED and record.error_type == expected
     assert cap.sample("llmtap_attempts_total", status_code="429", error_type=expected) == 1
 
 

@@ -18,8 +18,8 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from llmtap.exporters._health import HEALTH_METRIC_NAMES
-from llmtap.exporters.prometheus import PrometheusExporter
+from llmtap._exporters._health import HEALTH_METRIC_NAMES
+from llmtap._exporters.prometheus import PrometheusExporter
 
 from ._prom import DASHBOARDS, load_build, require, rule_groups
 
@@ -177,6 +177,7 @@ def test_dashboard_is_importable_grafana_json(path: Path) -> None:
     for name, label in (
         ("provider", "gen_ai_provider_name"),
         ("model", "gen_ai_request_model"),
+        ("job", "job"),
         ("server", "instance"),
     ):
         var = variables[name]
@@ -209,7 +210,10 @@ def test_dashboard_is_importable_grafana_json(path: Path) -> None:
             continue
         assert p["description"], f"{p['title']}: no description"
         assert p["datasource"] == {"type": "prometheus", "uid": DS_VAR}, p["title"]
-        assert p["fieldConfig"]["defaults"]["unit"], f"{p['title']}: no unit"
+        unit = p["fieldConfig"]["defaults"]["unit"]
+        assert unit, f"{p['title']}: no unit"
+        if " per second" in p["title"]:  # a rate shows a per-second unit, whatever it counts
+            assert unit in ("reqps", "cps", "ops") or unit.endswith("/s"), f"{p['title']}: unit {unit}"
         assert p["fieldConfig"]["defaults"]["thresholds"]["steps"][0]["value"] is None
         targets = p["targets"]
         assert targets, f"{p['title']}: no queries"
@@ -217,7 +221,7 @@ def test_dashboard_is_importable_grafana_json(path: Path) -> None:
         for t in targets:
             assert t["datasource"] == {"type": "prometheus", "uid": DS_VAR}
             expr = t["expr"]
-            for var in ("$provider", "$model", "$server"):
+            for var in ("$provider", "$model", "$job", "$server"):
                 assert var in expr, f"{p['title']}: query ignores {var}: {expr}"
             if "rate(" in expr or "increase(" in expr:
                 # the SLO panels' windows are the spec's (budget period, burn-rate windows), not Grafana's
@@ -262,7 +266,7 @@ def test_overview_content() -> None:
         'outcome!~"completed|rejected"',
         'outcome!="rejected"',
         'llmtap_call_duration_seconds_count{gen_ai_provider_name=~"$provider", gen_ai_request_model=~"$model", '
-        'instance=~"$server", outcome=~"rejected|server_error|connection_error|timeout|incomplete"}',
+        'job=~"$job", instance=~"$server", outcome=~"rejected|server_error|connection_error|timeout|incomplete"}',
         'status_code=~"4..", status_code!~"408|409|429"',
         "gen_ai_client_operation_duration_seconds_bucket",
         'gen_ai_token_type="output"',
@@ -417,7 +421,7 @@ def test_parse_check_catches_a_broken_expression(tmp_path: Path) -> None:
 
 def test_contract_matches_the_exporter() -> None:
     """The contract read off a fresh registry is the one the exporter declares, families and kinds."""
-    from llmtap.exporters import prometheus
+    from llmtap._exporters import prometheus
 
     families = {n.removesuffix("_total") for n in prometheus.METRIC_NAMES}
     assert {n.removesuffix("_total") for n in METRIC_NAMES} == families

@@ -215,7 +215,7 @@ def test_match_any_host() -> None:
 
 
 def test_model_from_path() -> None:
-    from llmtap.providers import gemini
+    from llmtap._providers import gemini
 
     assert gemini.PROVIDER.model_from_path("/v1beta/models/gemini-2.5-flash:generateContent") == "gemini-2.5-flash"
     path = "/v1/projects/p/locations/l/publishers/google/models/gemini-2.5-pro:streamGenerateContent"

@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from llmtap._eventstream import EventStreamFramer, parse_headers
 from llmtap._observer import AttemptObserver, Ending, ObserverConfig
+from llmtap._providers import anthropic as anthropic_provider
+from llmtap._providers import bedrock, vertex_anthropic
+from llmtap._providers._base import Provider
 from llmtap._record import Outcome
-from llmtap.providers import anthropic as anthropic_provider
-from llmtap.providers import bedrock, vertex_anthropic
-from llmtap.providers._base import Provider
 from llmtap.simulator._clouds import encode_event_stream_message
 
 from . import test_first_output as first_output

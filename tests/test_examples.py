@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import runpy
-import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
 
 import llmtap
@@ -17,7 +18,7 @@ from llmtap import _tap
 from llmtap.simulator import Simulator
 from tests._deploy import posts, spans, wait_until
 from tests._otlp import otlp_receiver
-from tests._prom import ALERTS, require
+from tests._prom import require
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -70,15 +71,75 @@ def test_zero_code_example_under_llmtap_run() -> None:
         assert [name for name, _, _ in spans(receiver, "chat ")] == ["chat claude-haiku-4-5"]
 
 
-def test_prometheus_scrape_config_is_valid(tmp_path: Path) -> None:
-    promtool = require("promtool")
-    shutil.copy(EXAMPLES / "fastapi_service" / "prometheus.yml", tmp_path)
-    shutil.copy(ALERTS, tmp_path / "alerts.yaml")
-    out = subprocess.run(
-        [promtool, "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True, text=True, timeout=60
+def _docstring_exports(script: Path) -> dict[str, str]:
+    """The variables a script's docstring tells the reader to ``export`` (one ``export`` line)."""
+    (line,) = (
+        ln.strip() for ln in (script.read_text().split('"""')[1]).splitlines() if ln.strip().startswith("export ")
     )
+    return dict(pair.split("=", 1) for pair in line.split()[1:])
+
+
+def test_zero_code_example_as_its_docstring_says(tmp_path: Path) -> None:
+    """The docstring's simulator exports and ``--metrics-port ... --wait``: /metrics is scrapeable while it waits."""
+    exports = _docstring_exports(EXAMPLES / "zero_code_app.py")
+    assert set(exports) == {"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "LLMTAP_BASE_URLS"}
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LLMTAP_", "PROMETHEUS_", "ANTHROPIC_"))}
+    with Simulator() as sim:
+        env.update({k: v.replace("http://127.0.0.1:8787", sim.base_url) for k, v in exports.items()})
+        llmtap_cli = str(Path(sys.executable).with_name("llmtap"))
+        command = [llmtap_cli, "run", "--metrics-port", str(port), "--", sys.executable,
+                   str(EXAMPLES / "zero_code_app.py"), "--wait", "20"]  # fmt: skip
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().startswith("tok0 tok1")  # the answer, then it waits
+            text = httpx2.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        finally:
+            proc.terminate()
+            proc.communicate(timeout=20)
+    assert 'llmtap_streams_total{gen_ai_operation_name="chat",gen_ai_provider_name="anthropic"' in text
+    assert 'outcome="completed"} 1.0' in text
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def test_prometheus_scrape_config_is_valid_as_shipped() -> None:
+    """``promtool check config`` on the example's file where it is (it also loads the rule file it names)."""
+    promtool = require("promtool")
+    config = EXAMPLES / "fastapi_service" / "prometheus.yml"
+    out = subprocess.run([promtool, "check", "config", str(config)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS" in out.stdout + out.stderr
+    assert "SUCCESS: 1 rule files found" in out.stdout + out.stderr  # it checked llmtap's rules too
+
+
+def test_fastapi_requirements_install_what_the_example_imports() -> None:
+    folder = EXAMPLES / "fastapi_service"
+    lines = [ln.split("#")[0].strip() for ln in (folder / "requirements.txt").read_text().splitlines()]
+    names = {ln.split(">")[0].split("=")[0].strip() for ln in lines if ln and not ln.startswith("-e")}
+    assert "-e ../..[run]" in lines  # llmtap from this checkout, with `llmtap run`
+    imported = {"anthropic", "fastapi", "uvicorn-worker", "gunicorn", "uvicorn"}
+    assert imported <= names, imported - names
+    assert "gunicorn -c gunicorn.conf.py" in (folder / "app.py").read_text()
+
+
+def test_gunicorn_conf_says_what_it_needs_in_one_line(tmp_path: Path) -> None:
+    """Started without PROMETHEUS_MULTIPROC_DIR, the example's gunicorn.conf.py names itself and the fix."""
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    env["ANTHROPIC_API_KEY"] = "not-needed"
+    out = subprocess.run(
+        [str(Path(sys.executable).with_name("gunicorn")), "-c", "gunicorn.conf.py", "-b", f"127.0.0.1:{_free_port()}",
+         "app:app"],
+        cwd=EXAMPLES / "fastapi_service", env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "Traceback" not in out.stderr
+    assert "gunicorn.conf.py (gunicorn reads ./gunicorn.conf.py by default)" in out.stderr, out.stderr
+    assert "export PROMETHEUS_MULTIPROC_DIR=$(mktemp -d)" in out.stderr
 
 
 def test_cost_budget_example_rules() -> None:

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from llmtap._observer import AttemptObserver, Ending
-from llmtap.providers import anthropic, cohere, gemini, openai_chat, openai_responses
-from llmtap.providers._base import Facts, Output, Provider
+from llmtap._providers import anthropic, cohere, gemini, openai_chat, openai_responses
+from llmtap._providers._base import Facts, Output, Provider
 
 from ._replay import CONFIG
 from ._replay import START as START_VALUE

@@ -27,9 +27,9 @@ from hypothesis import strategies as st
 import llmtap
 from llmtap import Outcome
 from llmtap._log import internal_errors
-from llmtap.providers import _openai_common
-from llmtap.providers import anthropic as anthropic_provider
-from llmtap.providers._base import MAX_COUNT
+from llmtap._providers import _openai_common
+from llmtap._providers import anthropic as anthropic_provider
+from llmtap._providers._base import MAX_COUNT
 from llmtap.testing import capture
 
 from ._rawserver import RawServer, Reply, fixture_reply, http_response, pieces

@@ -228,7 +228,7 @@ def test_metric_names_contract() -> None:
     """Names the dashboards and alerts depend on; change only with a reason in the changelog."""
     from prometheus_client import CollectorRegistry
 
-    from llmtap.exporters.prometheus import METRIC_NAMES, PrometheusExporter
+    from llmtap._exporters.prometheus import METRIC_NAMES, PrometheusExporter
 
     registry = CollectorRegistry()
     PrometheusExporter(registry)

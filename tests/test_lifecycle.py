@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 import llmtap
 from llmtap import _patch, _tap
-from llmtap.exporters.prometheus import METRIC_NAMES
+from llmtap._exporters.prometheus import METRIC_NAMES
 from llmtap.simulator import Simulator
 from llmtap.testing import capture
 
@@ -257,6 +257,38 @@ def test_boolean_typos_are_rejected_with_variable_value_and_choices(word: str) -
 def test_invalid_values_name_the_variable(env: dict[str, str], needle: str) -> None:
     with pytest.raises(ValidationError, match=needle):
         llmtap.Settings.from_env(env)
+
+
+@pytest.mark.parametrize(
+    ("env", "where", "says"),
+    [
+        ({"LLMTAP_BASE_URLS": '["http://a:1", 2]'}, "LLMTAP_BASE_URLS", "or a JSON array of strings"),
+        ({"LLMTAP_BASE_URLS": '["http://a:1",'}, "LLMTAP_BASE_URLS", "or a JSON array of strings: Expecting value"),
+        (
+            {"LLMTAP_BASE_URLS": "http://a:1", "LLMTAP_PROVIDER_NAMES": "http://b=x"},
+            "LLMTAP_PROVIDER_NAMES",
+            "key 'http://b' is not one of base_urls (http://a:1)",
+        ),
+        ({"LLMTAP_METRICS": "off", "LLMTAP_METRICS_PORT": "9464"}, "LLMTAP_METRICS_PORT", "metrics=False"),
+    ],
+)
+def test_errors_are_located_at_the_variable_and_say_the_format(env: dict[str, str], where: str, says: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        llmtap.Settings.from_env(env)
+    (error,) = info.value.errors()
+    assert error["loc"] == (where,)
+    assert says in str(error["msg"])
+
+
+def test_lists_and_mappings_take_commas_or_json() -> None:
+    commas = llmtap.Settings.from_env(
+        {"LLMTAP_BASE_URLS": "http://a:1,http://b:2", "LLMTAP_PROVIDER_NAMES": "http://a:1=x"}
+    )
+    as_json = llmtap.Settings.from_env(
+        {"LLMTAP_BASE_URLS": '["http://a:1", "http://b:2"]', "LLMTAP_PROVIDER_NAMES": '{"http://a:1": "x"}'}
+    )
+    assert commas == as_json
+    assert as_json.base_urls == ("http://a:1", "http://b:2") and as_json.provider_names == {"http://a:1": "x"}
 
 
 def test_valid_values_parse() -> None:

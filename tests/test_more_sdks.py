@@ -10,7 +10,7 @@ How each sends and retries (read in the installed packages):
   retries only with a ``retry_config``, inside ``BaseSDK.do_request()`` (hooked); no retry header; a
   stream's usage in its finishing chunk, unasked.
 * ``cohere`` (Fern, 7.x): ``httpx``; Chat v2 at ``/v2/chat`` on ``https://api.cohere.com``, its own SSE
-  events (``providers/cohere.py``); ``HttpClient.request()`` retries by calling itself (hooked: the outer
+  events (``_providers/cohere.py``); ``HttpClient.request()`` retries by calling itself (hooked: the outer
   call is the logical call), ``stream()`` never retries; no retry header.
 """
 

@@ -11,9 +11,9 @@ import pytest
 from llmtap import Outcome
 from llmtap._log import reset as reset_log
 from llmtap._observer import AttemptObserver, Ending, ObserverConfig
+from llmtap._providers.anthropic import PROVIDER
 from llmtap._record import AttemptRecord
 from llmtap._settings import CHUNK_GAP_BUCKETS
-from llmtap.providers.anthropic import PROVIDER
 
 from ._replay import CONFIG, make_observer, splits
 from ._replay import START as START_VALUE

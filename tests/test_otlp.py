@@ -34,6 +34,7 @@ from prometheus_client import CollectorRegistry
 
 import llmtap
 from llmtap import Outcome
+from llmtap._exporters.otel_metrics import spread
 from llmtap._metrics import (
     BASE_ATTRIBUTES,
     CHUNK_GAP_BUCKETS,
@@ -45,7 +46,6 @@ from llmtap._metrics import (
     UP_DOWN,
     label_name,
 )
-from llmtap.exporters.otel_metrics import spread
 from llmtap.simulator import Scenario, Simulator
 
 from ._otlp import Receiver, receiver, value_of
@@ -173,7 +173,7 @@ def native_series(registry: CollectorRegistry) -> tuple[dict[Key, float], dict[K
     families = {i.prometheus().removesuffix("_total"): i for i in INSTRUMENTS}
     for metric in registry.collect():
         spec = families.get(metric.name)
-        if spec is None:  # llmtap's own health counters (exporters/_health.py): process-wide, not per attempt
+        if spec is None:  # llmtap's own health counters (_exporters/_health.py): process-wide, not per attempt
             continue
         family = spec.prometheus()
         for s in metric.samples:
@@ -382,9 +382,9 @@ def test_instrument_names_translate_to_the_native_names(namespace: str) -> None:
     with ``Settings.metric_prefix_namespace`` too."""
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
 
-    from llmtap.exporters._health import HEALTH_METRIC_NAMES
-    from llmtap.exporters.otel_metrics import OtelMetricsExporter
-    from llmtap.exporters.prometheus import PrometheusExporter
+    from llmtap._exporters._health import HEALTH_METRIC_NAMES
+    from llmtap._exporters.otel_metrics import OtelMetricsExporter
+    from llmtap._exporters.prometheus import PrometheusExporter
 
     def families(registry: CollectorRegistry) -> set[str]:
         return {m.name + ("_total" if m.type == "counter" else "") for m in registry.collect()} - {"target"}
@@ -434,8 +434,8 @@ def test_gaps_are_recorded_at_collection_not_at_the_attempts_end() -> None:
     """The application's thread only merges bucket counts; the reader's collection records the gaps."""
     from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 
+    from llmtap._exporters.otel_metrics import OtelMetricsExporter
     from llmtap._record import AttemptRecord, Usage
-    from llmtap.exporters.otel_metrics import OtelMetricsExporter
 
     counts = (3, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1)  # 6 gaps, one above the last bound
     fields: dict[str, object] = dict.fromkeys(AttemptRecord._fields)
@@ -483,9 +483,9 @@ def test_chunk_gaps_are_recorded_over_otel_only_when_asked() -> None:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+    from llmtap._exporters.otel_metrics import OtelMetricsExporter
     from llmtap._observer import AttemptObserver, Ending
-    from llmtap.exporters.otel_metrics import OtelMetricsExporter
-    from llmtap.providers.anthropic import PROVIDER
+    from llmtap._providers.anthropic import PROVIDER
 
     from ._replay import CONFIG, START
 

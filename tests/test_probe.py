@@ -436,7 +436,7 @@ def test_exit_status(
 
 def _probe_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     """``llmtap probe ARGS`` in this process (no key: the simulator unless --base-url)."""
-    from llmtap.cli import main
+    from llmtap._cli import main
 
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("ANTHROPIC_API_KEY", raising=False)
@@ -537,7 +537,7 @@ def test_a_header_missing_on_one_real_response_does_not_hold() -> None:
 
 
 def test_help_and_readme_document_exit_statuses_and_schema(capsys: pytest.CaptureFixture[str]) -> None:
-    from llmtap.cli import main
+    from llmtap._cli import main
 
     with pytest.raises(SystemExit) as exited:
         main(["probe", "--help"])
@@ -548,10 +548,3 @@ def test_help_and_readme_document_exit_statuses_and_schema(capsys: pytest.Captur
         assert f"\n  {status.value}  " in help_text, status
         assert f"| {status.value} |" in readme, status
     assert "schema_version" in readme and f"`schema_version` is {SCHEMA_VERSION}" in readme
-
-
-def test_public_names_are_the_all() -> None:
-    import llmtap.probe
-
-    assert set(llmtap.probe.__all__) == {name for name in dir(llmtap.probe) if not name.startswith("_")}
-    assert {"ExitStatus", "SCHEMA_VERSION", "run_probe", "ProbeReport"} <= set(llmtap.probe.__all__)

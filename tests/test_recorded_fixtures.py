@@ -13,8 +13,8 @@ import anthropic
 import pytest
 
 from llmtap import Outcome
-from llmtap.providers import anthropic as anthropic_provider
-from llmtap.providers import openai_chat, openai_responses
+from llmtap._providers import anthropic as anthropic_provider
+from llmtap._providers import openai_chat, openai_responses
 from llmtap.testing import Capture
 
 from ._replay import (

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from llmtap import Outcome
+from llmtap._cli import main, parser
 from llmtap._run import RUN_ENV, USAGE, RunError, prepare
 from llmtap._settings import NON_SETTINGS_ENV
-from llmtap.cli import _parser, main
 from llmtap.simulator import Simulator
 from tests._deploy import Scrape, free_port, histogram_count, posts, spans
 from tests._otlp import Receiver, otlp_receiver
@@ -365,9 +365,11 @@ def test_argument_errors_blame_the_argument(argv: list[str], error: str, capsys:
     with pytest.raises(SystemExit) as exited:
         main(argv)
     assert exited.value.code == 2
-    usage, message = capsys.readouterr().err.splitlines()
-    assert usage == f"usage: {USAGE}" and "--metrics-addr" in usage
-    assert error in message and message.startswith("llmtap run: error: ") and "LLMTAP_" not in message, message
+    (message,) = capsys.readouterr().err.splitlines()  # one line, as every llmtap subcommand's errors
+    assert error in message and message.startswith("llmtap run: ") and "LLMTAP_" not in message, message
+    assert message.endswith("(see 'llmtap run --help')")
+    run_parser = parser().parse_known_args(["run", "--", "x"])[0].parser
+    assert run_parser.format_usage() == f"usage: {USAGE}\n" and "--metrics-addr" in USAGE
     # control: valid values parse, as the numbers and addresses Settings accepts
-    args, unknown = _parser().parse_known_args(["run", "--metrics-port", "65535", "--metrics-addr", "::", "--", "x"])
+    args, unknown = parser().parse_known_args(["run", "--metrics-port", "65535", "--metrics-addr", "::", "--", "x"])
     assert (args.metrics_port, args.metrics_addr, args.program, unknown) == (65535, "::", ["--", "x"], [])

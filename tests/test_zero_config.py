@@ -20,7 +20,7 @@ import pytest
 import llmtap
 from llmtap import Outcome
 from llmtap._endpoints import MAX_HINTS, UnobservedHosts
-from llmtap.providers import anthropic as anthropic_provider
+from llmtap._providers import anthropic as anthropic_provider
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import capture
 
@@ -42,7 +42,7 @@ def test_anthropic_sdk_on_an_unconfigured_host_is_observed(sim: Simulator, caplo
             assert stream.get_final_text() == "tok0 tok1 tok2 "
         cap.wait(2, calls=1)
     assert [(r.provider, r.outcome, r.request_model) for r in cap.records] == [
-        ("anthropic", Outcome.SERVER_ERROR, "claude-zero"),  # the 529 the SDK retried ...
+        ("anthropic", Outcome.REJECTED, "claude-zero"),  # the 529 the SDK retried ...
         ("anthropic", Outcome.COMPLETED, "claude-zero"),  # ... and its retry, one call
     ]
     assert cap.calls[0].attempts == 2 and cap.records[1].retry_reason == "529"

@@ -4,6 +4,7 @@ llmtap is switched on from outside: ``llmtap run -- ...`` (zero code) or ``gunic
 ``post_fork`` hook. ``GET /metrics`` serves every worker's metrics (prometheus-client's multiprocess
 mode: ``PROMETHEUS_MULTIPROC_DIR`` set before the server starts), llmtap's included.
 
+    pip install -r requirements.txt                  # llmtap[run] from this checkout, fastapi, gunicorn, ...
     export PROMETHEUS_MULTIPROC_DIR=$(mktemp -d) ANTHROPIC_API_KEY=...
     gunicorn -c gunicorn.conf.py app:app                                       # 4 uvicorn workers
     llmtap run -- uvicorn app:app --workers 4 --port 8000                      # or: uvicorn, zero code

@@ -20,7 +20,11 @@ preload_app = True  # import the app once in the master; workers fork with it lo
 def on_starting(server: Any) -> None:
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if not directory:
-        raise RuntimeError("set PROMETHEUS_MULTIPROC_DIR to an empty directory before starting gunicorn")
+        raise RuntimeError(
+            "examples/fastapi_service/gunicorn.conf.py (gunicorn reads ./gunicorn.conf.py by default) sums the "
+            "workers' metrics through prometheus-client's multiprocess mode: export "
+            "PROMETHEUS_MULTIPROC_DIR=$(mktemp -d) before starting gunicorn"
+        )
     Path(directory).mkdir(parents=True, exist_ok=True)
     for stale in Path(directory).glob("*.db"):  # counts of a previous run
         stale.unlink()

@@ -46,8 +46,12 @@ def __getattr__(name: str) -> _typing.Any:
     # The OpenTelemetry instrumentor pulls in OpenTelemetry's instrumentation machinery (about 1.6 MiB of
     # modules); only opentelemetry-instrument / llmtap run and explicit users of it pay for that.
     if name == "LlmtapInstrumentor":
-        from llmtap._instrumentor import LlmtapInstrumentor
-
+        try:
+            from llmtap._instrumentor import LlmtapInstrumentor
+        except ImportError as exc:  # opentelemetry-instrumentation is an extra
+            raise ImportError(
+                f"llmtap.LlmtapInstrumentor needs opentelemetry-instrumentation: pip install 'llmtap[otel]' ({exc})"
+            ) from exc
         return LlmtapInstrumentor
     raise AttributeError(f"module 'llmtap' has no attribute {name!r}")
 

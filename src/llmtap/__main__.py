@@ -1,5 +1,9 @@
+"""``python -m llmtap``: the ``llmtap`` command."""
+
 import sys
 
-from llmtap.cli import main
+from llmtap._cli import main
+
+__all__: list[str] = []
 
 sys.exit(main())

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 from llmtap._log import label_overflow, log_once
 
 if TYPE_CHECKING:
+    from llmtap._providers._base import Provider
     from llmtap._record import AttemptRecord
     from llmtap._settings import Settings
-    from llmtap.providers._base import Provider
 
 __all__ = ["MAX_LABEL_LENGTH", "LabelBound", "RecordBounds", "sanitize"]
 

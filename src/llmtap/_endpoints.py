@@ -2,7 +2,7 @@
 
 An API is recognised by the end of the URL path (``/messages``, ``/chat/completions``,
 ``/responses``, ``:streamGenerateContent``, Bedrock's ``/invoke``, Vertex's ``:rawPredict`` ...), which
-its parser may confirm from the whole path (:meth:`~llmtap.providers.Provider.accepts_path`: Claude's
+its parser may confirm from the whole path (:meth:`~llmtap._providers.Provider.accepts_path`: Claude's
 publisher on Vertex, a Claude model on Bedrock), on a known public host (``KNOWN_HOSTS``,
 ``CLOUD_HOSTS``), below a configured base URL, or on any host with ``match_any_host``. The provider
 *name* (``gen_ai.provider.name``) comes from the user's override, else the known host
@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 
 from llmtap._bounds import sanitize
 from llmtap._log import logger
-from llmtap.providers import anthropic, bedrock, cohere, gemini, openai_chat, openai_responses, vertex_anthropic
-from llmtap.providers._base import Provider
+from llmtap._providers import anthropic, bedrock, cohere, gemini, openai_chat, openai_responses, vertex_anthropic
+from llmtap._providers._base import Provider
 
 __all__ = ["Endpoint", "EndpointMatcher", "UnobservedHosts", "normalize_host", "sdk_endpoint"]
 

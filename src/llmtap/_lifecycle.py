@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
     from prometheus_client import CollectorRegistry
 
+    from llmtap._exporters._base import Sink
     from llmtap._serve import MetricsServer
-    from llmtap.exporters._base import Sink
 
 __all__ = ["activate", "deactivate", "instrument", "uninstrument"]
 

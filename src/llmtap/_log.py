@@ -15,9 +15,11 @@ path pays one lock per failure and nothing otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
+from collections.abc import Iterator
 
 __all__ = [
     "INTERNAL_WHERE",
@@ -28,6 +30,8 @@ __all__ = [
     "label_overflows",
     "log_once",
     "logger",
+    "quiet",
+    "without_prefix",
 ]
 
 logger = logging.getLogger("llmtap")
@@ -106,3 +110,31 @@ def reset() -> None:
     with _lock:
         _seen.clear()
         _last_logged.clear()
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Drop llmtap's log records inside the block (a check whose findings another process reports)."""
+
+    def drop(record: logging.LogRecord) -> bool:
+        return False
+
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
+
+
+class without_prefix(logging.Formatter):  # a formatter class, named for what it does
+    """A formatter for the command line: llmtap's own messages already begin with ``llmtap: ``, which
+    Python's last-resort handler (an app that configured no logging) prints alone; the logger name is not
+    repeated before them. Other loggers' records keep their name."""
+
+    def __init__(self) -> None:
+        super().__init__("%(levelname)s %(name)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # logging's name
+        if record.name == "llmtap" or record.name.startswith("llmtap."):
+            return f"{record.levelname} {record.message}"
+        return super().formatMessage(record)

@@ -29,8 +29,8 @@ from llmtap._body import BodyDecodeError, Decoder, make_decoder
 from llmtap._eventstream import EventStreamFramer
 from llmtap._headers import duration, finite, reset_at, retry_after_seconds
 from llmtap._log import internal_error, log_once
+from llmtap._providers._base import Facts, Header, Provider
 from llmtap._record import APP_SIDE, AttemptRecord, AttemptStart, Outcome, RateLimit, Usage
-from llmtap.providers._base import Facts, Header, Provider
 
 __all__ = ["AttemptObserver", "Ending", "ObserverConfig", "classify_exception"]
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from llmtap.providers._base import RequestInfo, as_int
+from llmtap._providers._base import RequestInfo, as_int
 
 __all__ = ["UNKNOWN", "info_from_body", "info_from_content", "info_from_json", "info_from_options"]
 

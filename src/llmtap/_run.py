@@ -82,6 +82,7 @@ def prepare(
             ``/metrics`` address cannot be served.
         pydantic.ValidationError: the ``LLMTAP_*`` settings are invalid (named in the message).
     """
+    from llmtap._log import quiet
     from llmtap._settings import Settings
 
     if not command:
@@ -101,8 +102,10 @@ def prepare(
         env.setdefault("LLMTAP_METRICS", "false")  # the meter path
     else:
         env.setdefault("LLMTAP_OTEL_METRICS", "false")  # the Prometheus path
-    # fail here, with the variable named, rather than inside the program
-    settings = Settings.from_env(env)
+    # fail here, with the variable named, rather than inside the program; unknown LLMTAP_* variables are
+    # left to the program's own instrumentation to warn about, once
+    with quiet():
+        settings = Settings.from_env(env)
     if settings.metrics and settings.otel_metrics and exporting:
         served = f"/metrics on port {settings.metrics_port}" if settings.metrics_port is not None else "Prometheus"
         logger.warning(

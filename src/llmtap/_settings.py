@@ -10,7 +10,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from llmtap._log import logger
@@ -197,14 +197,26 @@ class Settings(BaseModel):
                 raise ValueError(f"base URL must start with http:// or https://: {url!r}")
         return tuple(u.rstrip("/") for u in urls)
 
-    @model_validator(mode="after")
-    def _check_names(self) -> Settings:
-        for url in self.provider_names:
-            if url.rstrip("/") not in self.base_urls:
-                raise ValueError(f"provider_names key {url!r} is not one of base_urls")
-        if self.metrics_port is not None and not self.metrics:
+    # Checks across fields are field validators of the later field (fields are validated in order), so an
+    # error is located at that field, and from the environment at its variable.
+    @field_validator("provider_names")
+    @classmethod
+    def _check_names(cls, names: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        base_urls = info.data.get("base_urls", ())
+        for url in names:
+            if url.rstrip("/") not in base_urls:
+                raise ValueError(
+                    f"key {url!r} is not one of base_urls ({', '.join(base_urls) or 'none given'}); "
+                    "each key names the provider of one base URL"
+                )
+        return names
+
+    @field_validator("metrics_port")
+    @classmethod
+    def _check_port_needs_metrics(cls, port: int | None, info: ValidationInfo) -> int | None:
+        if port is not None and info.data.get("metrics") is False:
             raise ValueError("metrics_port serves the Prometheus metrics, which metrics=False turns off")
-        return self
+        return port
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -258,6 +270,14 @@ def _from_text(name: str, annotation: Any, raw: str) -> Any:
         raise ValueError(f"expected a boolean: {_BOOL_HELP}")
     origin = typing.get_origin(annotation)
     if origin is tuple:
+        if raw.lstrip().startswith("["):  # a JSON array, the other spelling people reach for
+            try:
+                items = json.loads(raw)
+            except ValueError as exc:
+                raise ValueError(f"expected a comma-separated list (a,b) or a JSON array of strings: {exc}") from None
+            if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+                raise ValueError("expected a comma-separated list (a,b) or a JSON array of strings")
+            return tuple(i.strip() for i in items if i.strip())
         return tuple(p.strip() for p in raw.split(",") if p.strip())
     if origin is dict:
         if raw.lstrip().startswith("{"):  # a JSON object (LLMTAP_PRICES, or any mapping)

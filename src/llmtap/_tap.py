@@ -22,14 +22,14 @@ from llmtap import _attributes, _handoff
 from llmtap._bounds import RecordBounds, sanitize
 from llmtap._calls import CURRENT_CALL, Call, call_record
 from llmtap._endpoints import PROVIDERS, EndpointMatcher, UnobservedHosts, sdk_endpoint
+from llmtap._exporters._base import Sink
 from llmtap._log import internal_error
 from llmtap._metrics import INSTRUMENTS, Instrument
 from llmtap._observer import AttemptObserver, Ending, ObserverConfig
+from llmtap._providers._base import RequestInfo
 from llmtap._record import AttemptRecord, AttemptStart, CallRecord, Usage
 from llmtap._request import UNKNOWN, info_from_content, info_from_options
 from llmtap._settings import CHUNK_GAP_BUCKETS, Settings
-from llmtap.exporters._base import Sink
-from llmtap.providers._base import RequestInfo
 
 if TYPE_CHECKING:
     import weakref
@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from llmtap._cost import Pricer
-    from llmtap.exporters.prometheus import PrometheusExporter
-    from llmtap.exporters.tracing import TracingExporter
+    from llmtap._exporters.prometheus import PrometheusExporter
+    from llmtap._exporters.tracing import TracingExporter
 
 __all__ = ["Attempt", "Tap", "activate", "active"]
 
@@ -141,7 +141,7 @@ class Tap:
         self._tracing_index = -1
         try:
             if settings.metrics:
-                from llmtap.exporters.prometheus import PrometheusExporter
+                from llmtap._exporters.prometheus import PrometheusExporter
 
                 self.prometheus = PrometheusExporter(
                     registry,
@@ -152,13 +152,13 @@ class Tap:
                 )
                 built.append(self.prometheus)
             if settings.traces:
-                from llmtap.exporters.tracing import TracingExporter
+                from llmtap._exporters.tracing import TracingExporter
 
                 self._tracing_index = len(built)
                 self._tracing = TracingExporter(tracer_provider)
                 built.append(self._tracing)
             if settings.otel_metrics:
-                from llmtap.exporters.otel_metrics import OtelMetricsExporter
+                from llmtap._exporters.otel_metrics import OtelMetricsExporter
 
                 built.append(
                     OtelMetricsExporter(

@@ -16,17 +16,21 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from opentelemetry.metrics import MeterProvider
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
 from llmtap import _handoff, _lifecycle, _tap
 from llmtap._record import AttemptRecord, AttemptStart, CallRecord
 from llmtap._settings import Settings
 from llmtap._tap import Tap
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+_OTEL_EXTRA_HINT = "llmtap.testing.capture() records spans with the OpenTelemetry SDK: pip install 'llmtap[otel]'"
 
 __all__ = ["Capture", "RecordingSink", "capture"]
 
@@ -129,6 +133,7 @@ def capture(
     ``open_telemetry={"tracer_provider": ...}``) so its spans land in the same exporter.
 
     Raises:
+        ImportError: the OpenTelemetry SDK is not installed (``pip install 'llmtap[otel]'``).
         RuntimeError: llmtap is already instrumented in this process (by the app,
             ``opentelemetry-instrument`` / ``llmtap run``, or another ``capture()``). Capturing would
             have to take the app's instrumentation over and then remove it, so it refuses and
@@ -140,6 +145,12 @@ def capture(
             "opentelemetry-instrument / llmtap run, or an enclosing capture()); it is left as it is. "
             "Call llmtap.uninstrument() before capturing"
         )
+    try:  # the SDK is an extra: an app that only exports Prometheus metrics never installs it
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    except ImportError as exc:
+        raise ImportError(f"{_OTEL_EXTRA_HINT} ({exc})") from exc
     registry = registry if registry is not None else CollectorRegistry()
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

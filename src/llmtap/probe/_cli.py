@@ -40,7 +40,7 @@ class _Claim(argparse.Action):
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """Add the ``probe`` subcommand to an ``argparse`` subparsers object."""
-    from ._options import DEFAULT_SIM_SCENARIO, PROVIDERS
+    from ._options import DEFAULT_MODELS, DEFAULT_SIM_SCENARIO, PROVIDERS, SIM_MODEL
 
     p: argparse.ArgumentParser = sub.add_parser(
         "probe",
@@ -51,12 +51,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "ANTHROPIC_API_KEY / OPENAI_API_KEY (never printed or stored); with no key and no --base-url "
         "the embedded simulator is probed. Claims are listed in command-line order.",
         epilog=EXIT_STATUSES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.set_defaults(claim_order=[])
     p.add_argument("--provider", choices=PROVIDERS, default="anthropic", help="wire format and SDK (anthropic)")
     p.add_argument("--base-url", default=None, help="endpoint base URL as the SDK takes it (default: the public API)")
-    p.add_argument("--model", action="append", default=[], help="model to probe (repeatable)")
+    models = ", ".join(f"{m} for {p}" for p, m in DEFAULT_MODELS.items())
+    p.add_argument(
+        "--model", action="append", default=[], help=f"model to probe, repeatable (default: {models}, {SIM_MODEL} "
+        "on the simulator)"
+    )  # fmt: skip
     p.add_argument("--requests", type=int, default=20, help="streaming requests per model (20)")
     p.add_argument("--max-tokens", type=int, default=64, help="largest max_tokens; requests spread from 1/8 of it (64)")
     p.add_argument("--prompt-words", type=int, default=400, help="prompts are padded with 0..N words (400)")
@@ -81,9 +84,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--throttle", action="store_true", help="provoke throttling (bounded) and compare retry-after")
     p.add_argument("--throttle-requests", type=int, default=30, help="at most this many burst requests (30)")
     p.add_argument("--simulator", action="store_true", help="probe the embedded simulator even if a key is set")
-    p.add_argument(
-        "--sim-scenario", default=DEFAULT_SIM_SCENARIO, help=f"simulator behaviour (default {DEFAULT_SIM_SCENARIO})"
-    )
+    p.add_argument("--sim-scenario", default=DEFAULT_SIM_SCENARIO, help="simulator behaviour (x-llmtap-sim syntax)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
     p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report")
     p.add_argument("--svg", metavar="DIR", help="also write the plots as SVG files")

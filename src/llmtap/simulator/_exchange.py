@@ -22,6 +22,22 @@ from typing import Any, ClassVar, Literal
 
 from ._scenario import FAIL_STATUSES, Scenario, delta_text
 
+__all__ = [
+    "Api",
+    "ClientGone",
+    "Context",
+    "Exchange",
+    "RateLimitSnapshot",
+    "RunResult",
+    "Stopping",
+    "count_words",
+    "error_status_for",
+    "json_bytes",
+    "rand_id",
+    "retry_after_headers",
+    "run",
+]
+
 Outcome = Literal["completed", "error_status", "error_event", "dropped", "no_stop", "client_disconnected"]
 
 _ALNUM = string.ascii_letters + string.digits

@@ -528,10 +528,14 @@ def _shutdown_socket(conn: socket.socket) -> None:
 
 
 def serve_forever(host: str, port: int, default: Scenario | None = None, *, verbose: bool = False) -> None:
-    """Run a simulator in the foreground until Ctrl-C (used by ``llmtap simulate``)."""
+    """Run a simulator in the foreground until Ctrl-C (used by ``llmtap simulate``).
+
+    Raises:
+        OSError: ``host:port`` cannot be bound (taken, or no such address); nothing is printed then.
+    """
     sim = Simulator(host, port, default, verbose=verbose).start()
-    print(f"llmtap simulator listening on {sim.base_url}", file=sys.stderr, flush=True)
-    try:
+    try:  # Ctrl-C right after the line is printed ends it cleanly too
+        print(f"llmtap simulator listening on {sim.base_url} (Ctrl-C stops)", file=sys.stderr, flush=True)
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmtap.providers._base import Facts, Output, Provider
+from llmtap._providers._base import Facts, Output, Provider
 
 __all__ = ["PROVIDER", "CohereChat"]
 

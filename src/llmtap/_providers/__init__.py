@@ -1,5 +1,5 @@
 """Provider wire formats. Each provider is one module exporting a :class:`Provider` instance."""
 
-from llmtap.providers._base import Facts, Provider, RequestInfo
+from llmtap._providers._base import Facts, Provider, RequestInfo
 
 __all__ = ["Facts", "Provider", "RequestInfo"]

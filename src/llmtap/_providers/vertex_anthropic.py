@@ -4,7 +4,7 @@
 (``global``) and ``aiplatform.<us|eu>.rep.googleapis.com``.
 
 Wire facts: the body and the SSE stream are the Anthropic Messages API's (parsed by
-:class:`~llmtap.providers.anthropic.AnthropicMessages`); the model is the last path segment
+:class:`~llmtap._providers.anthropic.AnthropicMessages`); the model is the last path segment
 (URL-quoted), and ``stream`` stays in the body. Gemini on Vertex (``publishers/google/…
 :streamGenerateContent``) is another API, and ``publishers/anthropic/models/count-tokens:rawPredict``
 counts tokens, it generates nothing: neither is read here. Errors from Claude itself keep the
@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
-from llmtap.providers._base import Facts
-from llmtap.providers.anthropic import AnthropicMessages
+from llmtap._providers._base import Facts
+from llmtap._providers.anthropic import AnthropicMessages
 
 __all__ = ["PROVIDER", "AnthropicVertex"]
 

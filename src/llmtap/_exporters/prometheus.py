@@ -24,9 +24,9 @@ from prometheus_client.samples import Sample
 
 from llmtap import _handoff
 from llmtap._cost import COST_TYPES
+from llmtap._exporters._health import HEALTH_METRIC_NAMES, HealthCollector
 from llmtap._metrics import COUNTER, GAUGE, HISTOGRAM, INSTRUMENTS, TOKEN_TYPES, Instrument, label_name, resolve_names
 from llmtap._record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord, Usage
-from llmtap.exporters._health import HEALTH_METRIC_NAMES, HealthCollector
 
 if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext

@@ -38,6 +38,7 @@ from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.trace import SpanContext
 
 from llmtap._cost import COST_TYPES
+from llmtap._exporters._health import register_otel
 from llmtap._metrics import (
     BASE_ATTRIBUTES,
     COUNTER,
@@ -51,7 +52,6 @@ from llmtap._metrics import (
 )
 from llmtap._record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord
 from llmtap._version import __version__
-from llmtap.exporters._health import register_otel
 
 __all__ = ["OtelMetricsExporter", "spread"]
 

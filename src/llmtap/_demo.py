@@ -17,13 +17,15 @@ import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ import llmtap
 from llmtap._record import FAILED
 from llmtap.simulator import Scenario, Simulator
 
-__all__ = ["MIXES", "run_demo"]
+__all__ = ["DEMO_FOR", "MIXES", "MIX_HELP", "DemoError", "run_demo"]
 
 MODELS = ("claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-1")
 PARAMS: dict[str, Any] = {"max_tokens": 256, "messages": [{"role": "user", "content": "Tell me a story."}]}
@@ -89,6 +91,14 @@ MIXES: dict[str, dict[str, float]] = {
                "incomplete": 4, "timeout": 3, "client_closed": 6, "abandoned": 4, "cancelled": 4, "max_tokens": 6,
                "low_headroom": 4},
 }  # fmt: skip
+MIX_HELP: dict[str, str] = {
+    "default": "mostly healthy traffic with a little of every fault",
+    "faults": "failures weighted up, so a short run shows every outcome and the alert conditions hold",
+}
+
+
+class DemoError(Exception):
+    """The demo cannot start (a port is taken, Prometheus failed, a package is missing); the message says why."""
 
 
 def _pick(rng: random.Random, mix: str, allow: set[str]) -> Kind:
@@ -280,7 +290,10 @@ class _View:
             prev_bound, prev_count = bound, count
         return None
 
-    def render(self, url: str, elapsed: float, alerts: str | None = None) -> str:
+    def render(self, url: str, elapsed: float, alerts: str | None = None, *, size: tuple[int, int] = (80, 24)) -> str:
+        """The live view, at most ``size`` (columns, rows): the title first, so a short terminal cuts the
+        bottom (the rate-limit rows), never the ``/metrics`` URL or how to stop."""
+
         def sec(v: float | None) -> str:
             return "   -   " if v is None else f"{v * 1000:6.0f}ms"
 
@@ -304,18 +317,17 @@ class _View:
         n_calls = sum(calls.values())
         failed = sum(v for o, v in calls.items() if llmtap.Outcome(o) in FAILED)
         started = total - streams.get(llmtap.Outcome.REJECTED.value, 0.0)
-        lines = [
-            f"llmtap demo — {url}/metrics — {elapsed:5.0f}s — last {self.window:.0f}s window — Ctrl-C to stop",
-            f"  alerts: {alerts} (for: {DEMO_FOR} in the demo's copy of the rules)" if alerts else "",
+        lines = [f"llmtap demo — {url}/metrics — {elapsed:4.0f}s — last {self.window:.0f}s — Ctrl-C stops"]
+        if alerts:
+            lines.append(f"  alerts: {alerts} (demo rules: for: {DEMO_FOR})")
+        lines += [
             f"  attempts {attempts:6.0f}   streams {total:6.0f}   in flight "
             f"{sum(self.current('llmtap_streams_in_flight').values()):3.0f}",
             f"  calls    {n_calls:6.0f}   failed after the SDK's retries {failed:5.0f}"
             f"  {failed / n_calls if n_calls else 0.0:6.1%}",
-            "",
             pair("time to first token  ", "llmtap_time_to_first_token_seconds"),
             pair("time to first chunk  ", "gen_ai_client_operation_time_to_first_chunk_seconds"),
             pair("per call (w/ retries)", "llmtap_call_time_to_first_token_seconds"),
-            "",
             "  stream outcomes          share (rejected: of all; others: of those not rejected)",
         ]  # fmt: skip
         for outcome in llmtap.Outcome:
@@ -324,8 +336,8 @@ class _View:
             share = n / of if of else 0.0
             bar = "#" * round(share * 40)
             lines.append(f"    {outcome.value:<17} {n:6.0f}  {share:6.1%}  {bar}")
-        lines += ["", "  retries by reason  " + ("  ".join(f"{r}: {n:.0f}" for r, n in sorted(retries.items())) or "-")]
-        lines += ["", "  rate-limit headroom, tightest resource per model (remaining / limit)"]
+        lines += ["  retries by reason  " + ("  ".join(f"{r}: {n:.0f}" for r, n in sorted(retries.items())) or "-")]
+        lines += ["  rate-limit headroom, tightest resource per model (remaining / limit)"]
         limits = {(dict(k).get("gen_ai_request_model", ""), dict(k).get("resource", "")): v
                   for k, v in self.current("llmtap_ratelimit_limit").items()}  # fmt: skip
         tightest: dict[str, tuple[float, str]] = {}
@@ -340,7 +352,8 @@ class _View:
         for model, (share, resource) in sorted(tightest.items()):
             bar = "#" * round(share * 20)
             lines.append(f"    {model:<20} {share:6.1%}  {resource:<14} {bar}")
-        return "\n".join(lines)
+        columns, rows = size  # written with no newline after the last line: every row is the view's
+        return "\n".join(line[:columns] for line in lines[: max(1, rows)])
 
 
 # -- running it -------------------------------------------------------------------------------------
@@ -367,58 +380,80 @@ def _demo_rules(rules: Path, dest: Path) -> Path:
     return out
 
 
-def _alerts_page(base: str, proc: subprocess.Popen[bytes], wait: float = 15.0) -> str | None:
-    """The alerts page this Prometheus serves (``/alerts``, or ``/classic/alerts`` on builds without the
-    new UI, such as Debian's 2.42), once it is ready; ``None`` if it exited or never answered."""
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline and proc.poll() is None:
-        for path in ("/alerts", "/classic/alerts"):
-            try:
-                with urllib.request.urlopen(base + path, timeout=1.0) as response:
-                    if response.status == 200:
-                        return base + path
-            except (OSError, ValueError):
-                continue
-        time.sleep(0.25)
-    return None
+def _http_status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (OSError, ValueError):
+        return 0
 
 
-def _start_prometheus(metrics_port: int, port: int) -> tuple[subprocess.Popen[bytes], str] | None:
+@contextlib.contextmanager
+def _prometheus(metrics_port: int, port: int, *, ready_within: float = 60.0) -> Iterator[str | None]:
+    """A local ``prometheus`` scraping the demo with llmtap's alert rules; yields its alerts page URL (the
+    one this version serves: ``/alerts``, ``/classic/alerts`` on builds without the new UI such as
+    Debian's 2.x, else the ``/api/v1/alerts`` API), or ``None`` when ``prometheus`` is not installed.
+    Its data lives in a temporary folder, removed when the demo ends.
+
+    Raises:
+        DemoError: the port is taken, or Prometheus exited or did not become ready.
+    """
     binary = shutil.which("prometheus")
     if binary is None:
         print("prometheus not found on PATH (Debian: apt-get install prometheus); continuing without it")
-        return None
+        yield None
+        return
+    with socket.socket() as probe:  # a Prometheus would die on a taken port, or we would watch someone else's
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise DemoError(
+                f"cannot start Prometheus on 127.0.0.1:{port}: {exc.strerror or exc} (is a Prometheus already "
+                "running there?); choose another port: --prometheus PORT"
+            ) from None
     tmp = Path(tempfile.mkdtemp(prefix="llmtap-prom-"))
-    shipped = _find_rules()
-    rules = None if shipped is None else _demo_rules(shipped, tmp)
-    config = [
-        "global: {scrape_interval: 2s, evaluation_interval: 2s}",
-        "scrape_configs:",
-        "  - job_name: llmtap-demo",
-        f"    static_configs: [{{targets: ['127.0.0.1:{metrics_port}']}}]",
-    ]
-    if rules is not None:
-        config.insert(1, f"rule_files: ['{rules}']")
-    (tmp / "prometheus.yml").write_text("\n".join(config) + "\n")
-    proc = subprocess.Popen(
-        [binary, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=(tmp / "prometheus.log").open("wb"),
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    page = _alerts_page(base, proc)
-    if page is None:
-        print(f"Prometheus did not start on {base} (see {tmp / 'prometheus.log'}); continuing without it")
-        proc.terminate()
-        proc.wait(timeout=10)
-        return None
-    print(f"Prometheus on {base}, alerts: {page}, data in {tmp}")
-    if rules is not None:
-        print(
-            f"  the demo's copy of the rules fires alerts after for: {DEMO_FOR} (dashboards/alerts.yaml: 2 to 30 "
-            "minutes); with --mix faults the first alerts fire about 1.5-2 minutes after the start"
-        )
-    return proc, page
+    try:
+        shipped = _find_rules()
+        rules = None if shipped is None else _demo_rules(shipped, tmp)
+        config = [
+            "global: {scrape_interval: 2s, evaluation_interval: 2s}",
+            "scrape_configs:",
+            "  - job_name: llmtap-demo",
+            f"    static_configs: [{{targets: ['127.0.0.1:{metrics_port}']}}]",
+        ]
+        if rules is not None:
+            config.insert(1, f"rule_files: ['{rules}']")
+        (tmp / "prometheus.yml").write_text("\n".join(config) + "\n")
+        log = tmp / "prometheus.log"
+        with log.open("wb") as log_file:
+            proc = subprocess.Popen(
+                [binary, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
+                 f"--web.listen-address=127.0.0.1:{port}"],
+                stdout=subprocess.DEVNULL, stderr=log_file,
+            )  # fmt: skip
+        try:
+            base = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + ready_within
+            while _http_status(base + "/-/ready") != 200:
+                if proc.poll() is not None:
+                    lines = log.read_text(errors="replace").strip().splitlines() or ["(no output)"]
+                    raise DemoError(f"Prometheus exited at start-up (status {proc.returncode}): {lines[-1]}")
+                if time.monotonic() > deadline:
+                    raise DemoError(f"Prometheus on 127.0.0.1:{port} was not ready within {ready_within:.0f} s")
+                time.sleep(0.2)
+            page = next((p for p in ("/alerts", "/classic/alerts") if _http_status(base + p) == 200), "/api/v1/alerts")
+            yield base + page
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _otel_meter_provider(registry: CollectorRegistry) -> Any:
@@ -448,6 +483,10 @@ def run_demo(
     ``metrics_via="otel"`` turns llmtap's Prometheus exporter off and serves ``/metrics`` from its
     OpenTelemetry meter through ``opentelemetry-exporter-prometheus``: the names a Collector would
     produce from llmtap's OTLP metrics.
+
+    Raises:
+        DemoError: it cannot start (a port is taken, Prometheus failed, a package is missing); nothing
+            it started is left running.
     """
     if mix not in MIXES:
         raise ValueError(f"unknown mix {mix!r}; choose from {sorted(MIXES)}")
@@ -460,90 +499,101 @@ def run_demo(
         try:
             meter_provider = _otel_meter_provider(registry)
         except ImportError:
-            print("--metrics-via otel needs opentelemetry-exporter-prometheus: pip install 'llmtap[demo]'")
-            return 2
-    try:
-        server, server_thread = start_http_server(metrics_port, addr="127.0.0.1", registry=registry)
-    except OSError as exc:
-        print(f"cannot serve /metrics on 127.0.0.1:{metrics_port}: {exc} (choose another with --metrics-port)")
-        return 2
-    previous = signal.getsignal(signal.SIGTERM)
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    sim = Simulator().start()
-    settings = llmtap.Settings(
-        base_urls=(sim.base_url,),
-        stall_threshold_seconds=1.0,
-        metrics=meter_provider is None,
-        otel_metrics=meter_provider is not None,
-        otel_chunk_gaps=meter_provider is not None,  # the demo shows every panel on both paths
-        cost=importlib.util.find_spec("genai_prices") is not None,  # the cost panels, when the table is installed
-    )
-    llmtap.instrument(settings, registry=registry, meter_provider=meter_provider)
-    url = f"http://127.0.0.1:{metrics_port}"
-    started_prom = _start_prometheus(metrics_port, prometheus_port) if prometheus_port else None
-    prom = None if started_prom is None else started_prom[0]
-    alerts_page = None if started_prom is None else started_prom[1]
-    threads = [
-        threading.Thread(target=_sync_worker, args=(sim.base_url, mix, stop, seed + i, pace), daemon=True)
-        for i in range(workers)
-    ]
-    threads += [
-        threading.Thread(
-            target=lambda i=i: asyncio.run(_async_worker(sim.base_url, mix, stop, seed + 100 + i, pace)), daemon=True
-        )
-        for i in range(max(1, workers // 2))
-    ]
-    threads += [
-        threading.Thread(target=_openai_worker, args=(sim.base_url, mix, stop, seed + 200 + i, pace), daemon=True)
-        for i in range(max(1, workers // 2))
-    ]
-    for thread in threads:
-        thread.start()
-    view = _View(registry)
-    started = time.monotonic()
-    print(f"llmtap demo: simulator {sim.base_url}, metrics {url}/metrics, mix {mix!r}", flush=True)
-    try:
-        last_line = 0.0
-        while not stop.is_set():
-            elapsed = time.monotonic() - started
-            if duration is not None and elapsed >= duration:
-                break
-            view.snapshot()
-            if headless:
-                if elapsed - last_line >= 5:
-                    last_line = elapsed
-                    ttft = view.quantile("llmtap_time_to_first_token_seconds", 0.95)
-                    streams = view.delta("llmtap_streams_total")
-                    total = sum(streams.values())
-                    done = sum(v for k, v in streams.items() if dict(k)["outcome"] == "completed")
-                    rejected = sum(v for k, v in streams.items() if dict(k)["outcome"] == "rejected")
-                    not_rejected = total - rejected
-                    print(
-                        f"{elapsed:5.0f}s streams={total:.0f} rejected={rejected:.0f} "
-                        f"completed={done / not_rejected if not_rejected else 0:.0%} of those not rejected "
-                        f"ttft_p95={'-' if ttft is None else f'{ttft * 1000:.0f}ms'}",
-                        flush=True,
-                    )
-            else:
-                sys.stdout.write("\x1b[H\x1b[2J" + view.render(url, elapsed, alerts_page) + "\n")
-                sys.stdout.flush()
-            stop.wait(1.0)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        stop.set()
-        print("\nstopping…", flush=True)
-        for thread in threads:
-            thread.join(timeout=5)
-        gc.collect()
-        llmtap.uninstrument()
+            raise DemoError(
+                "--metrics-via otel needs opentelemetry-exporter-prometheus: pip install 'llmtap[demo]'"
+            ) from None
+    with contextlib.ExitStack() as cleanup:
         if meter_provider is not None:
-            meter_provider.shutdown()
-        sim.stop()
-        server.shutdown()
-        server_thread.join(timeout=2)
-        if prom is not None:
-            prom.terminate()
-            prom.wait(timeout=10)
-        signal.signal(signal.SIGTERM, previous)
+            cleanup.callback(meter_provider.shutdown)
+        try:
+            server, server_thread = start_http_server(metrics_port, addr="127.0.0.1", registry=registry)
+        except OSError as exc:
+            raise DemoError(
+                f"cannot serve /metrics on 127.0.0.1:{metrics_port}: {exc.strerror or exc} "
+                "(choose another port: --metrics-port PORT)"
+            ) from None
+        cleanup.callback(server_thread.join, timeout=2)
+        cleanup.callback(server.shutdown)
+        metrics_port = int(server.server_address[1])  # --metrics-port 0: the free port taken
+        url = f"http://127.0.0.1:{metrics_port}"
+        alerts = None
+        if prometheus_port is not None:
+            alerts = cleanup.enter_context(_prometheus(metrics_port, prometheus_port))
+            if alerts is not None:
+                print(
+                    f"Prometheus with llmtap's alert rules: {alerts}. The demo's copy of the rules fires an alert "
+                    f"after for: {DEMO_FOR} (dashboards/alerts.yaml: 2 to 30 minutes); with --mix faults the "
+                    "first alerts fire about 1.5-2 minutes after the start.",
+                    flush=True,
+                )
+        sim = cleanup.enter_context(Simulator())
+        settings = llmtap.Settings(
+            base_urls=(sim.base_url,),
+            stall_threshold_seconds=1.0,
+            metrics=meter_provider is None,
+            otel_metrics=meter_provider is not None,
+            otel_chunk_gaps=meter_provider is not None,  # the demo shows every panel on both paths
+            cost=importlib.util.find_spec("genai_prices") is not None,  # the cost panels, when the table is installed
+        )
+        llmtap.instrument(settings, registry=registry, meter_provider=meter_provider)
+        cleanup.callback(llmtap.uninstrument)
+        previous = signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        cleanup.callback(signal.signal, signal.SIGTERM, previous)
+        threads = [
+            threading.Thread(target=_sync_worker, args=(sim.base_url, mix, stop, seed + i, pace), daemon=True)
+            for i in range(workers)
+        ]
+        threads += [
+            threading.Thread(
+                target=lambda i=i: asyncio.run(_async_worker(sim.base_url, mix, stop, seed + 100 + i, pace)),
+                daemon=True,
+            )
+            for i in range(max(1, workers // 2))
+        ]
+        threads += [
+            threading.Thread(target=_openai_worker, args=(sim.base_url, mix, stop, seed + 200 + i, pace), daemon=True)
+            for i in range(max(1, workers // 2))
+        ]
+        for thread in threads:
+            thread.start()
+        view = _View(registry)
+        started = time.monotonic()
+        print(f"llmtap demo: simulator {sim.base_url}, metrics {url}/metrics, mix {mix!r}", flush=True)
+        try:
+            last_line = 0.0
+            while not stop.is_set():
+                elapsed = time.monotonic() - started
+                if duration is not None and elapsed >= duration:
+                    break
+                view.snapshot()
+                if headless:
+                    if elapsed - last_line >= 5:
+                        last_line = elapsed
+                        ttft = view.quantile("llmtap_time_to_first_token_seconds", 0.95)
+                        streams = view.delta("llmtap_streams_total")
+                        total = sum(streams.values())
+                        done = sum(v for k, v in streams.items() if dict(k)["outcome"] == "completed")
+                        rejected = sum(v for k, v in streams.items() if dict(k)["outcome"] == "rejected")
+                        not_rejected = total - rejected
+                        print(
+                            f"{elapsed:5.0f}s streams={total:.0f} rejected={rejected:.0f} "
+                            f"completed={done / not_rejected if not_rejected else 0:.0%} of those not rejected "
+                            f"ttft_p95={'-' if ttft is None else f'{ttft * 1000:.0f}ms'}",
+                            flush=True,
+                        )
+                else:
+                    size = tuple(shutil.get_terminal_size((80, 24)))
+                    frame = view.render(url, elapsed, alerts, size=(size[0], size[1]))
+                    sys.stdout.write("\x1b[H\x1b[2J" + frame)  # no newline after the last row: nothing scrolls
+                    sys.stdout.flush()
+                stop.wait(1.0)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            stop.set()
+            print("\nstopping…", flush=True)
+            for thread in threads:
+                thread.join(timeout=5)
+            gc.collect()
     return 0

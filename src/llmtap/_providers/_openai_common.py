@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmtap.providers._base import Facts, Header
+from llmtap._providers._base import Facts, Header
 
 __all__ = ["ERROR_TYPES", "HEADERS", "apply_error"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmtap.providers._base import Facts, Header, Output, Provider
+from llmtap._providers._base import Facts, Header, Output, Provider
 
 __all__ = ["PROVIDER", "AnthropicMessages"]
 

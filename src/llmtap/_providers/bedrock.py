@@ -28,8 +28,8 @@ import json
 import re
 from urllib.parse import unquote
 
-from llmtap.providers._base import Header
-from llmtap.providers.anthropic import AnthropicMessages
+from llmtap._providers._base import Header
+from llmtap._providers.anthropic import AnthropicMessages
 
 __all__ = ["PROVIDER", "AnthropicBedrock"]
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmtap.providers import _openai_common
-from llmtap.providers._base import Facts, Output, Provider
+from llmtap._providers import _openai_common
+from llmtap._providers._base import Facts, Output, Provider
 
 __all__ = ["PROVIDER", "OpenAIResponses"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmtap.providers._base import MAX_COUNT, Facts, Output, Provider
+from llmtap._providers._base import MAX_COUNT, Facts, Output, Provider
 
 __all__ = ["PROVIDER", "Gemini"]
 

@@ -1,5 +1,5 @@
 """Exporters (sinks): fed finished attempt and call records, knowing nothing of providers."""
 
-from llmtap.exporters._base import Sink
+from llmtap._exporters._base import Sink
 
 __all__ = ["Sink"]

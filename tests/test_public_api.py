@@ -1,0 +1,165 @@
+"""The public surface is deliberate: ``__all__`` is the API, every other module is private by name, and the
+base install carries only what a Prometheus-only app needs."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import pkgutil
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import llmtap
+from llmtap.simulator import Simulator
+
+PUBLIC_MODULES = ("llmtap", "llmtap.probe", "llmtap.simulator", "llmtap.testing")
+"""The only importable paths without an underscore; everything else is implementation."""
+
+API = [
+    "AttemptRecord",
+    "AttemptStart",
+    "CallRecord",
+    "Cost",
+    "LlmtapInstrumentor",
+    "ModelPrice",
+    "Outcome",
+    "RateLimit",
+    "Settings",
+    "Tap",
+    "Usage",
+    "__version__",
+    "attributes",
+    "instrument",
+    "uninstrument",
+    "wrap_transport",
+]
+
+
+def test_top_level_all_is_the_api() -> None:
+    """Adding to (or removing from) the API is a decision: this list, the README and the CHANGELOG change."""
+    assert sorted(llmtap.__all__) == sorted(API)
+    public = {n for n in dir(llmtap) if not n.startswith("_") and not isinstance(getattr(llmtap, n), types.ModuleType)}
+    assert public == set(API) - {"__version__"}
+
+
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_all_equals_the_public_names(name: str) -> None:
+    module = importlib.import_module(name)
+    names = set(module.__all__)
+    assert len(names) == len(module.__all__), "a name is listed twice"
+    for attribute in names:
+        assert getattr(module, attribute) is not None, attribute
+    # what llmtap defines and this module offers without an underscore (imports of other libraries aside)
+    public = {
+        n
+        for n in dir(module)
+        if not n.startswith("_")
+        and not isinstance(getattr(module, n), types.ModuleType)
+        and str(getattr(getattr(module, n), "__module__", "")).startswith(name)
+    }
+    assert public <= names, f"public but not in __all__: {public - names}"
+    assert "__version__" in names or name != "llmtap"
+
+
+def _walk() -> list[str]:
+    return [m.name for m in pkgutil.walk_packages(llmtap.__path__, "llmtap.")]
+
+
+def test_every_other_module_is_private_by_name() -> None:
+    modules = _walk()
+    assert "llmtap._cli" in modules and "llmtap._exporters.prometheus" in modules  # positive control: walked
+    public = sorted(
+        m for m in modules if not any(part.startswith("_") for part in m.split(".")) and m not in PUBLIC_MODULES
+    )
+    assert public == [], f"public module names outside the API: {public}; rename them _private or add them"
+
+
+def test_every_module_declares_all() -> None:
+    """Private modules too: ``__all__`` says what the rest of llmtap may import from each."""
+    source = Path(llmtap.__file__).parent
+    files = sorted(source.rglob("*.py"))
+    assert len(files) > 40  # positive control: the package was found
+    missing = [str(f.relative_to(source)) for f in files if not re.search(r"^__all__\b", f.read_text(), re.M)]
+    assert missing == []
+
+
+def test_the_command_and_python_m_run_the_private_cli() -> None:
+    (script,) = (e for e in importlib.metadata.entry_points(group="console_scripts") if e.name == "llmtap")
+    assert script.value == "llmtap._cli:main"
+    out = subprocess.run([sys.executable, "-m", "llmtap", "--version"], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == llmtap.__version__
+
+
+def _base_requirements() -> set[str]:
+    requires = importlib.metadata.requires("llmtap") or []
+    names = set()
+    for requirement in requires:
+        if "extra ==" in requirement:
+            continue
+        names.add(requirement.split(";")[0].split(">")[0].split("<")[0].split("=")[0].split("[")[0].strip().lower())
+    return names
+
+
+def test_base_install_has_no_opentelemetry_sdk() -> None:
+    base = _base_requirements()
+    assert "opentelemetry-api" in base  # positive control: the requirements were read
+    assert not base & {"opentelemetry-sdk", "opentelemetry-instrumentation"}, base
+
+
+# Runs in a fresh interpreter where the OpenTelemetry SDK and instrumentation cannot be imported, as in
+# `pip install llmtap` without extras: Prometheus metrics and (no-op) spans work, and the two features that
+# need the SDK say which extra to install.
+_WITHOUT_SDK = """
+import importlib.abc, sys
+
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.startswith(("opentelemetry.sdk", "opentelemetry.instrumentation")):
+            raise ImportError(f"No module named {name!r} (blocked: not installed)")
+        return None
+
+sys.meta_path.insert(0, Block())
+try:
+    import opentelemetry.sdk.trace
+    raise SystemExit("the blocker does not block")
+except ImportError:
+    pass
+
+import httpx2, prometheus_client, llmtap
+registry = prometheus_client.CollectorRegistry()
+llmtap.instrument(llmtap.Settings(base_urls=[sys.argv[1]]), registry=registry)
+body = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+httpx2.post(sys.argv[1] + "/v1/messages", json=body, headers={"x-api-key": "k"}).raise_for_status()
+print("attempts", registry.get_sample_value(
+    "llmtap_attempts_total",
+    {"gen_ai_provider_name": "anthropic", "gen_ai_operation_name": "chat", "gen_ai_request_model": "m",
+     "status_code": "200", "error_type": ""}))
+llmtap.uninstrument()
+for what in ("import llmtap.testing; llmtap.testing.capture().__enter__()", "llmtap.LlmtapInstrumentor"):
+    try:
+        exec(what)
+        print("no error:", what)
+    except ImportError as exc:
+        print("ImportError:", str(exc).split(" (")[0])
+print("sdk loaded:", any(m.startswith("opentelemetry.sdk") for m in sys.modules))
+"""
+
+
+def test_prometheus_only_app_runs_without_the_sdk() -> None:
+    with Simulator() as sim:
+        out = subprocess.run(
+            [sys.executable, "-c", _WITHOUT_SDK, sim.base_url], capture_output=True, text=True, timeout=60
+        )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines == [
+        "attempts 1.0",
+        "ImportError: llmtap.testing.capture() records spans with the OpenTelemetry SDK: pip install 'llmtap[otel]'",
+        "ImportError: llmtap.LlmtapInstrumentor needs opentelemetry-instrumentation: pip install 'llmtap[otel]'",
+        "sdk loaded: False",
+    ], out.stdout + out.stderr
