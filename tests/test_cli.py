@@ -29,6 +29,18 @@ def test_version() -> None:
     assert out.stdout.strip() == llmtap.__version__
 
 
+def _interrupt(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    """Ctrl-C, then the process's output. The 120 s only guard against a hang (a loaded machine can
+    starve the child for seconds); a child still running then is killed, so no test leaks it."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+
+
 def test_simulate_serves_and_stops_on_ctrl_c() -> None:
     port = _free_port()
     proc = subprocess.Popen(
@@ -52,8 +64,7 @@ def test_simulate_serves_and_stops_on_ctrl_c() -> None:
         assert response.status_code == 200
         assert response.json()["usage"]["output_tokens"] == 3
     finally:
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=10)
+        _, stderr = _interrupt(proc)
     assert proc.returncode == 0
     assert b"Traceback" not in stderr
 
@@ -172,8 +183,7 @@ def test_simulate_prints_one_start_up_line() -> None:
         first = proc.stderr.readline().decode()
         assert first.strip() == f"llmtap simulator listening on http://127.0.0.1:{port} (Ctrl-C stops)"
     finally:
-        proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=10)
+        stdout, stderr = _interrupt(proc)
     assert proc.returncode == 0
     assert stdout == b"" and b"listening" not in stderr  # that one line, once
 

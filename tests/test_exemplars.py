@@ -155,7 +155,11 @@ def test_a_real_prometheus_stores_the_exemplars(
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=10)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
 
 def _ready(url: str) -> bool:
