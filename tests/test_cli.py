@@ -29,6 +29,13 @@ def test_version() -> None:
     assert out.stdout.strip() == llmtap.__version__
 
 
+def _default_sigint() -> None:
+    """In the child: Ctrl-C's default action. A shell starts background jobs with SIGINT ignored and a
+    child inherits that, and Python installs no KeyboardInterrupt handler for an ignored SIGINT; so the
+    test, not the environment it runs in, decides what the simulator gets."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
     """Ctrl-C, then the process's output. The 120 s only guard against a hang (a loaded machine can
     starve the child for seconds); a child still running then is killed, so no test leaks it."""
@@ -47,6 +54,7 @@ def test_simulate_serves_and_stops_on_ctrl_c() -> None:
         [sys.executable, "-m", "llmtap", "simulate", "--port", str(port), "--scenario", "tokens=3"],  # python -m
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=_default_sigint,
     )
     try:
         deadline = time.monotonic() + 20
@@ -177,7 +185,12 @@ def test_taken_port_is_one_line_and_exit_2(command: tuple[str, ...], says: str) 
 
 def test_simulate_prints_one_start_up_line() -> None:
     port = _free_port()
-    proc = subprocess.Popen([LLMTAP, "simulate", "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [LLMTAP, "simulate", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=_default_sigint,
+    )
     try:
         assert proc.stderr is not None
         first = proc.stderr.readline().decode()
