@@ -24,13 +24,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry
 
 import llmtap
-from llmtap import _handoff
-from llmtap._endpoints import PROVIDERS
+from llmtap._core import handoff as _handoff
+from llmtap._core.endpoints import PROVIDERS
+from llmtap._core.observer import AttemptObserver, Ending, ObserverConfig
+from llmtap._core.record import AttemptRecord, AttemptStart
 from llmtap._exporters.otel_metrics import OtelMetricsExporter
 from llmtap._exporters.prometheus import PrometheusExporter
 from llmtap._exporters.tracing import TracingExporter
-from llmtap._observer import AttemptObserver, Ending, ObserverConfig
-from llmtap._record import AttemptRecord, AttemptStart
 from llmtap._settings import CHUNK_GAP_BUCKETS
 from llmtap.simulator._anthropic import AnthropicMessages
 from llmtap.simulator._exchange import Context, RateLimitSnapshot
@@ -166,7 +166,7 @@ def aiohttp_read_time(observed: bool) -> Callable[[int], float]:
 
     from aiohttp import StreamReader
 
-    from llmtap._aiohttp import ObservedContent
+    from llmtap._hooks.aiohttp_session import ObservedContent
 
     event = stream_events(1)[3]  # one content_block_delta
     tap = llmtap.Tap(llmtap.Settings(metrics=False, traces=False, otel_metrics=False))

@@ -7,7 +7,7 @@ Usage::
     python dashboards/build.py --check   # exit 1 if the committed JSON differs from what this script builds
 
 Run it with llmtap importable (``make dashboards`` uses the project's venv): metric names come from the
-library's instrument table (``llmtap._metrics``), stream outcomes from ``llmtap.Outcome``.
+library's instrument table (``llmtap._core.metrics``), stream outcomes from ``llmtap.Outcome``.
 
 Conventions used by every panel:
 
@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from llmtap import _metrics as contract
-from llmtap._record import ALL_OUTCOMES, APP_SIDE, FAILED, SERVICE_SIDE, Outcome
+from llmtap._core import metrics as contract
+from llmtap._core.record import ALL_OUTCOMES, APP_SIDE, FAILED, SERVICE_SIDE, Outcome
 
 HERE = Path(__file__).resolve().parent
 

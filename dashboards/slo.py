@@ -7,8 +7,8 @@ Usage::
     python dashboards/slo.py --check   # exit 1 if the committed file differs from what this script writes
 
 The spec sets the objectives, the latency threshold, the budget period and the burn-rate windows; this
-script fixes what each SLO counts, from llmtap's own outcome groups (``llmtap._record``) and metric table
-(``llmtap._metrics``):
+script fixes what each SLO counts, from llmtap's own outcome groups (``llmtap._core.record``) and metric table
+(``llmtap._core.metrics``):
 
 * ``call_availability``: logical SDK calls whose last attempt ended in ``FAILED`` (rejected, server_error,
   connection_error, timeout, incomplete) are bad, out of all calls (``llmtap_call_duration_seconds_count``);
@@ -35,8 +35,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from llmtap import _metrics as contract
-from llmtap._record import ALL_OUTCOMES, FAILED, SERVICE_SIDE, Outcome
+from llmtap._core import metrics as contract
+from llmtap._core.record import ALL_OUTCOMES, FAILED, SERVICE_SIDE, Outcome
 
 HERE = Path(__file__).resolve().parent
 SPEC = HERE / "slo.toml"

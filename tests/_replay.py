@@ -8,9 +8,9 @@ import random
 from pathlib import Path
 from typing import Any
 
-from llmtap._observer import AttemptObserver, Ending, ObserverConfig
+from llmtap._core.observer import AttemptObserver, Ending, ObserverConfig
+from llmtap._core.record import AttemptRecord, AttemptStart
 from llmtap._providers._base import Provider
-from llmtap._record import AttemptRecord, AttemptStart
 from llmtap._settings import CHUNK_GAP_BUCKETS
 
 CONFIG = ObserverConfig(

@@ -29,8 +29,8 @@ from prometheus_client import CollectorRegistry
 
 import llmtap
 from llmtap import Outcome
-from llmtap._record import AttemptRecord, AttemptStart, CallRecord
-from llmtap._tap import Tap
+from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
+from llmtap._core.tap import Tap
 from llmtap.simulator import Scenario, Simulator
 from tests._gcwatch import InsideGc
 

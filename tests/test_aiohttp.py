@@ -21,7 +21,8 @@ import anthropic
 import pytest
 
 import llmtap
-from llmtap import Outcome, _stream
+from llmtap import Outcome
+from llmtap._core import stream as _stream
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture, capture
 

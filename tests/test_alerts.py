@@ -167,7 +167,7 @@ def test_recording_rules_follow_naming_convention() -> None:
 def test_outcome_groups_match_the_library() -> None:
     """The abort and failure selectors are exactly the library's outcome groups; the stream ratios divide
     by the streams not rejected."""
-    from llmtap._record import APP_SIDE, FAILED, SERVICE_SIDE, Outcome
+    from llmtap._core.record import APP_SIDE, FAILED, SERVICE_SIDE, Outcome
 
     text = ALERTS.read_text()
     selectors = set(re.findall(r'outcome=~"([^"]+)"', text))

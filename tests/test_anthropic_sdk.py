@@ -17,7 +17,7 @@ import httpx2
 import pytest
 
 from llmtap import Outcome
-from llmtap._record import FAILED
+from llmtap._core.record import FAILED
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture
 

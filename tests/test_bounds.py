@@ -23,8 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
 import llmtap
-from llmtap._bounds import MAX_LABEL_LENGTH, LabelBound, sanitize
-from llmtap._endpoints import PROVIDERS
+from llmtap._core.bounds import MAX_LABEL_LENGTH, LabelBound, sanitize
+from llmtap._core.endpoints import PROVIDERS
 from llmtap._instrumentor import LlmtapInstrumentor
 from llmtap._log import label_overflows
 from llmtap.testing import RecordingSink

@@ -279,7 +279,7 @@ V = "/v1/projects/p/locations/us-east5/publishers"
     ],
 )
 def test_cloud_endpoints(host: str, path: str, expected: str | None) -> None:
-    from llmtap._endpoints import EndpointMatcher
+    from llmtap._core.endpoints import EndpointMatcher
 
     endpoint = EndpointMatcher().match(host, 443, path)
     if expected is None:
@@ -357,7 +357,7 @@ def test_cloud_claude_is_priced(provider: str, model: str) -> None:
     """Settings.cost finds Claude under the cloud's own prices (Bedrock ids exist only there)."""
     pytest.importorskip("genai_prices")
     from llmtap import Usage
-    from llmtap._cost import Pricer
+    from llmtap._core.cost import Pricer
 
     cost = Pricer({}).price(provider, model, Usage(1000, 100, None, None, None))
     assert cost is not None and cost.total > 0

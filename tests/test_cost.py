@@ -20,8 +20,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import llmtap
-from llmtap._cost import Pricer
-from llmtap._record import Usage
+from llmtap._core.cost import Pricer
+from llmtap._core.record import Usage
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture, capture
 

@@ -278,7 +278,7 @@ def test_streams_content() -> None:
     text = exprs_of("llmtap-streams")
     assert "sum by (outcome) (rate(llmtap_streams_total" in text
     # the dashboards (stdlib-only, no llmtap import) list the outcomes the library defines
-    from llmtap._record import APP_SIDE, FAILED, SERVICE_SIDE, Outcome
+    from llmtap._core.record import APP_SIDE, FAILED, SERVICE_SIDE, Outcome
 
     assert set(build.STREAM_OUTCOMES) == {o.value for o in Outcome}
     assert set(build.SERVICE_ABORTS.split("|")) == {o.value for o in SERVICE_SIDE}

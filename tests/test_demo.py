@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 import llmtap
-from llmtap import _demo
+from llmtap._cli import demo as _demo
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import capture
 from tests._prom import ALERTS, require

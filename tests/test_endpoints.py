@@ -14,7 +14,7 @@ import openai
 import pytest
 
 import llmtap
-from llmtap._endpoints import EndpointMatcher
+from llmtap._core.endpoints import EndpointMatcher
 from llmtap.testing import capture
 
 CHAT_BODY = {

@@ -16,12 +16,12 @@ from botocore.eventstream import ChecksumMismatch, EventStreamBuffer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmtap._eventstream import EventStreamFramer, parse_headers
-from llmtap._observer import AttemptObserver, Ending, ObserverConfig
+from llmtap._core.eventstream import EventStreamFramer, parse_headers
+from llmtap._core.observer import AttemptObserver, Ending, ObserverConfig
+from llmtap._core.record import Outcome
 from llmtap._providers import anthropic as anthropic_provider
 from llmtap._providers import bedrock, vertex_anthropic
 from llmtap._providers._base import Provider
-from llmtap._record import Outcome
 from llmtap.simulator._clouds import encode_event_stream_message
 
 from . import test_first_output as first_output

@@ -14,7 +14,7 @@ import httpx2
 import pytest
 
 import llmtap
-from llmtap import _tap
+from llmtap._core import tap as _tap
 from llmtap.simulator import Simulator
 from tests._deploy import posts, spans, wait_until
 from tests._otlp import otlp_receiver

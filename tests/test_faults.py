@@ -29,17 +29,17 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 
 import llmtap
-from llmtap import _stream
-from llmtap._bounds import RecordBounds
+from llmtap._core import stream as _stream
+from llmtap._core.bounds import RecordBounds
+from llmtap._core.observer import AttemptObserver
+from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
 from llmtap._exporters.otel_metrics import OtelMetricsExporter
 from llmtap._exporters.prometheus import PrometheusExporter
 from llmtap._exporters.tracing import TracingExporter
 from llmtap._instrumentor import LlmtapInstrumentor
 from llmtap._log import internal_errors
 from llmtap._log import reset as reset_log
-from llmtap._observer import AttemptObserver
 from llmtap._providers.anthropic import AnthropicMessages
-from llmtap._record import AttemptRecord, AttemptStart, CallRecord
 from llmtap.testing import RecordingSink
 
 from ._rawserver import RawServer, Reply, fixture_reply, http_response

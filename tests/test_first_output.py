@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from llmtap._observer import AttemptObserver, Ending
+from llmtap._core.observer import AttemptObserver, Ending
 from llmtap._providers import anthropic, cohere, gemini, openai_chat, openai_responses
 from llmtap._providers._base import Facts, Output, Provider
 

@@ -29,7 +29,7 @@ from google import genai
 from google.genai import errors, types
 
 from llmtap import Outcome
-from llmtap._record import FAILED
+from llmtap._core.record import FAILED
 from llmtap.simulator import Scenario, Served, Simulator
 from llmtap.testing import Capture
 

@@ -1,4 +1,4 @@
-"""The garbage collector never ends an attempt: it only hands the ending off (``llmtap._handoff``).
+"""The garbage collector never ends an attempt: it only hands the ending off (``llmtap._core.handoff``).
 
 The hazard (issue 14): a thread holds a lock on llmtap's ending path (prometheus-client's
 ``labels()`` lock, a value lock, an OTel SDK lock, one of llmtap's own), allocates, the collector
@@ -29,8 +29,10 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 import llmtap
-from llmtap import _handoff, _log, _stream
-from llmtap._record import Outcome
+from llmtap import _log
+from llmtap._core import handoff as _handoff
+from llmtap._core import stream as _stream
+from llmtap._core.record import Outcome
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture, capture
 
@@ -133,7 +135,7 @@ def test_the_collector_inside_a_lock_only_hands_off(
 # "running" for good, and every later gc.collect() in that process does nothing.
 _CONTROL = """
 import gc, sys, threading, httpx, llmtap
-from llmtap import _handoff
+from llmtap._core import handoff as _handoff
 from llmtap.simulator import Simulator
 from llmtap.testing import capture
 from tests.test_handoff import REQUEST, _abandon_in_a_cycle, _first_value_lock

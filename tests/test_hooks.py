@@ -99,7 +99,7 @@ def test_suppression_keys_are_the_instrumentation_packages() -> None:
     from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
     from opentelemetry.instrumentation import utils
 
-    from llmtap import _tap
+    from llmtap._core import tap as _tap
 
     assert _tap._SUPPRESS_KEYS == (_SUPPRESS_INSTRUMENTATION_KEY, utils._SUPPRESS_INSTRUMENTATION_KEY_PLAIN)
 

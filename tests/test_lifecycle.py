@@ -20,8 +20,9 @@ from prometheus_client import CollectorRegistry, Counter
 from pydantic import ValidationError
 
 import llmtap
-from llmtap import _patch, _tap
+from llmtap._core import tap as _tap
 from llmtap._exporters.prometheus import METRIC_NAMES
+from llmtap._hooks import httpx_transport as _patch
 from llmtap.simulator import Simulator
 from llmtap.testing import capture
 
@@ -388,7 +389,7 @@ def test_reinstrumenting_on_one_meter_provider_reports_current_values(sim: Simul
 
 def test_call_ids_are_drawn_again_in_a_forked_child() -> None:
     """Workers forked after import (gunicorn --preload) must not repeat each other's call ids."""
-    from llmtap._calls import Call
+    from llmtap._core.calls import Call
 
     parent = [Call(None).call_id for _ in range(2)]
     read, write = os.pipe()

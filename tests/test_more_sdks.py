@@ -30,7 +30,7 @@ from mistralai.client import Mistral
 from mistralai.client.utils import BackoffStrategy, RetryConfig
 
 from llmtap import Outcome
-from llmtap._record import FAILED
+from llmtap._core.record import FAILED
 from llmtap.simulator import Scenario, Served, Simulator
 from llmtap.testing import Capture
 

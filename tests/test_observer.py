@@ -9,10 +9,10 @@ import random
 import pytest
 
 from llmtap import Outcome
+from llmtap._core.observer import AttemptObserver, Ending, ObserverConfig
+from llmtap._core.record import AttemptRecord
 from llmtap._log import reset as reset_log
-from llmtap._observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._providers.anthropic import PROVIDER
-from llmtap._record import AttemptRecord
 from llmtap._settings import CHUNK_GAP_BUCKETS
 
 from ._replay import CONFIG, make_observer, splits

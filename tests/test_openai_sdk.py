@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from llmtap import Outcome
-from llmtap._record import FAILED
+from llmtap._core.record import FAILED
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture
 

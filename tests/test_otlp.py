@@ -4,7 +4,7 @@ to a receiver on 127.0.0.1 that decodes them with ``opentelemetry-proto``.
 One known traffic mix goes through the real ``anthropic`` SDK to the simulator, with both exporters
 on in the same tap. The decoded payload is checked against
 
-* the contract (``llmtap._metrics.INSTRUMENTS``): every instrument's name, type, temporality,
+* the contract (``llmtap._core.metrics.INSTRUMENTS``): every instrument's name, type, temporality,
   monotonicity, unit, bucket boundaries and attribute names;
 * the simulator's truth (``Simulator.served``): attempts by status code, stream outcomes and tokens
   exactly, per model (each scenario uses its own model name, so series do not mix);
@@ -34,8 +34,7 @@ from prometheus_client import CollectorRegistry
 
 import llmtap
 from llmtap import Outcome
-from llmtap._exporters.otel_metrics import spread
-from llmtap._metrics import (
+from llmtap._core.metrics import (
     BASE_ATTRIBUTES,
     CHUNK_GAP_BUCKETS,
     COUNTER,
@@ -46,6 +45,7 @@ from llmtap._metrics import (
     UP_DOWN,
     label_name,
 )
+from llmtap._exporters.otel_metrics import spread
 from llmtap.simulator import Scenario, Simulator
 
 from ._otlp import Receiver, receiver, value_of
@@ -425,7 +425,7 @@ def test_instrument_names_translate_to_the_native_names(namespace: str) -> None:
     ],
 )
 def test_prometheus_name(name: str, unit: str, kind: str, expected: str) -> None:
-    from llmtap._metrics import prometheus_name
+    from llmtap._core.metrics import prometheus_name
 
     assert prometheus_name(name, unit, kind) == expected
 
@@ -434,8 +434,8 @@ def test_gaps_are_recorded_at_collection_not_at_the_attempts_end() -> None:
     """The application's thread only merges bucket counts; the reader's collection records the gaps."""
     from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 
+    from llmtap._core.record import AttemptRecord, Usage
     from llmtap._exporters.otel_metrics import OtelMetricsExporter
-    from llmtap._record import AttemptRecord, Usage
 
     counts = (3, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1)  # 6 gaps, one above the last bound
     fields: dict[str, object] = dict.fromkeys(AttemptRecord._fields)
@@ -483,8 +483,8 @@ def test_chunk_gaps_are_recorded_over_otel_only_when_asked() -> None:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+    from llmtap._core.observer import AttemptObserver, Ending
     from llmtap._exporters.otel_metrics import OtelMetricsExporter
-    from llmtap._observer import AttemptObserver, Ending
     from llmtap._providers.anthropic import PROVIDER
 
     from ._replay import CONFIG, START

@@ -436,7 +436,7 @@ def test_exit_status(
 
 def _probe_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     """``llmtap probe ARGS`` in this process (no key: the simulator unless --base-url)."""
-    from llmtap._cli import main
+    from llmtap._cli.main import main
 
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("ANTHROPIC_API_KEY", raising=False)
@@ -537,7 +537,7 @@ def test_a_header_missing_on_one_real_response_does_not_hold() -> None:
 
 
 def test_help_and_readme_document_exit_statuses_and_schema(capsys: pytest.CaptureFixture[str]) -> None:
-    from llmtap._cli import main
+    from llmtap._cli.main import main
 
     with pytest.raises(SystemExit) as exited:
         main(["probe", "--help"])

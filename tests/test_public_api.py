@@ -72,7 +72,7 @@ def _walk() -> list[str]:
 
 def test_every_other_module_is_private_by_name() -> None:
     modules = _walk()
-    assert "llmtap._cli" in modules and "llmtap._exporters.prometheus" in modules  # positive control: walked
+    assert "llmtap._cli.main" in modules and "llmtap._exporters.prometheus" in modules  # positive control: walked
     public = sorted(
         m for m in modules if not any(part.startswith("_") for part in m.split(".")) and m not in PUBLIC_MODULES
     )
@@ -90,7 +90,7 @@ def test_every_module_declares_all() -> None:
 
 def test_the_command_and_python_m_run_the_private_cli() -> None:
     (script,) = (e for e in importlib.metadata.entry_points(group="console_scripts") if e.name == "llmtap")
-    assert script.value == "llmtap._cli:main"
+    assert script.value == "llmtap._cli.main:main"
     out = subprocess.run([sys.executable, "-m", "llmtap", "--version"], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == llmtap.__version__
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from llmtap import Outcome
-from llmtap._cli import main, parser
-from llmtap._run import RUN_ENV, USAGE, RunError, prepare
+from llmtap._cli.main import main, parser
+from llmtap._cli.run import RUN_ENV, USAGE, RunError, prepare
 from llmtap._settings import NON_SETTINGS_ENV
 from llmtap.simulator import Simulator
 from tests._deploy import Scrape, free_port, histogram_count, posts, spans
@@ -299,7 +299,9 @@ def test_multiprocess_port_served_by_a_sibling_is_shared(tmp_path: Path) -> None
     """In multiprocess mode a port served by a process of the same directory is left to it, as designed:
     the program starts and its llmtap does not serve; a different directory is another program."""
     app = tmp_path / "app.py"
-    app.write_text("import llmtap._tap as t\nprint('active', t.active() is not None, t.active().metrics_address)\n")
+    app.write_text(
+        "import llmtap._core.tap as t\nprint('active', t.active() is not None, t.active().metrics_address)\n"
+    )
     mp_dir, other_dir = tmp_path / "mp", tmp_path / "other"
     mp_dir.mkdir()
     other_dir.mkdir()
@@ -332,9 +334,9 @@ def test_worker_that_cannot_bind_logs_one_line(tmp_path: Path) -> None:
     app.write_text(
         textwrap.dedent(
             """
-            import subprocess, sys, llmtap._tap as t
+            import subprocess, sys, llmtap._core.tap as t
             print("parent", t.active() is not None, flush=True)
-            child = "import llmtap._tap as t; print('child', t.active() is not None)"
+            child = "import llmtap._core.tap as t; print('child', t.active() is not None)"
             subprocess.run([sys.executable, "-c", child], check=True)
             """
         )

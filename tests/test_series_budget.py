@@ -19,7 +19,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 import llmtap
-from llmtap._metrics import INSTRUMENTS
+from llmtap._core.metrics import INSTRUMENTS
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture, capture
 
@@ -142,7 +142,7 @@ def lean_recipe() -> tuple[str, ...]:
 
 
 def test_lean_recipe_keeps_every_alert_and_halves_the_baseline(sim: Simulator) -> None:
-    from llmtap._metrics import resolve_names
+    from llmtap._core.metrics import resolve_names
 
     from ._prom import rules
 

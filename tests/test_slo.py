@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from llmtap._metrics import by_key
-from llmtap._record import FAILED, SERVICE_SIDE, Outcome
+from llmtap._core.metrics import by_key
+from llmtap._core.record import FAILED, SERVICE_SIDE, Outcome
 
 from ._prom import DASHBOARDS, ROOT, SLO_RULES, require, rules
 

@@ -39,9 +39,9 @@ from prometheus_client import CollectorRegistry
 
 import llmtap
 from llmtap import Outcome
+from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
 from llmtap._instrumentor import LlmtapInstrumentor
 from llmtap._log import internal_errors
-from llmtap._record import AttemptRecord, AttemptStart, CallRecord
 from llmtap.simulator import Scenario, Simulator
 from tests._gcwatch import InsideGc, Watchdog, gc_pressure
 

@@ -17,11 +17,11 @@ import zstandard
 from prometheus_client import CollectorRegistry
 
 from llmtap import Outcome
-from llmtap._body import BodyDecodeError, make_decoder, supported_codings
+from llmtap._core.body import BodyDecodeError, make_decoder, supported_codings
+from llmtap._core.record import AttemptRecord
 from llmtap._exporters.prometheus import PrometheusExporter
 from llmtap._providers import anthropic, gemini, openai_chat, openai_responses
 from llmtap._providers._base import MAX_COUNT, Provider
-from llmtap._record import AttemptRecord
 
 from ._replay import make_observer
 from .test_observer import SSE, STREAM, check_complete, run

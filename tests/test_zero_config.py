@@ -19,7 +19,7 @@ import pytest
 
 import llmtap
 from llmtap import Outcome
-from llmtap._endpoints import MAX_HINTS, UnobservedHosts
+from llmtap._core.endpoints import MAX_HINTS, UnobservedHosts
 from llmtap._providers import anthropic as anthropic_provider
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import capture
@@ -124,7 +124,7 @@ def test_hints_are_bounded(caplog: pytest.LogCaptureFixture) -> None:
 
 def test_every_hooked_sdk_has_a_provider_name() -> None:
     """What an SDK's call sends on an uncovered host is named after the SDK: each hook has its name."""
-    from llmtap._patch import SDK_HOOKS, SDK_PROVIDERS
+    from llmtap._hooks.httpx_transport import SDK_HOOKS, SDK_PROVIDERS
 
     assert set(SDK_PROVIDERS) == set(SDK_HOOKS)
 

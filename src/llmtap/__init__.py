@@ -11,12 +11,12 @@ metrics and an OpenTelemetry span, whatever way its stream ends (see :class:`Out
 
 import typing as _typing
 
-from llmtap._attributes import attributes
+from llmtap._core.attributes import attributes
+from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord, Cost, Outcome, RateLimit, Usage
+from llmtap._core.tap import Tap
+from llmtap._hooks.httpx_transport import wrap_transport
 from llmtap._lifecycle import instrument, uninstrument
-from llmtap._patch import wrap_transport
-from llmtap._record import AttemptRecord, AttemptStart, CallRecord, Cost, Outcome, RateLimit, Usage
 from llmtap._settings import ModelPrice, Settings
-from llmtap._tap import Tap
 from llmtap._version import __version__
 
 if _typing.TYPE_CHECKING:

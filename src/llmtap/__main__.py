@@ -2,7 +2,7 @@
 
 import sys
 
-from llmtap._cli import main
+from llmtap._cli.main import main
 
 __all__: list[str] = []
 

@@ -11,9 +11,10 @@ from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
-from llmtap import _lifecycle, _tap
+from llmtap import _lifecycle
+from llmtap._cli.run import RUN_ENV
+from llmtap._core import tap as _tap
 from llmtap._log import logger
-from llmtap._run import RUN_ENV
 
 __all__ = ["LlmtapInstrumentor"]
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from llmtap import _patch, _tap
+from llmtap._core import tap as _tap
+from llmtap._core.tap import Tap
+from llmtap._hooks import httpx_transport as _patch
 from llmtap._log import logger
 from llmtap._settings import Settings
-from llmtap._tap import Tap
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from llmtap._exporters._base import Sink
-    from llmtap._serve import MetricsServer
+    from llmtap._exporters.serve import MetricsServer
 
 __all__ = ["activate", "deactivate", "instrument", "uninstrument"]
 
@@ -52,7 +53,7 @@ def activate(
     server: MetricsServer | None = None
     try:
         if settings.metrics_port is not None and tap.prometheus is not None:
-            from llmtap._serve import MetricsServer
+            from llmtap._exporters.serve import MetricsServer
 
             server = MetricsServer.start(settings.metrics_addr, settings.metrics_port, tap.prometheus.registry)
             tap.metrics_address = None if server is None else server.address

@@ -13,14 +13,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from llmtap._log import logger
-from llmtap._metrics import (  # re-exported: the bucket boundaries used to live here
+from llmtap._core.metrics import (  # re-exported: the bucket boundaries used to live here
     CHUNK_GAP_BUCKETS,
     DURATION_BUCKETS,
     RETRY_AFTER_BUCKETS,
     TOKEN_BUCKETS,
     resolve_names,
 )
+from llmtap._log import logger
 
 __all__ = [
     "CHUNK_GAP_BUCKETS",
@@ -154,8 +154,8 @@ class Settings(BaseModel):
     @field_validator("attribute_labels", "baggage_attributes")
     @classmethod
     def _check_attribute_keys(cls, keys: tuple[str, ...]) -> tuple[str, ...]:
-        from llmtap._attributes import KEY_PATTERN
-        from llmtap._metrics import INSTRUMENTS, label_name
+        from llmtap._core.attributes import KEY_PATTERN
+        from llmtap._core.metrics import INSTRUMENTS, label_name
 
         taken = {label for spec in INSTRUMENTS for label in spec.labels} | {"le", "job", "instance"}
         for key in keys:

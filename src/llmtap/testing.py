@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
-from llmtap import _handoff, _lifecycle, _tap
-from llmtap._record import AttemptRecord, AttemptStart, CallRecord
+from llmtap import _lifecycle
+from llmtap._core import handoff as _handoff
+from llmtap._core import tap as _tap
+from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
+from llmtap._core.tap import Tap
 from llmtap._settings import Settings
-from llmtap._tap import Tap
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from llmtap._record import AttemptRecord, AttemptStart, CallRecord
+    from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
 
 __all__ = ["Sink"]
 

@@ -2,7 +2,7 @@
 
 For platform teams shipping telemetry over OTLP (to an OpenTelemetry Collector, Mimir, Prometheus'
 OTLP receiver ...) instead of scraping. The instruments are the same as the Prometheus exporter's,
-read from one table (``llmtap._metrics.INSTRUMENTS``), with the same meaning and bucket boundaries;
+read from one table (``llmtap._core.metrics.INSTRUMENTS``), with the same meaning and bucket boundaries;
 their names, units and attributes translate to exactly the Prometheus names the shipped dashboards
 and alert rules query (README: "Metric names through OpenTelemetry").
 
@@ -37,9 +37,8 @@ from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.trace import SpanContext
 
-from llmtap._cost import COST_TYPES
-from llmtap._exporters._health import register_otel
-from llmtap._metrics import (
+from llmtap._core.cost import COST_TYPES
+from llmtap._core.metrics import (
     BASE_ATTRIBUTES,
     COUNTER,
     GAUGE,
@@ -50,7 +49,8 @@ from llmtap._metrics import (
     Instrument,
     resolve_names,
 )
-from llmtap._record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord
+from llmtap._core.record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord
+from llmtap._exporters._health import register_otel
 from llmtap._version import __version__
 
 __all__ = ["OtelMetricsExporter", "spread"]

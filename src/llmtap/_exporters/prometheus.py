@@ -1,7 +1,7 @@
 """Prometheus exporter (prometheus-client).
 
 Metric names are a contract: the shipped dashboards and alert rules query them. The families are
-built from ``llmtap._metrics.INSTRUMENTS`` (shared with the OpenTelemetry exporter, whose translated
+built from ``llmtap._core.metrics.INSTRUMENTS`` (shared with the OpenTelemetry exporter, whose translated
 names are the same): OpenTelemetry GenAI semconv names where one exists, ``llmtap_`` otherwise. Every series carries
 ``gen_ai_provider_name``, ``gen_ai_operation_name`` and ``gen_ai_request_model`` (bounded by
 ``Settings.max_models``).
@@ -22,11 +22,20 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
-from llmtap import _handoff
-from llmtap._cost import COST_TYPES
+from llmtap._core import handoff as _handoff
+from llmtap._core.cost import COST_TYPES
+from llmtap._core.metrics import (
+    COUNTER,
+    GAUGE,
+    HISTOGRAM,
+    INSTRUMENTS,
+    TOKEN_TYPES,
+    Instrument,
+    label_name,
+    resolve_names,
+)
+from llmtap._core.record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord, Usage
 from llmtap._exporters._health import HEALTH_METRIC_NAMES, HealthCollector
-from llmtap._metrics import COUNTER, GAUGE, HISTOGRAM, INSTRUMENTS, TOKEN_TYPES, Instrument, label_name, resolve_names
-from llmtap._record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord, Usage
 
 if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext
@@ -81,7 +90,7 @@ _OFF: Any = _Off()
 
 class _HandOff(Collector):
     """Exports nothing: each scrape first ends the attempts handed off by the garbage collector
-    (:mod:`llmtap._handoff`), so an abandoned stream is counted by the next scrape at the latest."""
+    (:mod:`llmtap._core.handoff`), so an abandoned stream is counted by the next scrape at the latest."""
 
     def describe(self) -> Iterator[Metric]:
         return iter(())

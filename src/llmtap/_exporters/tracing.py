@@ -15,7 +15,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TracerProvider
 
-from llmtap._record import AttemptRecord, AttemptStart, CallRecord
+from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
 from llmtap._version import __version__
 
 __all__ = ["TracingExporter"]

@@ -9,7 +9,7 @@ Bedrock runtime API reference):
   speak other formats and are not observed (see :meth:`AnthropicBedrock.accepts_path`).
 - A non-streaming success body is an Anthropic Messages ``message``; an error is a non-2xx status
   with ``{"message": ...}`` and its type in ``x-amzn-errortype``.
-- A stream is ``application/vnd.amazon.eventstream`` (framed by :mod:`llmtap._eventstream`): each
+- A stream is ``application/vnd.amazon.eventstream`` (framed by :mod:`llmtap._core.eventstream`): each
   ``event`` message of ``:event-type`` ``chunk`` carries ``{"bytes": "<base64>", "p": "<padding>"}``
   whose decoded bytes are one Anthropic streaming event (the same JSON as an SSE ``data:`` line;
   ``message_stop`` adds ``amazon-bedrock-invocationMetrics``). A failure mid-stream is a message of

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from llmtap._record import Outcome
+from llmtap._core.record import Outcome
 
 from ._driver import SdkDriver, exception_name, prompt
 from ._report import AbortResult

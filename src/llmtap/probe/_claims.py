@@ -13,7 +13,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 
-from llmtap._record import Outcome
+from llmtap._core.record import Outcome
 
 from ._formula import CLAIM_KINDS, Band, Formula, parse_band, parse_formula
 from ._headers import HeaderLog

@@ -9,7 +9,7 @@ import statistics
 from collections import Counter
 from typing import Any
 
-from llmtap._record import AttemptRecord, Outcome
+from llmtap._core.record import AttemptRecord, Outcome
 from llmtap.simulator import Scenario
 
 from ._driver import connect_cause, exception_name, prompt

@@ -7,7 +7,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from llmtap._record import Outcome
+from llmtap._core.record import Outcome
 
 from ._formula import Formula, parse_band, parse_formula
 from ._report import ModelLatency, ProbeReport

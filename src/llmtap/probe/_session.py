@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from llmtap._record import AttemptRecord, CallRecord
+from llmtap._core.record import AttemptRecord, CallRecord
 from llmtap.simulator import Served, Simulator
 from llmtap.testing import Capture
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from llmtap._record import CallRecord
+from llmtap._core.record import CallRecord
 from llmtap.simulator import Scenario
 
 from ._driver import exception_name, prompt

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry
 
-from llmtap._record import AttemptRecord
+from llmtap._core.record import AttemptRecord
 
 from ._report import ModelLatency, Unseen
 

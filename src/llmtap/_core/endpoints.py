@@ -24,7 +24,7 @@ import threading
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from llmtap._bounds import sanitize
+from llmtap._core.bounds import sanitize
 from llmtap._log import logger
 from llmtap._providers import anthropic, bedrock, cohere, gemini, openai_chat, openai_responses, vertex_anthropic
 from llmtap._providers._base import Provider

@@ -113,7 +113,7 @@ def scenario(text: str) -> Any:
 
 
 def add_demo(sub: _SubParsers) -> argparse.ArgumentParser:
-    from llmtap._demo import MIX_HELP
+    from llmtap._cli.demo import MIX_HELP
 
     demo: argparse.ArgumentParser = sub.add_parser(
         "demo",
@@ -167,7 +167,7 @@ def run_demo_command(args: argparse.Namespace) -> int:
         import openai  # noqa: F401
     except ImportError as exc:
         return fail("demo", f"the demo drives the anthropic and openai SDKs: pip install 'llmtap[demo]' ({exc})")
-    from llmtap._demo import DemoError, run_demo
+    from llmtap._cli.demo import DemoError, run_demo
 
     try:
         return run_demo(
@@ -258,7 +258,7 @@ def _setting(field: str) -> Callable[[str], Any]:
 
 
 def _add_run_parser(sub: _SubParsers) -> argparse.ArgumentParser:
-    from llmtap._run import USAGE
+    from llmtap._cli.run import USAGE
 
     run: argparse.ArgumentParser = sub.add_parser(
         "run",
@@ -291,7 +291,7 @@ def _add_run_parser(sub: _SubParsers) -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from llmtap._run import run
+    from llmtap._cli.run import run
 
     command = list(args.program)
     if command and command[0] == "--":

@@ -33,7 +33,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, start_http_server
 
 import llmtap
-from llmtap._record import FAILED
+from llmtap._core.record import FAILED
 from llmtap.simulator import Scenario, Simulator
 
 __all__ = ["DEMO_FOR", "MIXES", "MIX_HELP", "DemoError", "run_demo"]
@@ -360,8 +360,8 @@ class _View:
 
 
 def _find_rules() -> Path | None:
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "dashboards" / "alerts.yaml", here.parents[1] / "dashboards" / "alerts.yaml"):
+    package = Path(__file__).resolve().parents[1]  # src/llmtap (or site-packages/llmtap)
+    for candidate in (package / "dashboards" / "alerts.yaml", package.parents[1] / "dashboards" / "alerts.yaml"):
         if candidate.is_file():
             return candidate
     return None

@@ -18,17 +18,18 @@ from opentelemetry import baggage
 from opentelemetry import context as otel_context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
-from llmtap import _attributes, _handoff
-from llmtap._bounds import RecordBounds, sanitize
-from llmtap._calls import CURRENT_CALL, Call, call_record
-from llmtap._endpoints import PROVIDERS, EndpointMatcher, UnobservedHosts, sdk_endpoint
+from llmtap._core import attributes as _attributes
+from llmtap._core import handoff as _handoff
+from llmtap._core.bounds import RecordBounds, sanitize
+from llmtap._core.calls import CURRENT_CALL, Call, call_record
+from llmtap._core.endpoints import PROVIDERS, EndpointMatcher, UnobservedHosts, sdk_endpoint
+from llmtap._core.metrics import INSTRUMENTS, Instrument
+from llmtap._core.observer import AttemptObserver, Ending, ObserverConfig
+from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord, Usage
+from llmtap._core.request import UNKNOWN, info_from_content, info_from_options
 from llmtap._exporters._base import Sink
 from llmtap._log import internal_error
-from llmtap._metrics import INSTRUMENTS, Instrument
-from llmtap._observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._providers._base import RequestInfo
-from llmtap._record import AttemptRecord, AttemptStart, CallRecord, Usage
-from llmtap._request import UNKNOWN, info_from_content, info_from_options
 from llmtap._settings import CHUNK_GAP_BUCKETS, Settings
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from opentelemetry.util.http import ExcludeList
     from prometheus_client import CollectorRegistry
 
-    from llmtap._cost import Pricer
+    from llmtap._core.cost import Pricer
     from llmtap._exporters.prometheus import PrometheusExporter
     from llmtap._exporters.tracing import TracingExporter
 
@@ -129,7 +130,7 @@ class Tap:
         self._no_labels = ("",) * len(settings.attribute_labels)
         self._pricer: Pricer | None = None
         if settings.cost:
-            from llmtap._cost import Pricer
+            from llmtap._core.cost import Pricer
 
             self._pricer = Pricer(settings.prices)  # ImportError naming the extra when there is no price table
         # instruments whose Settings flag is off are never created

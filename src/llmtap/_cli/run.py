@@ -132,8 +132,8 @@ def prepare(
 
 
 def _check_port(addr: str, port: int, env: Mapping[str, str]) -> None:
-    """What :class:`~llmtap._serve.MetricsServer` will find in the program, checked now."""
-    from llmtap import _serve
+    """What :class:`~llmtap._exporters.serve.MetricsServer` will find in the program, checked now."""
+    from llmtap._exporters import serve as _serve
 
     try:
         _serve.check_port(addr, port, source=_CLI_SOURCE, environ=env)

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 from llmtap._log import internal_error
 
 if TYPE_CHECKING:
-    from llmtap._observer import Ending
-    from llmtap._tap import Attempt, Tap
+    from llmtap._core.observer import Ending
+    from llmtap._core.tap import Attempt, Tap
 
 __all__ = ["defer", "drain", "start", "tend"]
 

@@ -52,10 +52,11 @@ from aiohttp import ClientResponseError, StreamReader
 from multidict import CIMultiDict
 from yarl import URL
 
-from llmtap import _stream, _tap
-from llmtap._observer import Ending
-from llmtap._stream import _after_the_end, _begin, _clock, _closed, _end, _internal_error, _Sending, watch_drop
-from llmtap._tap import Attempt, Tap
+from llmtap._core import stream as _stream
+from llmtap._core import tap as _tap
+from llmtap._core.observer import Ending
+from llmtap._core.stream import _after_the_end, _begin, _clock, _closed, _end, _internal_error, _Sending, watch_drop
+from llmtap._core.tap import Attempt, Tap
 
 __all__ = ["ObservedContent", "request_wrapper"]
 

@@ -9,7 +9,7 @@ attempt ended is decided in one place, :meth:`AttemptObserver._decide`.
 The per-chunk path is the hot path. Once the first content token has been seen, SSE events are
 only *framed* (a C-level ``rfind`` for the event boundary and a marker search); they are parsed
 only when a chunk contains one of the provider's markers (``message_delta``, ``error`` ...).
-AWS event-stream bodies (Bedrock) are framed by :mod:`llmtap._eventstream` instead, by content type.
+AWS event-stream bodies (Bedrock) are framed by :mod:`llmtap._core.eventstream` instead, by content type.
 Memory per stream is bounded by ``max_event_bytes`` (one partial SSE event or event-stream message) or
 ``max_json_bytes`` (one non-streaming body), whichever applies.
 """
@@ -25,12 +25,12 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from llmtap._body import BodyDecodeError, Decoder, make_decoder
-from llmtap._eventstream import EventStreamFramer
-from llmtap._headers import duration, finite, reset_at, retry_after_seconds
+from llmtap._core.body import BodyDecodeError, Decoder, make_decoder
+from llmtap._core.eventstream import EventStreamFramer
+from llmtap._core.headers import duration, finite, reset_at, retry_after_seconds
+from llmtap._core.record import APP_SIDE, AttemptRecord, AttemptStart, Outcome, RateLimit, Usage
 from llmtap._log import internal_error, log_once
 from llmtap._providers._base import Facts, Header, Provider
-from llmtap._record import APP_SIDE, AttemptRecord, AttemptStart, Outcome, RateLimit, Usage
 
 __all__ = ["AttemptObserver", "Ending", "ObserverConfig", "classify_exception"]
 

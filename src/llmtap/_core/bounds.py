@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 from llmtap._log import label_overflow, log_once
 
 if TYPE_CHECKING:
+    from llmtap._core.record import AttemptRecord
     from llmtap._providers._base import Provider
-    from llmtap._record import AttemptRecord
     from llmtap._settings import Settings
 
 __all__ = ["MAX_LABEL_LENGTH", "LabelBound", "RecordBounds", "sanitize"]

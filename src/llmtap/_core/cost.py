@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from llmtap._core.record import Cost, Usage
 from llmtap._log import log_once
-from llmtap._record import Cost, Usage
 from llmtap._settings import ModelPrice
 
 __all__ = ["COST_TYPES", "Pricer", "price_table_version"]

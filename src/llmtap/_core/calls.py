@@ -15,8 +15,8 @@ import itertools
 import os
 import threading
 
+from llmtap._core.record import AttemptRecord, CallRecord, Outcome
 from llmtap._providers._base import RequestInfo
-from llmtap._record import AttemptRecord, CallRecord, Outcome
 
 __all__ = ["CURRENT_CALL", "Call", "call_record", "retry_reason"]
 

@@ -11,7 +11,7 @@ with :func:`wrap_transport` instead.
 written there), patched like the others only when the application imports aiohttp.
 
 **Logical calls.** The SDKs retry inside one method of their client (:data:`SDK_HOOKS`); a guarded
-wrapper around it opens a :class:`~llmtap._calls.Call` so retries are linked (see ``_calls.py``), and
+wrapper around it opens a :class:`~llmtap._core.calls.Call` so retries are linked (see ``_calls.py``), and
 its requests are LLM requests on any host (the call carries the SDK's provider name,
 :data:`SDK_PROVIDERS`).
 """
@@ -24,11 +24,11 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from llmtap import _tap
-from llmtap._calls import CURRENT_CALL, Call
+from llmtap._core import tap as _tap
+from llmtap._core.calls import CURRENT_CALL, Call
+from llmtap._core.stream import observe_async, observe_sync, shells_for
+from llmtap._core.tap import Tap
 from llmtap._log import internal_error, logger
-from llmtap._stream import observe_async, observe_sync, shells_for
-from llmtap._tap import Tap
 
 __all__ = ["patch", "unpatch", "wrap_transport"]
 
@@ -172,7 +172,7 @@ def _patch_sdk(module: ModuleType) -> None:
 
 
 def _patch_aiohttp(module: ModuleType) -> None:
-    from llmtap._aiohttp import request_wrapper
+    from llmtap._hooks.aiohttp_session import request_wrapper
 
     _wrap(module.ClientSession, "_request", request_wrapper, f"{module.__name__}.ClientSession")
 

@@ -8,7 +8,7 @@ provider's terminal event (or an in-band error) parsed, else end of body, ``clos
 or the garbage collector (``weakref.finalize``) for streams nobody closed.
 
 An ending that may come from the garbage collector (the finaliser, or a close made while a dropped
-generator is being finalised) is only handed off (:mod:`llmtap._handoff`): ending an attempt takes
+generator is being finalised) is only handed off (:mod:`llmtap._core.handoff`): ending an attempt takes
 locks, and the collector may have interrupted their holder on this very thread.
 """
 
@@ -28,10 +28,10 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
-from llmtap import _handoff
+from llmtap._core import handoff as _handoff
+from llmtap._core.observer import Ending
+from llmtap._core.tap import Attempt, Tap
 from llmtap._log import internal_error
-from llmtap._observer import Ending
-from llmtap._tap import Attempt, Tap
 
 __all__ = ["observe_async", "observe_sync", "shells_for", "watch_drop"]
 

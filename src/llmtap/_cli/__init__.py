@@ -1,0 +1,1 @@
+"""The ``llmtap`` command: ``run``, ``demo``, ``simulate`` and ``probe``."""

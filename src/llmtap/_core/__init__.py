@@ -1,0 +1,1 @@
+"""Observation: what one attempt's bytes say, and the record it becomes. No I/O, no exporter."""

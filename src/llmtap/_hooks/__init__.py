@@ -1,0 +1,1 @@
+"""Where llmtap attaches to the HTTP clients the SDKs use (httpx transports, aiohttp sessions)."""
