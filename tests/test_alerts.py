@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from ._prom import ALERTS, DASHBOARDS, ROOT, require, rules
+from tests.support.prom import ALERTS, DASHBOARDS, ROOT, require, rules
 
 UNIT_TESTS = sorted(
     t

@@ -28,9 +28,8 @@ from llmtap._core.endpoints import PROVIDERS
 from llmtap._instrumentor import LlmtapInstrumentor
 from llmtap._log import label_overflows
 from llmtap.testing import RecordingSink
-
-from ._prom import require
-from ._rawserver import RawServer, Reply, Seen, http_response
+from tests.support.prom import require
+from tests.support.rawserver import RawServer, Reply, Seen, http_response
 
 # -- the bound itself ------------------------------------------------------------------------------
 

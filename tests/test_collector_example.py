@@ -14,9 +14,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
-import sys
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,9 +25,9 @@ import yaml
 
 import llmtap
 from llmtap.simulator import Simulator
-
-from ._otlp import Receiver, receiver, value_of
-from ._prom import ROOT, require
+from tests.support.otlp import Receiver, receiver, value_of
+from tests.support.prom import ROOT, require
+from tests.support.scripts import load_script
 
 __all__ = ["receiver"]  # the fixture
 
@@ -40,15 +38,7 @@ TRACE_EXPORTERS = {"otlp", "otlphttp"}
 
 
 def load_app() -> ModuleType:
-    name = "llmtap_example_collector_app"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, EXAMPLE / "app.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("examples/collector/app.py", "llmtap_example_collector_app")
 
 
 def kind(component_id: str) -> str:

@@ -20,8 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from llmtap._exporters._health import HEALTH_METRIC_NAMES
 from llmtap._exporters.prometheus import PrometheusExporter
-
-from ._prom import DASHBOARDS, load_build, require, rule_groups
+from tests.support.prom import DASHBOARDS, load_build, require, rule_groups
 
 
 def _contract() -> dict[str, str]:

@@ -20,7 +20,7 @@ import llmtap
 from llmtap._cli import demo as _demo
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import capture
-from tests._prom import ALERTS, require
+from tests.support.prom import ALERTS, require
 
 MODELS = (*_demo.MODELS, *_demo.OPENAI_MODELS)
 

@@ -23,10 +23,10 @@ from llmtap._providers import anthropic as anthropic_provider
 from llmtap._providers import bedrock, vertex_anthropic
 from llmtap._providers._base import Provider
 from llmtap.simulator._clouds import encode_event_stream_message
+from tests.support.fixtures import recorded_fixtures, require_fixtures
+from tests.support.replay import START, load
 
 from . import test_first_output as first_output
-from ._replay import START, load
-from .conftest import recorded_fixtures, require_fixtures
 
 EVENT = {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}
 

@@ -16,9 +16,9 @@ import pytest
 import llmtap
 from llmtap._core import tap as _tap
 from llmtap.simulator import Simulator
-from tests._deploy import posts, spans, wait_until
-from tests._otlp import otlp_receiver
-from tests._prom import require
+from tests.support.deploy import posts, spans, wait_until
+from tests.support.otlp import otlp_receiver
+from tests.support.prom import require
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -27,8 +27,8 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricsData
 import llmtap
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture, capture
-from tests._deploy import free_port, wait_until
-from tests._prom import require
+from tests.support.deploy import free_port, wait_until
+from tests.support.prom import require
 
 PARAMS = {"model": "claude-x", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
 

@@ -31,9 +31,8 @@ from llmtap._providers import _openai_common
 from llmtap._providers import anthropic as anthropic_provider
 from llmtap._providers._base import MAX_COUNT
 from llmtap.testing import capture
-
-from ._rawserver import RawServer, Reply, fixture_reply, http_response, pieces
-from .conftest import recorded_fixtures, require_fixtures
+from tests.support.fixtures import recorded_fixtures, require_fixtures
+from tests.support.rawserver import RawServer, Reply, fixture_reply, http_response, pieces
 
 pytestmark = pytest.mark.fixtures
 

@@ -9,7 +9,7 @@ import weakref
 
 import pytest
 
-from tests._gcwatch import InsideGc, Watchdog
+from tests.support.gcwatch import InsideGc, Watchdog
 
 
 def _stuck_forever(release: threading.Event) -> None:

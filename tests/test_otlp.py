@@ -47,8 +47,7 @@ from llmtap._core.metrics import (
 )
 from llmtap._exporters.otel_metrics import spread
 from llmtap.simulator import Scenario, Simulator
-
-from ._otlp import Receiver, receiver, value_of
+from tests.support.otlp import Receiver, receiver, value_of
 
 __all__ = ["receiver"]  # the fixture
 
@@ -486,8 +485,7 @@ def test_chunk_gaps_are_recorded_over_otel_only_when_asked() -> None:
     from llmtap._core.observer import AttemptObserver, Ending
     from llmtap._exporters.otel_metrics import OtelMetricsExporter
     from llmtap._providers.anthropic import PROVIDER
-
-    from ._replay import CONFIG, START
+    from tests.support.replay import CONFIG, START
 
     observer = AttemptObserver(START._replace(provider="anthropic"), PROVIDER, CONFIG)
     observer.on_response(200, [(b"content-type", b"text/event-stream")], 0.0)

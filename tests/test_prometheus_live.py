@@ -54,8 +54,7 @@ import pytest
 import yaml
 
 from llmtap import Outcome
-
-from ._prom import ALERTS, ROOT, SLO_RULES, load_build, require, rules
+from tests.support.prom import ALERTS, ROOT, SLO_RULES, load_build, require, rules
 
 pytestmark = pytest.mark.prometheus
 

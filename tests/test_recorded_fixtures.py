@@ -16,8 +16,8 @@ from llmtap import Outcome
 from llmtap._providers import anthropic as anthropic_provider
 from llmtap._providers import openai_chat, openai_responses
 from llmtap.testing import Capture
-
-from ._replay import (
+from tests.support.fixtures import recorded_fixtures, require_fixtures
+from tests.support.replay import (
     body_bytes,
     expected_anthropic,
     expected_openai_chat,
@@ -27,7 +27,6 @@ from ._replay import (
     splits,
     wire_headers,
 )
-from .conftest import recorded_fixtures, require_fixtures
 
 ANTHROPIC = recorded_fixtures("anthropic-*.json")
 IDS = [p.stem for p in ANTHROPIC]

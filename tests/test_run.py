@@ -16,8 +16,8 @@ from llmtap._cli.main import main, parser
 from llmtap._cli.run import RUN_ENV, USAGE, RunError, prepare
 from llmtap._settings import NON_SETTINGS_ENV
 from llmtap.simulator import Simulator
-from tests._deploy import Scrape, free_port, histogram_count, posts, spans
-from tests._otlp import Receiver, otlp_receiver
+from tests.support.deploy import Scrape, free_port, histogram_count, posts, spans
+from tests.support.otlp import Receiver, otlp_receiver
 
 LLMTAP = str(Path(sys.executable).with_name("llmtap"))
 

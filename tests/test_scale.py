@@ -7,25 +7,18 @@ the simulator in a child process: llmtap's totals equal what the simulator serve
 from __future__ import annotations
 
 import fnmatch
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 import llmtap
-
-SCALE = Path(__file__).resolve().parents[1] / "benchmarks" / "scale.py"
+from tests.support.scripts import load_script
 
 
 def _load_scale() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("llmtap_bench_scale", SCALE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    """benchmarks/scale.py (``test_soak.py`` imports this from here until it imports tests.support.scripts)."""
+    return load_script("benchmarks/scale.py", "llmtap_bench_scale")
 
 
 @pytest.mark.filterwarnings("ignore::ResourceWarning")

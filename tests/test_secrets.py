@@ -32,9 +32,8 @@ import llmtap
 from llmtap._instrumentor import LlmtapInstrumentor
 from llmtap._log import reset as reset_log
 from llmtap.testing import RecordingSink
-
-from ._rawserver import RawServer, Reply, Seen, fixture_reply, http_response
-from .conftest import FIXTURES, require_fixtures
+from tests.support.fixtures import FIXTURES, require_fixtures
+from tests.support.rawserver import RawServer, Reply, Seen, fixture_reply, http_response
 
 
 def canary(kind: str) -> str:

@@ -143,8 +143,7 @@ def lean_recipe() -> tuple[str, ...]:
 
 def test_lean_recipe_keeps_every_alert_and_halves_the_baseline(sim: Simulator) -> None:
     from llmtap._core.metrics import resolve_names
-
-    from ._prom import rules
+    from tests.support.prom import rules
 
     recipe = lean_recipe()
     keys = resolve_names(recipe)

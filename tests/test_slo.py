@@ -6,7 +6,6 @@ The promtool checks skip when promtool is missing, unless ``LLMTAP_REQUIRE_PROME
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
@@ -19,23 +18,15 @@ import yaml
 
 from llmtap._core.metrics import by_key
 from llmtap._core.record import FAILED, SERVICE_SIDE, Outcome
-
-from ._prom import DASHBOARDS, ROOT, SLO_RULES, require, rules
+from tests.support.prom import DASHBOARDS, ROOT, SLO_RULES, require, rules
+from tests.support.scripts import load_script
 
 SPEC = DASHBOARDS / "slo.toml"
 UNIT_TEST = DASHBOARDS / "tests" / "slo_test.yaml"
 
 
 def _slo() -> ModuleType:
-    name = "llmtap_dashboards_slo"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, DASHBOARDS / "slo.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("dashboards/slo.py", "llmtap_dashboards_slo")
 
 
 slo = _slo()

@@ -10,7 +10,7 @@ from typing import Any
 import httpx2
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests._otlp import Receiver
+from tests.support.otlp import Receiver
 
 
 def free_port() -> int:

@@ -1,0 +1,12 @@
+"""Everything the test modules share, one module a concern; test modules import from here, never from each other.
+
+* ``fixtures``: the recorded provider responses (where they are, skip or fail when absent);
+* ``replay``: feeding recorded or synthetic bodies through the pure attempt observer;
+* ``rawserver``: a raw-socket HTTP server sending exactly the bytes a test gives it;
+* ``prom``: dashboards and rule files, and the rule for a missing ``prometheus`` / ``promtool``;
+* ``otlp``: an OTLP/HTTP receiver on 127.0.0.1 that decodes what it gets;
+* ``deploy``: free ports, waiting for servers, scraping ``/metrics``, reading the OTLP receiver;
+* ``gcwatch``: the soak's instruments (a stall watchdog, code run inside the garbage collector).
+
+``conftest.py`` holds only the pytest fixtures.
+"""

@@ -1,0 +1,8 @@
+"""Where the repository is, and the folders the tests read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DASHBOARDS = ROOT / "dashboards"
