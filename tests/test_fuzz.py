@@ -46,7 +46,7 @@ settings.register_profile(
 )
 
 FILES = [p for p in recorded_fixtures("*.json") if p.name != "README.md"]
-TRIED = {"inputs": 0, "parse_errors": 0}  # reported at the end of the session
+TRIED = {"inputs": 0, "malformed": 0}  # counted by check(), reported by the property test
 OUTCOMES: set[str] = set()
 
 
@@ -271,14 +271,27 @@ def check(server: RawServer, case: Input) -> None:
         # (never an invented abort), and exactly the parse errors of the plain body
         assert (record.outcome, record.parse_errors) == _baseline(server, case.base), record
     TRIED["inputs"] += 1
-    TRIED["parse_errors"] += record.parse_errors > 0
+    TRIED["malformed"] += case.malformed
     OUTCOMES.add(record.outcome.value)
 
 
 @settings(settings.get_profile("llmtap-fuzz"))
 @given(case=inputs())
-def test_mutated_responses_change_nothing_for_the_app(server: RawServer, case: Input) -> None:
+def _every_input(server: RawServer, case: Input) -> None:
     check(server, case)
+
+
+def test_mutated_responses_change_nothing_for_the_app(server: RawServer) -> None:
+    """The property, over ``LLMTAP_FUZZ_EXAMPLES`` inputs; then what was tried (``make fuzz`` prints it with
+    ``-s``), and the positive control that the run was not vacuous: inputs were checked, and some of them
+    malformed on purpose, each of which was required to count a parse error."""
+    before = dict(TRIED)
+    _every_input(server)
+    tried = TRIED["inputs"] - before["inputs"]
+    malformed = TRIED["malformed"] - before["malformed"]
+    print(f"\nfuzz: {tried} inputs tried, {malformed} malformed on purpose, outcomes {sorted(OUTCOMES)}")
+    assert tried > 0
+    assert malformed > 0, "no malformed input was generated: the parse-error requirement was never checked"
 
 
 def test_an_8_mib_single_line_is_dropped_not_buffered_whole(server: RawServer) -> None:
@@ -288,9 +301,3 @@ def test_an_8_mib_single_line_is_dropped_not_buffered_whole(server: RawServer) -
     body = base.body[:at] + b"x" * (8 << 20) + base.body[at:]
     case = Input(base, "8mib", base.status, base.headers, body, 0, True)
     check(server, case)
-
-
-def test_report_inputs_tried() -> None:
-    """Prints the fuzz figures (``make fuzz`` runs with ``-s``); runs after the property test."""
-    tried, malformed = TRIED["inputs"], TRIED["parse_errors"]
-    print(f"\nfuzz: {tried} inputs tried, {malformed} with parse errors, outcomes {sorted(OUTCOMES)}")

@@ -45,6 +45,8 @@ def test_top_level_all_is_the_api() -> None:
     assert sorted(llmtap.__all__) == sorted(API)
     public = {n for n in dir(llmtap) if not n.startswith("_") and not isinstance(getattr(llmtap, n), types.ModuleType)}
     assert public == set(API) - {"__version__"}
+    undocumented = [n for n in API if n != "__version__" and not getattr(llmtap, n).__doc__]
+    assert undocumented == []
 
 
 @pytest.mark.parametrize("name", PUBLIC_MODULES)

@@ -1,6 +1,8 @@
-"""The series budget: how many Prometheus series one (provider, operation, model) costs per process.
+"""The Prometheus exporter (``llmtap._exporters.prometheus``) against what the README promises: the metric
+tables (names, types and OpenTelemetry instruments are a contract the dashboards and alerts query) and the
+series budget, how many series one (provider, operation, model) costs per process.
 
-The README's "Series budget" table is the pin: the test drives a known baseline (one model, one
+The README's "Series budget" table is the pin of the second: the test drives a known baseline (one model, one
 completed stream and one non-streaming call through the real ``anthropic`` SDK) through the native
 exporter, counts the series of every family and requires exactly the README's numbers. A change that
 adds series fails here until the table (and so the documented budget) is updated on purpose.
@@ -20,6 +22,7 @@ from prometheus_client import CollectorRegistry
 
 import llmtap
 from llmtap._core.metrics import INSTRUMENTS
+from llmtap._exporters._health import HEALTH_METRIC_NAMES
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture, capture
 
@@ -41,6 +44,39 @@ def budget_table() -> dict[str, int]:
         if total:
             rows["total"] = int(total.group(1))
     return rows
+
+
+_METRIC_ROW = re.compile(r"^\| `((?:llmtap|gen_ai)_[a-z_]+)` \| `([a-z_.]+)`[^|]*\|([^|]*)\|", re.M)
+
+
+def documented_metrics() -> dict[str, tuple[str, str]]:
+    """Prometheus family -> (OpenTelemetry instrument, first word of the type column, "" in the cost table
+    which has none), from the README's metric tables ("Prometheus metrics" and "Cost in USD")."""
+    text = README.read_text()
+    section = text[text.index("### Prometheus metrics") : text.index("### How it relates to")]
+    rows: dict[str, tuple[str, str]] = {}
+    for name, instrument, third in _METRIC_ROW.findall(section):
+        kind = third.split()[0] if third.split() and third.split()[0] in ("counter", "gauge", "histogram") else ""
+        assert name not in rows, f"README lists {name} twice"
+        rows[name] = (instrument, kind)
+    return rows
+
+
+def test_the_readme_metric_tables_are_what_the_exporter_registers() -> None:
+    """Every family the exporter can register (cost and both semconv generations on), with its type and
+    OpenTelemetry instrument, is in the README's tables, and nothing else is: a new, renamed or retyped
+    metric fails here until the documentation says so."""
+    documented = documented_metrics()
+    settings = llmtap.Settings(cost=True, genai_semconv="both", traces=False)
+    with capture(settings) as cap:
+        kinds = {m.name + ("_total" if m.type == "counter" else ""): m.type for m in cap.registry.collect()}
+    assert set(documented) == set(kinds), "README metric tables vs the exporter's families"
+    instruments = {i.prometheus(): i.name for i in INSTRUMENTS}
+    for name, (instrument, kind) in documented.items():
+        assert kind in ("", kinds[name]), f"{name}: the README says {kind}, the exporter registers a {kinds[name]}"
+        if name not in HEALTH_METRIC_NAMES:
+            assert instrument == instruments[name], name
+    assert documented["llmtap_streams_in_flight"][1] == "gauge"  # positive control: the type column was read
 
 
 def drive_baseline(sim: Simulator) -> None:
