@@ -1,0 +1,40 @@
+"""Attempt records built by hand, for the units that take one (calls, exporters): every field given."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmtap._core.record import AttemptRecord, Outcome, Usage
+from tests.support.replay import START
+
+
+def attempt_record(**fields: Any) -> AttemptRecord:
+    """A completed 200 attempt of ``START`` (started at 0, ended at 1), with ``fields`` replaced."""
+    ending: dict[str, Any] = {
+        "outcome": Outcome.COMPLETED,
+        "status_code": 200,
+        "error_type": None,
+        "streamed": True,
+        "headers_at": None,
+        "first_chunk_at": None,
+        "first_token_at": None,
+        "ended_at": 1.0,
+        "chunks": 0,
+        "max_gap": 0.0,
+        "stalls": 0,
+        "gap_bucket_counts": (),
+        "gap_sum": 0.0,
+        "usage": Usage(),
+        "stop_reasons": (),
+        "response_id": None,
+        "response_model": None,
+        "request_id": None,
+        "rate_limits": (),
+        "retry_after": None,
+        "server_time": None,
+        "parse_errors": 0,
+    }
+    values = {**START._asdict(), **ending, **fields}
+    unknown = set(values) - set(AttemptRecord._fields)
+    assert not unknown, f"no such AttemptRecord fields: {unknown}"
+    return AttemptRecord(**values)
