@@ -56,19 +56,20 @@ def info_from_body(body: bytes) -> RequestInfo:
     """From a raw JSON request body, without a full parse when unambiguous.
 
     A JSON string cannot contain an unescaped quote, so ``"model":"..."`` only matches keys; when a
-    key occurs more than once (a nested object with a ``model`` key) the body is parsed properly.
+    key occurs more than once (a nested object with a ``model`` or ``stream`` key: an earlier tool
+    call's input) the body is parsed properly.
     """
     models = _MODEL_RE.findall(body)
     tokens = _MAX_TOKENS_RE.findall(body)
-    if len(models) > 1 or len(tokens) > 1:
+    streams = _STREAM_RE.findall(body)
+    if len(models) > 1 or len(tokens) > 1 or len(streams) > 1:
         try:
             data = json.loads(body)
         except ValueError:
             data = None
         return info_from_json(data) if isinstance(data, dict) else UNKNOWN
-    stream = _STREAM_RE.search(body)
     return RequestInfo(
         models[0].decode("utf-8", "replace") if models else None,
-        None if stream is None else stream.group(1) == b"true",
+        streams[0] == b"true" if streams else None,
         int(tokens[0]) if tokens else None,
     )
