@@ -1,0 +1,266 @@
+"""``llmtap._core.stream``: the sync and async shells around a response body. Every byte passes untouched,
+every exception is re-raised as it is, and the attempt ends exactly once, at the first of: the provider's
+terminal event, the end of the body, ``close()``, an exception, or the garbage collector.
+
+A unit with no wire: the shells wrap an in-memory body here (the SDK tests drive them over real sockets).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+
+import llmtap
+from llmtap import Outcome
+from llmtap._core import stream as _stream
+from llmtap._core.observer import AttemptObserver
+from llmtap._core.tap import Attempt
+from llmtap._log import internal_errors
+from llmtap.testing import Capture, capture
+
+BASE = "http://llm.test"
+SSE = [(b"content-type", b"text/event-stream")]
+
+
+def _event(name: str, data: str) -> bytes:
+    return f"event: {name}\ndata: {data}\n\n".encode()
+
+
+BODY = [
+    _event("message_start", '{"type":"message_start","message":{"id":"msg_1","model":"m","usage":{"input_tokens":3}}}'),
+    _event("content_block_start", '{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}'),
+    _event("content_block_delta", '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}'),
+    _event("message_delta", '{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}'),
+]
+STOP = _event("message_stop", '{"type":"message_stop"}')
+AFTER = b": a comment after the end\n\n"
+
+
+class Body:
+    """A response body in memory, sync and async; records whether it was closed, may raise mid-way."""
+
+    def __init__(self, chunks: list[bytes], raise_after: BaseException | None = None) -> None:
+        self.chunks = chunks
+        self.raise_after = raise_after
+        self.closed = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.chunks
+        if self.raise_after is not None:
+            raise self.raise_after
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+        if self.raise_after is not None:
+            raise self.raise_after
+
+    def close(self) -> None:
+        self.closed += 1
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+@pytest.fixture
+def cap() -> Iterator[Capture]:
+    with capture(llmtap.Settings(base_urls=(BASE,), traces=False), patch=False) as captured:
+        yield captured
+
+
+def _attempt(cap: Capture) -> Attempt:
+    request = httpx2.Request("POST", BASE + "/v1/messages", json={"model": "m", "stream": True, "max_tokens": 8})
+    attempt = cap.tap.begin(request)
+    assert attempt is not None
+    attempt.observer.on_response(200, SSE, 0.0)
+    return attempt
+
+
+def _shell(cap: Capture, body: Body, mode: str) -> Any:
+    sync_shell, async_shell = _stream.shells_for(httpx2)
+    return (sync_shell if mode == "sync" else async_shell)(body, cap.tap, _attempt(cap))
+
+
+def _read(
+    shell: Any, mode: str, count: int | None = None, seen: tuple[Capture, list[int]] | None = None
+) -> list[bytes]:
+    """Read ``count`` chunks (all when None) as the app would; ``seen``: how many records ``Capture`` had
+    as each chunk arrived."""
+    out: list[bytes] = []
+
+    def keep(chunk: bytes) -> bool:
+        out.append(chunk)
+        if seen is not None:
+            seen[1].append(len(seen[0].records))
+        return count is not None and len(out) >= count
+
+    if mode == "sync":
+        for chunk in shell:
+            if keep(chunk):
+                break
+        return out
+
+    async def main() -> None:
+        async for chunk in shell.__aiter__():
+            if keep(chunk):
+                break
+
+    asyncio.run(main())
+    return out
+
+
+MODES = ["sync", "async"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_bytes_pass_untouched_and_the_terminal_event_ends_the_attempt(cap: Capture, mode: str) -> None:
+    chunks = [*BODY[:2], BODY[2][:7], BODY[2][7:] + BODY[3], STOP, AFTER]
+    seen: list[int] = []
+    assert _read(_shell(cap, Body(chunks), mode), mode, seen=(cap, seen)) == chunks
+    # ended at the chunk holding message_stop, not at the end of the body after it
+    assert seen == [0, 0, 0, 0, 1, 1]
+    (record,) = cap.records
+    assert (record.outcome, record.stop_reason, record.usage.output_tokens) == (Outcome.COMPLETED, "end_turn", 2)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_end_of_a_body_without_its_terminal_event_is_incomplete(cap: Capture, mode: str) -> None:
+    seen: list[int] = []
+    _read(_shell(cap, Body(BODY), mode), mode, seen=(cap, seen))
+    assert seen == [0, 0, 0, 0]  # not ended while the body was being read
+    assert [r.outcome for r in cap.records] == [Outcome.INCOMPLETE]  # ended at its end
+
+
+def test_close_before_the_end_is_client_closed_once(cap: Capture) -> None:
+    body = Body([*BODY, STOP])
+    shell = _shell(cap, body, "sync")
+    assert len(_read(shell, "sync", count=2)) == 2
+    shell.close()
+    shell.close()
+    assert body.closed == 2  # every close reaches the body
+    assert [r.outcome for r in cap.records] == [Outcome.CLIENT_CLOSED]
+
+
+def test_aclose_before_the_end_is_client_closed_once(cap: Capture) -> None:
+    body = Body([*BODY, STOP])
+    shell = _shell(cap, body, "async")
+
+    async def main() -> None:
+        chunks = shell.__aiter__()
+        await chunks.__anext__()
+        await chunks.__anext__()
+        await shell.aclose()
+        await shell.aclose()
+        await chunks.aclose()  # the iteration unwound after the close: no second ending
+
+    asyncio.run(main())
+    assert body.closed == 2
+    assert [r.outcome for r in cap.records] == [Outcome.CLIENT_CLOSED]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_close_after_the_end_adds_nothing(cap: Capture, mode: str) -> None:
+    shell = _shell(cap, Body([*BODY, STOP]), mode)
+    _read(shell, mode)
+    assert [r.outcome for r in cap.records] == [Outcome.COMPLETED]
+    shell.close() if mode == "sync" else asyncio.run(shell.aclose())
+    assert [r.outcome for r in cap.records] == [Outcome.COMPLETED]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    ("exc", "outcome"),
+    [
+        (httpx2.ReadTimeout("slow"), Outcome.TIMEOUT),
+        (httpx2.RemoteProtocolError("peer closed"), Outcome.CONNECTION_ERROR),
+        (asyncio.CancelledError(), Outcome.CANCELLED),
+    ],
+    ids=["timeout", "dropped", "cancelled"],
+)
+def test_an_exception_from_the_body_passes_untouched(
+    cap: Capture, mode: str, exc: BaseException, outcome: Outcome
+) -> None:
+    shell = _shell(cap, Body(BODY[:2], raise_after=exc), mode)
+    with pytest.raises(type(exc)) as raised:
+        _read(shell, mode)
+    assert raised.value is exc
+    assert [r.outcome for r in cap.records] == [outcome]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_failing_parser_leaves_the_bytes_alone(cap: Capture, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    shell = _shell(cap, Body([*BODY, STOP]), mode)
+
+    def broken(self: AttemptObserver, chunk: bytes, now: float) -> bool:
+        raise RuntimeError("parser bug")
+
+    monkeypatch.setattr(AttemptObserver, "on_chunk", broken)
+    errors = internal_errors().get("stream", 0)
+    assert _read(shell, mode) == [*BODY, STOP]
+    assert internal_errors().get("stream", 0) == errors + len(BODY) + 1  # each failure counted
+    assert len(cap.records) == 1  # still ended, at the end of the body
+
+
+def test_a_body_nobody_closed_is_ended_by_the_garbage_collector(cap: Capture) -> None:
+    shell = _shell(cap, Body([*BODY, STOP]), "sync")
+    _stream.watch_drop(shell, cap.tap, shell._attempt)
+    assert cap.records == []
+    del shell
+    gc.collect()
+    cap.wait(1)
+    assert [r.outcome for r in cap.records] == [Outcome.ABANDONED]
+
+
+@pytest.mark.parametrize("module", [httpx, httpx2], ids=lambda m: m.__name__)
+def test_shells_are_the_clients_own_stream_kinds(module: Any) -> None:
+    sync_shell, async_shell = _stream.shells_for(module)
+    assert issubclass(sync_shell, module.SyncByteStream) and issubclass(async_shell, module.AsyncByteStream)
+    assert _stream.shells_for(module) == (sync_shell, async_shell)  # made once per module
+
+
+def _response(request: httpx2.Request) -> httpx2.Response:
+    return httpx2.Response(200, headers=dict(SSE), content=b"".join([*BODY, STOP]), request=request)
+
+
+def test_a_send_inside_an_observed_send_is_observed_once(cap: Capture) -> None:
+    """An explicit llmtap transport inside a patched client: the inner observation passes through."""
+    request = httpx2.Request("POST", BASE + "/v1/messages", json={"model": "m"})
+    shell = _stream.shells_for(httpx2)[0]
+
+    def inner() -> httpx2.Response:
+        response: httpx2.Response = _stream.observe_sync(cap.tap, request, lambda: _response(request), shell)
+        return response
+
+    response = _stream.observe_sync(cap.tap, request, inner, shell)
+    assert response.status_code == 200
+    assert [r.outcome for r in cap.records] == [Outcome.COMPLETED]
+    # and the inner one alone is observed (the positive control)
+    _stream.observe_sync(cap.tap, request, lambda: _response(request), shell)
+    assert len(cap.records) == 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_failed_send_raises_the_apps_exception(cap: Capture, mode: str) -> None:
+    request = httpx2.Request("POST", BASE + "/v1/messages", json={"model": "m"})
+    error = httpx2.ConnectError("refused")
+
+    def send() -> httpx2.Response:
+        raise error
+
+    async def asend() -> httpx2.Response:
+        raise error
+
+    shell = _stream.shells_for(httpx2)[0 if mode == "sync" else 1]
+    with pytest.raises(httpx2.ConnectError) as raised:
+        if mode == "sync":
+            _stream.observe_sync(cap.tap, request, send, shell)
+        else:
+            asyncio.run(_stream.observe_async(cap.tap, request, asend, shell))
+    assert raised.value is error
+    assert [(r.outcome, r.status_code) for r in cap.records] == [(Outcome.CONNECTION_ERROR, None)]
