@@ -20,7 +20,6 @@ import llmtap
 from llmtap import Outcome
 from llmtap._core import stream as _stream
 from llmtap._core.observer import AttemptObserver
-from llmtap._core.tap import Attempt
 from llmtap._log import internal_errors
 from llmtap.testing import Capture, capture
 
@@ -74,17 +73,22 @@ def cap() -> Iterator[Capture]:
         yield captured
 
 
-def _attempt(cap: Capture) -> Attempt:
-    request = httpx2.Request("POST", BASE + "/v1/messages", json={"model": "m", "stream": True, "max_tokens": 8})
-    attempt = cap.tap.begin(request)
-    assert attempt is not None
-    attempt.observer.on_response(200, SSE, 0.0)
-    return attempt
-
-
 def _shell(cap: Capture, body: Body, mode: str) -> Any:
+    """``body`` as the response's stream of one observed send (``observe_sync`` / ``observe_async``, the
+    hooks' entry points), wrapped in the shell the hooks would choose; what the app then reads."""
+    request = httpx2.Request("POST", BASE + "/v1/messages", json={"model": "m", "stream": True, "max_tokens": 8})
+    response = httpx2.Response(200, headers=dict(SSE), stream=body, request=request)  # type: ignore[arg-type]
     sync_shell, async_shell = _stream.shells_for(httpx2)
-    return (sync_shell if mode == "sync" else async_shell)(body, cap.tap, _attempt(cap))
+    if mode == "sync":
+        _stream.observe_sync(cap.tap, request, lambda: response, sync_shell)
+    else:
+
+        async def send() -> httpx2.Response:
+            return response
+
+        asyncio.run(_stream.observe_async(cap.tap, request, send, async_shell))
+    assert isinstance(response.stream, (sync_shell, async_shell))  # observed
+    return response.stream
 
 
 def _read(
@@ -208,8 +212,7 @@ def test_a_failing_parser_leaves_the_bytes_alone(cap: Capture, mode: str, monkey
 
 
 def test_a_body_nobody_closed_is_ended_by_the_garbage_collector(cap: Capture) -> None:
-    shell = _shell(cap, Body([*BODY, STOP]), "sync")
-    _stream.watch_drop(shell, cap.tap, shell._attempt)
+    shell = _shell(cap, Body([*BODY, STOP]), "sync")  # watched since the send (``watch_drop``)
     assert cap.records == []
     del shell
     gc.collect()
