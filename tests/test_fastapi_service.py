@@ -287,6 +287,3 @@ def test_gunicorn_with_metrics_port_held_by_another_program(tmp_path: Path, zero
         assert "Booting worker" not in out.stderr and "Starting gunicorn" not in out.stderr
     else:
         assert "Worker failed to boot" in out.stderr, out.stderr
-        assert (
-            not any(p.name.startswith("llmtap-metrics") for p in (tmp_path / "prometheus-multiproc").iterdir()) or True
-        )
