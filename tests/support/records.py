@@ -9,7 +9,8 @@ from tests.support.replay import START
 
 
 def attempt_record(**fields: Any) -> AttemptRecord:
-    """A completed 200 attempt of ``START`` (started at 0, ended at 1), with ``fields`` replaced."""
+    """A completed 200 attempt of ``START`` (started at 0, ended at 1), with ``fields`` replaced; a field
+    not named here is ``None`` (the record's shape is the core's to change)."""
     ending: dict[str, Any] = {
         "outcome": Outcome.COMPLETED,
         "status_code": 200,
@@ -30,11 +31,12 @@ def attempt_record(**fields: Any) -> AttemptRecord:
         "response_model": None,
         "request_id": None,
         "rate_limits": (),
+        "rate_limit_headers": (),
         "retry_after": None,
         "server_time": None,
         "parse_errors": 0,
     }
-    values = {**START._asdict(), **ending, **fields}
-    unknown = set(values) - set(AttemptRecord._fields)
+    unknown = set(fields) - set(AttemptRecord._fields)
     assert not unknown, f"no such AttemptRecord fields: {unknown}"
-    return AttemptRecord(**values)
+    values = {**dict.fromkeys(AttemptRecord._fields), **START._asdict(), **ending, **fields}
+    return AttemptRecord(**{name: values[name] for name in AttemptRecord._fields})

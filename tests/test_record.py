@@ -1,0 +1,66 @@
+"""``llmtap._core.record``: the outcome classes (each outcome in exactly one, as the README's table says) and
+what a record derives from its times."""
+
+from __future__ import annotations
+
+import re
+
+from llmtap._core.record import APP_SIDE, FAILED, SERVICE_SIDE, CallRecord, Cost, Outcome
+from tests.support.paths import ROOT
+from tests.support.records import attempt_record
+
+
+def _readme_outcomes() -> dict[str, str]:
+    """outcome -> side (``app``, ``service``, ``service (refusal)``, ``""``), from the README's table."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### One record per attempt") : text.index("### Prometheus metrics")]
+    return dict(re.findall(r"^\| `([a-z_]+)` \|.*\| ([a-z() ]*?) *\|$", section, re.M))
+
+
+def test_each_outcome_is_in_exactly_one_class() -> None:
+    classes = [{Outcome.COMPLETED}, {Outcome.REJECTED}, SERVICE_SIDE, APP_SIDE]
+    for outcome in Outcome:
+        assert sum(outcome in c for c in classes) == 1, outcome
+    assert SERVICE_SIDE | {Outcome.REJECTED} == FAILED
+
+
+def test_the_readme_table_names_every_outcome_and_its_side() -> None:
+    documented = _readme_outcomes()
+    assert set(documented) == {o.value for o in Outcome}
+    sides = {"app": APP_SIDE, "service": SERVICE_SIDE, "service (refusal)": {Outcome.REJECTED}}
+    for outcome in Outcome:
+        side = documented[outcome.value]
+        assert (outcome in sides[side]) if side else outcome is Outcome.COMPLETED, (outcome, side)
+
+
+def test_is_error_is_a_failure_not_an_app_side_ending() -> None:
+    assert [o for o in Outcome if attempt_record(outcome=o).is_error] == [o for o in Outcome if o in FAILED]
+    assert attempt_record(outcome=Outcome.REJECTED).is_error  # positive control
+    assert not attempt_record(outcome=Outcome.CLIENT_CLOSED).is_error
+
+
+def test_times_are_measured_from_the_attempts_start() -> None:
+    record = attempt_record(started_at=10.0, headers_at=10.5, first_chunk_at=10.75, first_token_at=11.0, ended_at=14.0)
+    assert (record.duration, record.time_to_headers, record.time_to_first_chunk, record.time_to_first_token) == (
+        4.0,
+        0.5,
+        0.75,
+        1.0,
+    )
+    never = attempt_record(started_at=10.0, ended_at=10.25)  # refused before any header, chunk or token
+    assert (never.time_to_headers, never.time_to_first_chunk, never.time_to_first_token) == (None, None, None)
+
+
+def test_the_stop_reason_is_the_first_choices() -> None:
+    assert attempt_record(stop_reasons=("length", "stop")).stop_reason == "length"
+    assert attempt_record(stop_reasons=()).stop_reason is None
+
+
+def test_a_calls_times_include_its_retries() -> None:
+    call = CallRecord("c", "anthropic", "chat", "m", 3, Outcome.COMPLETED, 1.0, 9.0, 8.0)
+    assert (call.duration, call.time_to_first_token) == (8.0, 7.0)
+    assert call._replace(first_token_at=None).time_to_first_token is None
+
+
+def test_a_costs_total_leaves_the_savings_out() -> None:
+    assert Cost(input=1.0, output=2.0, cache_read=0.25, cache_write=0.5, cache_savings=100.0).total == 3.75
