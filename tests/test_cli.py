@@ -15,13 +15,7 @@ import pytest
 
 import llmtap
 from llmtap._cli import main as _cli
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+from tests.support.deploy import free_port
 
 
 def test_version() -> None:
@@ -49,7 +43,7 @@ def _interrupt(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
 
 
 def test_simulate_serves_and_stops_on_ctrl_c() -> None:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "llmtap", "simulate", "--port", str(port), "--scenario", "tokens=3"],  # python -m
         stdout=subprocess.PIPE,
@@ -78,7 +72,7 @@ def test_simulate_serves_and_stops_on_ctrl_c() -> None:
 
 
 def test_headless_demo_runs_and_exits_cleanly() -> None:
-    port = _free_port()
+    port = free_port()
     out = subprocess.run(
         [sys.executable, "-m", "llmtap", "demo", "--headless", "--duration", "6", "--metrics-port", str(port)],
         capture_output=True,
@@ -184,7 +178,7 @@ def test_taken_port_is_one_line_and_exit_2(command: tuple[str, ...], says: str) 
 
 
 def test_simulate_prints_one_start_up_line() -> None:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [LLMTAP, "simulate", "--port", str(port)],
         stdout=subprocess.PIPE,

@@ -20,6 +20,7 @@ import llmtap
 from llmtap._cli import demo as _demo
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import capture
+from tests.support.deploy import free_port
 from tests.support.prom import ALERTS, require
 
 MODELS = (*_demo.MODELS, *_demo.OPENAI_MODELS)
@@ -66,18 +67,11 @@ def test_live_view_on_a_small_terminal_cuts_the_bottom_not_the_title() -> None:
     assert len(full) > 10  # positive control: the cut removed something
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.mark.prometheus
 def test_prometheus_alerts_link_works_and_the_temp_folder_goes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     require("prometheus")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    with _demo._prometheus(_free_port(), _free_port()) as alerts:
+    with _demo._prometheus(free_port(), free_port()) as alerts:
         assert alerts is not None
         assert list(tmp_path.glob("llmtap-prom-*")), "positive control: its data folder exists while it runs"
         with urllib.request.urlopen(alerts, timeout=10) as response:
@@ -96,7 +90,7 @@ def test_demo_prometheus_on_a_taken_port_fails_in_one_line(tmp_path: Path) -> No
         port = taken.getsockname()[1]
         llmtap_cli = str(Path(sys.executable).with_name("llmtap"))
         out = subprocess.run(
-            [llmtap_cli, "demo", "--headless", "--duration", "30", "--metrics-port", str(_free_port()),
+            [llmtap_cli, "demo", "--headless", "--duration", "30", "--metrics-port", str(free_port()),
              "--prometheus", str(port)],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
@@ -118,7 +112,7 @@ def test_prometheus_that_dies_at_start_up_is_reported(monkeypatch: pytest.Monkey
         return real_popen(args, **kwargs)  # type: ignore[call-overload,no-any-return]
 
     monkeypatch.setattr(subprocess, "Popen", popen)
-    with pytest.raises(_demo.DemoError, match="Prometheus exited at start-up"), _demo._prometheus(1, _free_port()):
+    with pytest.raises(_demo.DemoError, match="Prometheus exited at start-up"), _demo._prometheus(1, free_port()):
         pass
     assert not list(tmp_path.glob("llmtap-prom-*"))
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import runpy
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ import pytest
 import llmtap
 from llmtap._core import tap as _tap
 from llmtap.simulator import Simulator
-from tests.support.deploy import posts, spans, wait_until
+from tests.support.deploy import free_port, posts, spans, wait_until
 from tests.support.otlp import otlp_receiver
 from tests.support.prom import require
 
@@ -83,7 +82,7 @@ def test_zero_code_example_as_its_docstring_says(tmp_path: Path) -> None:
     """The docstring's simulator exports and ``--metrics-port ... --wait``: /metrics is scrapeable while it waits."""
     exports = _docstring_exports(EXAMPLES / "zero_code_app.py")
     assert set(exports) == {"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "LLMTAP_BASE_URLS"}
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LLMTAP_", "PROMETHEUS_", "ANTHROPIC_"))}
     with Simulator() as sim:
         env.update({k: v.replace("http://127.0.0.1:8787", sim.base_url) for k, v in exports.items()})
@@ -100,13 +99,6 @@ def test_zero_code_example_as_its_docstring_says(tmp_path: Path) -> None:
             proc.communicate(timeout=20)
     assert 'llmtap_streams_total{gen_ai_operation_name="chat",gen_ai_provider_name="anthropic"' in text
     assert 'outcome="completed"} 1.0' in text
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def test_prometheus_scrape_config_is_valid_as_shipped() -> None:
@@ -133,7 +125,7 @@ def test_gunicorn_conf_says_what_it_needs_in_one_line(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     env["ANTHROPIC_API_KEY"] = "not-needed"
     out = subprocess.run(
-        [str(Path(sys.executable).with_name("gunicorn")), "-c", "gunicorn.conf.py", "-b", f"127.0.0.1:{_free_port()}",
+        [str(Path(sys.executable).with_name("gunicorn")), "-c", "gunicorn.conf.py", "-b", f"127.0.0.1:{free_port()}",
          "app:app"],
         cwd=EXAMPLES / "fastapi_service", env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
