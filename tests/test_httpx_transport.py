@@ -1,5 +1,5 @@
-"""How llmtap hooks in: patching, explicit transports, composition with the OTel httpx instrumentor,
-the entry point, settings and the public surface."""
+"""``llmtap._hooks.httpx_transport``: how llmtap hooks into httpx and httpx2 (patching, explicit transports,
+composition with the OTel httpx instrumentor, import hooks for the SDKs) and the settings it reads there."""
 
 from __future__ import annotations
 
