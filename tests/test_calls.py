@@ -3,6 +3,7 @@ SDK's ``request()`` has returned *and* its last attempt has ended, in whichever 
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
@@ -117,3 +118,22 @@ def test_call_record_copies_the_last_attempt() -> None:
         outcome=Outcome.CLIENT_CLOSED, started_at=1.5, ended_at=9.0, first_token_at=2.0,
         span_context=None, attribute_labels=("checkout",),
     )  # fmt: skip
+
+
+def test_call_ids_are_drawn_again_in_a_forked_child() -> None:
+    """Workers forked after import (gunicorn --preload) must not repeat each other's call ids."""
+    parent = [Call(None).call_id for _ in range(2)]
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(write, Call(None).call_id.encode())
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    child = os.read(read, 100).decode()
+    os.close(read)
+    os.close(write)
+    assert parent[0] != parent[1] and parent[0].split("-")[0] == parent[1].split("-")[0]  # control: one prefix
+    assert child.split("-")[0] != parent[0].split("-")[0]
+    assert child not in parent

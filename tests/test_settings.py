@@ -1,0 +1,124 @@
+"""``llmtap._settings``: ``Settings`` validated at construction and read from ``LLMTAP_*`` variables, every
+error naming the variable, its value and the format it takes (nothing of it on the request path)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from pydantic import ValidationError
+
+import llmtap
+
+
+def test_settings_are_validated_in_code_and_from_the_environment() -> None:
+    with pytest.raises(ValidationError):
+        llmtap.Settings(base_urls=("ftp://x",))
+    with pytest.raises(ValidationError):
+        llmtap.Settings(stall_threshold_seconds=0)
+    with pytest.raises(ValidationError):
+        llmtap.Settings(unknown=1)  # type: ignore[call-arg]
+    env = {
+        "LLMTAP_BASE_URLS": "http://a:1/v1, http://b:2",
+        "LLMTAP_TRACES": "false",
+        "LLMTAP_MAX_MODELS": "7",
+        "LLMTAP_PROVIDER_NAMES": "http://b:2=vllm",
+    }
+    settings = llmtap.Settings.from_env(env)
+    assert settings.base_urls == ("http://a:1/v1", "http://b:2")
+    assert settings.traces is False and settings.max_models == 7
+    assert settings.provider_names == {"http://b:2": "vllm"}
+
+
+def test_label_bounds_are_validated() -> None:
+    assert llmtap.Settings().max_stop_reasons == 30 and llmtap.Settings().max_error_types == 50
+    for bad in ({"max_stop_reasons": 0}, {"max_error_types": -1}, {"model_overflow": ""}, {"model_overflow": "a\nb"}):
+        with pytest.raises(ValidationError):
+            llmtap.Settings(**bad)
+
+
+TRUE_WORDS = ("true", "TRUE", "True", "1", "yes", "YES", "on", "On", " true ")
+FALSE_WORDS = ("false", "FALSE", "0", "no", "No", "off", "OFF")
+
+
+@pytest.mark.parametrize("word", TRUE_WORDS + FALSE_WORDS)
+def test_boolean_spellings(word: str) -> None:
+    expected = word in TRUE_WORDS
+    assert llmtap.Settings.from_env({"LLMTAP_TRACES": word}).traces is expected
+    assert llmtap.Settings.from_env({"LLMTAP_MATCH_ANY_HOST": word}).match_any_host is expected
+
+
+@pytest.mark.parametrize("word", ["ture", "", "2", "enabled", "y", "t", "nope"])
+def test_boolean_typos_are_rejected_with_variable_value_and_choices(word: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        llmtap.Settings.from_env({"LLMTAP_TRACES": word})
+    text = str(info.value)
+    assert "LLMTAP_TRACES" in text
+    assert f"input_value={word!r}" in text
+    assert "true/false, 1/0, yes/no or on/off" in text
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ({"LLMTAP_METRICS_PORT": "http"}, "LLMTAP_METRICS_PORT"),
+        ({"LLMTAP_METRICS_PORT": "70000"}, "less than or equal to 65535"),
+        ({"LLMTAP_METRICS_PORT": "-1"}, "greater than or equal to 0"),
+        ({"LLMTAP_METRICS_ADDR": "localhost"}, "must be an IP address"),
+        ({"LLMTAP_MAX_MODELS": "lots"}, "LLMTAP_MAX_MODELS"),
+        ({"LLMTAP_STALL_THRESHOLD_SECONDS": "0"}, "greater than 0"),
+        ({"LLMTAP_PROVIDER_NAMES": "http://a"}, "key=value pairs"),
+        ({"LLMTAP_BASE_URLS": "ftp://x"}, "must start with http"),
+        ({"LLMTAP_METRICS": "off", "LLMTAP_METRICS_PORT": "9464"}, "metrics=False"),
+    ],
+)
+def test_invalid_values_name_the_variable(env: dict[str, str], needle: str) -> None:
+    with pytest.raises(ValidationError, match=needle):
+        llmtap.Settings.from_env(env)
+
+
+@pytest.mark.parametrize(
+    ("env", "where", "says"),
+    [
+        ({"LLMTAP_BASE_URLS": '["http://a:1", 2]'}, "LLMTAP_BASE_URLS", "or a JSON array of strings"),
+        ({"LLMTAP_BASE_URLS": '["http://a:1",'}, "LLMTAP_BASE_URLS", "or a JSON array of strings: Expecting value"),
+        (
+            {"LLMTAP_BASE_URLS": "http://a:1", "LLMTAP_PROVIDER_NAMES": "http://b=x"},
+            "LLMTAP_PROVIDER_NAMES",
+            "key 'http://b' is not one of base_urls (http://a:1)",
+        ),
+        ({"LLMTAP_METRICS": "off", "LLMTAP_METRICS_PORT": "9464"}, "LLMTAP_METRICS_PORT", "metrics=False"),
+    ],
+)
+def test_errors_are_located_at_the_variable_and_say_the_format(env: dict[str, str], where: str, says: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        llmtap.Settings.from_env(env)
+    (error,) = info.value.errors()
+    assert error["loc"] == (where,)
+    assert says in str(error["msg"])
+
+
+def test_lists_and_mappings_take_commas_or_json() -> None:
+    commas = llmtap.Settings.from_env(
+        {"LLMTAP_BASE_URLS": "http://a:1,http://b:2", "LLMTAP_PROVIDER_NAMES": "http://a:1=x"}
+    )
+    as_json = llmtap.Settings.from_env(
+        {"LLMTAP_BASE_URLS": '["http://a:1", "http://b:2"]', "LLMTAP_PROVIDER_NAMES": '{"http://a:1": "x"}'}
+    )
+    assert commas == as_json
+    assert as_json.base_urls == ("http://a:1", "http://b:2") and as_json.provider_names == {"http://a:1": "x"}
+
+
+def test_valid_values_parse() -> None:
+    s = llmtap.Settings.from_env(
+        {"LLMTAP_METRICS_PORT": "9464", "LLMTAP_METRICS_ADDR": "0.0.0.0", "LLMTAP_BASE_URLS": "http://a:1, http://b"}
+    )
+    assert (s.metrics_port, s.metrics_addr, s.base_urls) == (9464, "0.0.0.0", ("http://a:1", "http://b"))
+    assert llmtap.Settings.from_env({"LLMTAP_METRICS_ADDR": "::1"}).metrics_addr == "::1"
+
+
+def test_unknown_variables_are_named_in_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="llmtap"):
+        llmtap.Settings.from_env({"LLMTAP_TRACE": "false", "LLMTAP_TRACES": "false", "LLMTAP_REQUIRE_FIXTURES": "1"})
+    warnings = [r.getMessage() for r in caplog.records]
+    assert warnings == ["llmtap: ignoring LLMTAP_TRACE: no such setting (did you mean LLMTAP_TRACES?)"]
