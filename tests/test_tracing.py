@@ -1,0 +1,91 @@
+"""``llmtap._exporters.tracing``: one CLIENT span per attempt, from the request sent to the end of the body,
+its status an error only for a failed attempt, and a retry linked to the attempt before it in its call.
+
+The exporter is a unit (records in, spans out): it is fed hand-built records and read through the SDK's
+in-memory exporter; the spans of real traffic are checked with the SDKs (test_anthropic_sdk.py ...)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from llmtap._core.calls import call_record
+from llmtap._core.record import FAILED, AttemptRecord, AttemptStart, Outcome
+from llmtap._exporters.tracing import TracingExporter
+from tests.support.records import attempt_record
+
+T0 = 1_700_000_000_000_000_000  # the attempt's start, Unix ns
+
+
+class Spans:
+    def __init__(self) -> None:
+        self.memory = InMemorySpanExporter()
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(SimpleSpanProcessor(self.memory))
+        self.exporter = TracingExporter(self.provider)
+
+    def attempt(self, **fields: Any) -> AttemptRecord:
+        """One attempt through the exporter (start, then end), as the tap drives every sink."""
+        record = attempt_record(start_unix_ns=T0, **fields)
+        start = AttemptStart(**{name: getattr(record, name) for name in AttemptStart._fields})
+        self.exporter.end(record, self.exporter.start(start))
+        return record
+
+    def finished(self) -> tuple[ReadableSpan, ...]:
+        return self.memory.get_finished_spans()
+
+
+@pytest.fixture
+def spans() -> Iterator[Spans]:
+    made = Spans()
+    yield made
+    made.provider.shutdown()
+
+
+def test_one_client_span_from_the_request_to_the_end_of_the_body(spans: Spans) -> None:
+    spans.attempt(operation="chat", request_model="claude", started_at=5.0, ended_at=7.5, request_max_tokens=64)
+    (span,) = spans.finished()
+    assert (span.name, span.kind) == ("chat claude", SpanKind.CLIENT)
+    assert (span.start_time, span.end_time) == (T0, T0 + 2_500_000_000)  # the body's end, not the headers'
+    attributes = dict(span.attributes or {})
+    assert attributes["gen_ai.request.model"] == "claude" and attributes["gen_ai.request.max_tokens"] == 64
+    assert attributes["llmtap.outcome"] == "completed" and attributes["http.response.status_code"] == 200
+
+
+def test_a_span_without_a_model_is_named_by_its_operation(spans: Spans) -> None:
+    spans.attempt(operation="chat", request_model="")
+    (span,) = spans.finished()
+    assert span.name == "chat" and "gen_ai.request.model" not in (span.attributes or {})
+
+
+@pytest.mark.parametrize("outcome", list(Outcome))
+def test_only_a_failed_attempt_is_an_error(spans: Spans, outcome: Outcome) -> None:
+    """Rejections and service-side endings are errors; the app's own endings (a close, a cancel) are not."""
+    spans.attempt(outcome=outcome, error_type="overloaded_error" if outcome is Outcome.SERVER_ERROR else None)
+    (span,) = spans.finished()
+    if outcome in FAILED:
+        assert span.status.status_code is StatusCode.ERROR
+        assert span.status.description == ("overloaded_error" if outcome is Outcome.SERVER_ERROR else outcome.value)
+    else:
+        assert span.status.status_code is StatusCode.UNSET
+
+
+def test_a_retry_links_to_the_attempt_before_it_until_the_call_ends(spans: Spans) -> None:
+    first = spans.attempt(call_id="c-1", outcome=Outcome.REJECTED, status_code=529)
+    spans.attempt(call_id="c-1", resend_count=1, retry_reason="529")
+    spans.attempt(call_id="c-2")  # another call: no link
+    one, two, other = spans.finished()
+    assert not one.links and not other.links
+    (link,) = two.links
+    assert link.context == one.context and dict(link.attributes or {}) == {"llmtap.link": "previous_attempt"}
+    assert {s.attributes["llmtap.call.id"] for s in (one, two) if s.attributes} == {"c-1"}
+    assert dict(two.attributes or {})["http.request.resend_count"] == 1
+    spans.exporter.call_end(call_record("c-1", 2, 0.0, first))
+    spans.attempt(call_id="c-1")  # after the call's end its spans are forgotten: nothing to link to
+    assert not spans.finished()[-1].links
