@@ -366,3 +366,15 @@ def test_server_address_and_port_are_bounded_on_the_otel_path() -> None:
     assert pairs == first_two | {("_other", 0)}
     assert label_overflows().get("server", 0) - before == 2
     assert {dict(s.attributes or {})["server.address"] for s in cap.spans()} == {"_other"} | {a for a, _ in first_two}
+
+
+def test_uninstrument_twice_is_harmless(sim: Simulator) -> None:
+    registry = CollectorRegistry()
+    llmtap.instrument(settings(sim), registry=registry)
+    assert patched() != []  # positive control: something to undo
+    llmtap.uninstrument()
+    llmtap.uninstrument()  # nothing instrumented: nothing to do, nothing raised
+    assert patched() == [] and families(registry) == set()
+    llmtap.instrument(settings(sim), registry=registry)  # and instrumenting again works
+    post(sim)
+    assert attempts(registry_text(registry)) == 1
