@@ -26,7 +26,8 @@ from llmtap._core.bounds import MAX_LABEL_LENGTH, LabelBound, sanitize
 from llmtap._core.endpoints import PROVIDERS
 from llmtap._instrumentor import LlmtapInstrumentor
 from llmtap._log import label_overflows
-from llmtap.testing import RecordingSink
+from llmtap.simulator import Scenario, Simulator
+from llmtap.testing import RecordingSink, capture
 from tests.support.prom import require
 from tests.support.rawserver import RawServer, Reply, Seen, http_response
 
@@ -76,6 +77,17 @@ def test_every_provider_documents_its_values() -> None:
     for provider in PROVIDERS:
         assert provider.stop_reasons and provider.error_types, provider.name
         assert all(sanitize(v) == v for v in provider.stop_reasons | provider.error_types)
+
+
+def test_request_models_past_the_limit_are_other_on_the_record(sim: Simulator) -> None:
+    """On the record itself, so on every sink (the module's flooded server below checks the sinks)."""
+    settings = llmtap.Settings(base_urls=(sim.base_url,), max_models=2)
+    with capture(settings) as cap, httpx2.Client() as client:
+        for i in range(4):
+            body = {"model": f"m{i}", "max_tokens": 16, "messages": [{"role": "user", "content": "x"}]}
+            client.post(sim.base_url + "/v1/messages", json=body, headers=Scenario(tokens=1).headers()).read()
+        cap.wait(4)
+        assert [r.request_model for r in cap.records] == ["m0", "m1", "_other", "_other"]
 
 
 # -- end to end: a server sending a new value every time ------------------------------------------

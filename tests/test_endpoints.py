@@ -283,6 +283,18 @@ def test_compatible_servers_through_the_openai_sdk(base_url: str, name: str | No
     assert record.usage.output_tokens == body["usage"]["completion_tokens"]
 
 
+def test_provider_name_override(sim: Simulator) -> None:
+    sim.clear()
+    settings = llmtap.Settings(base_urls=(sim.base_url,), provider_names={sim.base_url: "my-gateway"})
+    with capture(settings) as cap, httpx2.Client() as client:
+        body = {"model": "m", "max_tokens": 16, "messages": [{"role": "user", "content": "x"}]}
+        client.post(sim.base_url + "/v1/messages", json=body, headers=Scenario(tokens=1).headers()).read()
+        cap.wait(1)
+        assert cap.records[0].provider == "my-gateway"
+        assert cap.sample("llmtap_attempts_total", gen_ai_provider_name="my-gateway") == 1
+    sim.wait_served(1)  # served before the next test clears the simulator
+
+
 # -- zero configuration: SDK traffic on any host, other LLM-looking traffic named once --------------------
 
 HINT = "looks like an LLM API"
