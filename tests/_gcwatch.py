@@ -1,6 +1,5 @@
-"""Moved to ``tests/support/gcwatch.py``:
-this name stays only for test_abandoned_in_gc.py, test_soak.py (edited by other branches
-today); delete it once they import ``tests.support.gcwatch``."""
+"""Moved to ``tests/support/gcwatch.py``; this name stays while test files of other branches import it (see
+``tests/README.md``, "In transition"), and goes once they import ``tests.support.gcwatch``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Moved to ``tests/support/rawserver.py``:
-this name stays only for test_aiohttp.py, test_faults.py (edited by other branches
-today); delete it once they import ``tests.support.rawserver``."""
+"""Moved to ``tests/support/rawserver.py``; this name stays while test files of other branches import it (see
+``tests/README.md``, "In transition"), and goes once they import ``tests.support.rawserver``."""
 
 from __future__ import annotations
 

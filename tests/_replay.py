@@ -1,6 +1,5 @@
-"""Moved to ``tests/support/replay.py``:
-this name stays only for test_observer.py, test_first_output.py, test_wire_values.py (edited by other branches
-today); delete it once they import ``tests.support.replay``."""
+"""Moved to ``tests/support/replay.py``; this name stays while test files of other branches import it (see
+``tests/README.md``, "In transition"), and goes once they import ``tests.support.replay``."""
 
 from __future__ import annotations
 
