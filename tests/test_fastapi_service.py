@@ -25,8 +25,8 @@ import pytest
 
 from llmtap import Outcome
 from llmtap.simulator import Scenario, Served, Simulator
-from tests.support.deploy import Scrape, free_port, histogram_count, instances, spans, wait_http, wait_until
-from tests.support.otlp import otlp_receiver
+from tests._deploy import Scrape, free_port, histogram_count, instances, spans, wait_http, wait_until
+from tests._otlp import otlp_receiver
 
 SERVICE = Path(__file__).resolve().parents[1] / "examples" / "fastapi_service"
 BIN = Path(sys.executable).parent
