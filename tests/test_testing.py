@@ -1,0 +1,50 @@
+"""``llmtap.testing``, the public helpers the suite itself is built on: ``capture()`` leaves nothing behind,
+``wait`` returns when the records arrive and says what arrived when they do not, ``sample`` sums by labels."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx2
+import pytest
+
+import llmtap
+from llmtap.simulator import Scenario, Simulator
+from llmtap.testing import RecordingSink, capture
+from tests.support.records import attempt_record
+
+BODY = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}]}
+
+
+def test_wait_returns_when_the_records_arrive_from_another_thread() -> None:
+    sink = RecordingSink()
+    timer = threading.Timer(0.05, sink.end, args=(attempt_record(), True))
+    timer.start()
+    sink.wait(1, timeout=10)
+    timer.join()
+    assert len(sink.records) == 1
+
+
+def test_wait_says_what_arrived_when_it_times_out() -> None:
+    sink = RecordingSink()
+    sink.end(attempt_record(), True)
+    with pytest.raises(TimeoutError, match="expected 2 attempts / 1 calls, got 1 / 0"):
+        sink.wait(2, calls=1, timeout=0.05)
+
+
+def test_sample_sums_the_matching_series_and_capture_leaves_nothing_behind(sim: Simulator) -> None:
+    sim.clear()
+    with capture(llmtap.Settings(base_urls=(sim.base_url,))) as cap, httpx2.Client() as client:
+        for model in ("a", "a", "b"):
+            body = {**BODY, "model": model}
+            client.post(sim.base_url + "/v1/messages", json=body, headers=Scenario(tokens=1).headers()).read()
+        cap.wait(3)
+        assert cap.sample("llmtap_attempts_total") == 3
+        assert cap.sample("llmtap_attempts_total", gen_ai_request_model="a") == 2
+        assert cap.sample("llmtap_attempts_total", gen_ai_request_model="c") == 0.0
+    with httpx2.Client() as client:  # after the block: nothing observes, and a new capture may start
+        client.post(sim.base_url + "/v1/messages", json=BODY, headers=Scenario(tokens=1).headers()).read()
+    with capture(llmtap.Settings(base_urls=(sim.base_url,))) as again:
+        assert again.records == [] and again.sample("llmtap_attempts_total") == 0
+    assert len(sim.wait_served(4)) == 4  # the control: the request after the block was served
+    assert len(cap.records) == 3
