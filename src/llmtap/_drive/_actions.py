@@ -187,11 +187,11 @@ async def _cancel(sdk: Sdk, model: str, headers: Mapping[str, str] | None, param
 
 
 def drive(
-    name: str, base_url: str, action: Action, *, mode: Mode = "sync", model: str | None = None,
+    name: str | type[Sdk], base_url: str, action: Action, *, mode: Mode = "sync", model: str | None = None,
     headers: Mapping[str, str] | None = None, early: int = 2, params: Mapping[str, Any] | None = None,
     **config: Any,
 ) -> Result:  # fmt: skip
-    """One call: a client of SDK ``name`` (``config``: the rest of :class:`Config`) does ``action`` in
+    """One call: a client of SDK ``name`` (an adapter's name or class; ``config``: the rest of :class:`Config`) does ``action`` in
     ``mode`` and is closed; the garbage collector runs after it (a dropped stream is found)."""
     settings = Config(base_url, mode, **config)
     call = dict(params or {})
@@ -208,7 +208,7 @@ def drive(
 
 
 async def _adrive(
-    name: str, config: Config, action: Action, model: str | None, headers: Mapping[str, str] | None, early: int,
+    name: str | type[Sdk], config: Config, action: Action, model: str | None, headers: Mapping[str, str] | None, early: int,
     params: dict[str, Any],
 ) -> Result:  # fmt: skip
     sdk = adapter(name, config)

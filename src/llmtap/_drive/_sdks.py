@@ -587,6 +587,6 @@ SDKS: dict[str, type[Sdk]] = {
 }
 
 
-def adapter(name: str, config: Config) -> Sdk:
-    """A client of the SDK ``name`` (a key of :data:`SDKS`) made from ``config``."""
-    return SDKS[name](config)
+def adapter(sdk: str | type[Sdk], config: Config) -> Sdk:
+    """A client of the SDK ``sdk`` (a key of :data:`SDKS`, or an adapter class) made from ``config``."""
+    return (SDKS[sdk] if isinstance(sdk, str) else sdk)(config)
