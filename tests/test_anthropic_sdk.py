@@ -14,14 +14,14 @@ import httpx2
 import pytest
 
 from llmtap import Outcome, _drive
-from llmtap._drive import Action, Result
+from llmtap._drive import Action, Mode, Result
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture
 
 MODES = ["sync", "async"]
 
 
-def drive(sim: Simulator, mode: str, action: Action, scenario: Scenario, **config: Any) -> Result:
+def drive(sim: Simulator, mode: Mode, action: Action, scenario: Scenario, **config: Any) -> Result:
     """One call of the ``anthropic`` SDK (``claude-test``, 2 retries unless ``config`` says otherwise)."""
     config.setdefault("max_retries", 2)
     return _drive.drive("anthropic", sim.base_url, action, mode=mode, model="claude-test",
@@ -33,7 +33,7 @@ def outcomes(cap: Capture) -> list[Outcome]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_completed_stream_matches_server(sim: Simulator, cap: Capture, mode: str) -> None:
+def test_completed_stream_matches_server(sim: Simulator, cap: Capture, mode: Mode) -> None:
     scenario = Scenario(
         tokens=8, ttft=0.05, gap=0.01, input=120, cache_read=40, cache_write=7, stop_reason="max_tokens"
     )
@@ -85,7 +85,7 @@ def test_completed_stream_matches_server(sim: Simulator, cap: Capture, mode: str
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_retries_are_linked(sim: Simulator, cap: Capture, mode: str) -> None:
+def test_retries_are_linked(sim: Simulator, cap: Capture, mode: Mode) -> None:
     run = drive(sim, mode, "stream", Scenario(tokens=2, fail=2, fail_status=429, retry_after=0.05))
     assert run.error is None
     cap.wait(3, calls=1)
@@ -108,7 +108,7 @@ def test_retries_are_linked(sim: Simulator, cap: Capture, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_timeout(sim: Simulator, cap: Capture, mode: str) -> None:
+def test_timeout(sim: Simulator, cap: Capture, mode: Mode) -> None:
     run = drive(sim, mode, "stream", Scenario(tokens=4, stall_at=1, stall=1.0), timeout=0.3, max_retries=0)
     # mid-stream, the SDK lets the transport's exception through unwrapped
     assert isinstance(run.error, anthropic.APITimeoutError | httpx2.TimeoutException), repr(run.error)
@@ -120,7 +120,7 @@ def test_timeout(sim: Simulator, cap: Capture, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_stalls_counted(sim: Simulator, cap: Capture, mode: str) -> None:
+def test_stalls_counted(sim: Simulator, cap: Capture, mode: Mode) -> None:
     run = drive(sim, mode, "stream", Scenario(tokens=4, stall_at=2, stall=0.3))
     assert run.error is None
     cap.wait(1)
@@ -175,7 +175,7 @@ def _raise(*_: object) -> None:
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("where", ["start", "end", "call_end", "parser"])
 def test_telemetry_faults_never_break_requests(
-    sim: Simulator, cap: Capture, mode: str, where: str, monkeypatch: pytest.MonkeyPatch
+    sim: Simulator, cap: Capture, mode: Mode, where: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if where == "parser":
         from llmtap._providers import anthropic as provider
@@ -195,7 +195,7 @@ def test_telemetry_faults_never_break_requests(
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_529_retried_to_success_is_a_rejection_not_an_interruption(sim: Simulator, cap: Capture, mode: str) -> None:
+def test_a_529_retried_to_success_is_a_rejection_not_an_interruption(sim: Simulator, cap: Capture, mode: Mode) -> None:
     """Issue 14: one 529 the SDK retried to success is ``rejected`` 1 and ``completed`` 1, no ``server_error``;
     the status and error type stay on the attempt, and the call completed."""
     run = drive(sim, mode, "stream", Scenario(tokens=3, fail=1, fail_status=529, retry_after=0.01))
@@ -227,7 +227,7 @@ def test_a_529_retried_to_success_is_a_rejection_not_an_interruption(sim: Simula
     ],
 )
 def test_a_bad_request_stream_is_rejected(
-    sim: Simulator, cap: Capture, mode: str, status: int, error: type[BaseException], error_type: str
+    sim: Simulator, cap: Capture, mode: Mode, status: int, error: type[BaseException], error_type: str
 ) -> None:
     """The app's own bad request or key: not retried, ``rejected`` (not a service-side abort), the call too."""
     run = drive(sim, mode, "stream", Scenario(tokens=3, fail=1, fail_status=status))

@@ -15,7 +15,7 @@ import anthropic
 import pytest
 
 from llmtap import Outcome, _drive
-from llmtap._drive import Action, Result, Sdk
+from llmtap._drive import Action, Mode, Result, Sdk
 from llmtap._drive._sdks import Anthropic
 from llmtap._providers.anthropic import AnthropicMessages
 from llmtap.simulator import Scenario, Served, Simulator
@@ -41,7 +41,7 @@ CLIENTS = ("bedrock", "vertex")
 
 
 def drive(
-    sim: Simulator, mode: str, action: Action, scenario: Scenario, client: str | type[Sdk], **config: Any
+    sim: Simulator, mode: Mode, action: Action, scenario: Scenario, client: str | type[Sdk], **config: Any
 ) -> Result:
     """One call of a cloud client of the ``anthropic`` package (2 retries unless ``config`` says otherwise)."""
     config.setdefault("max_retries", 2)
@@ -61,7 +61,7 @@ def served_since(sim: Simulator, since: float, api: str, count: int) -> list[Ser
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("client", list(CLIENTS))
-def test_completed_stream_matches_server(sim: Simulator, cap: Capture, mode: str, client: str) -> None:
+def test_completed_stream_matches_server(sim: Simulator, cap: Capture, mode: Mode, client: str) -> None:
     scenario = Scenario(
         tokens=8, ttft=0.05, gap=0.01, input=120, cache_read=40, cache_write=7, stop_reason="max_tokens"
     )
@@ -102,7 +102,7 @@ def test_completed_stream_matches_server(sim: Simulator, cap: Capture, mode: str
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("client", list(CLIENTS))
-def test_non_streaming_matches_server(sim: Simulator, cap: Capture, mode: str, client: str) -> None:
+def test_non_streaming_matches_server(sim: Simulator, cap: Capture, mode: Mode, client: str) -> None:
     scenario = Scenario(tokens=5, input=30, cache_read=4, stop_reason="end_turn")
     run = drive(sim, mode, "create", scenario, client)
     assert run.error is None, repr(run.error)
@@ -219,7 +219,7 @@ OTHER_CLIENTS = {
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("client", list(OTHER_CLIENTS))
-def test_other_cloud_clients_speak_the_messages_api(sim: Simulator, cap: Capture, mode: str, client: str) -> None:
+def test_other_cloud_clients_speak_the_messages_api(sim: Simulator, cap: Capture, mode: Mode, client: str) -> None:
     """Their hosts are matched above; here their real clients, through the simulator's /v1/messages
     (a local base URL, so the provider name is the parser's), stream and retry as the first-party one."""
     run = drive(sim, mode, "stream", Scenario(tokens=3, fail=1, retry_after=0.01), OTHER_CLIENTS[client])
@@ -231,7 +231,7 @@ def test_other_cloud_clients_speak_the_messages_api(sim: Simulator, cap: Capture
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("client", "expected"), [("vertex", "RESOURCE_EXHAUSTED"), ("bedrock", "ThrottlingException")])
-def test_quota_error_type(sim: Simulator, cap: Capture, mode: str, client: str, expected: str) -> None:
+def test_quota_error_type(sim: Simulator, cap: Capture, mode: Mode, client: str, expected: str) -> None:
     """A 429 the SDK gives up on: Vertex's comes from Google's front end (a google.rpc body), Bedrock's
     type is in x-amzn-errortype; both are the record's error.type, documented values both."""
     run = drive(sim, mode, "stream", Scenario(tokens=2, fail=1, fail_status=429), client, max_retries=0)

@@ -105,7 +105,7 @@ def _check_common(cap: Capture, sim: Simulator, model: str, expected: list[Outco
     ("action", "stop_reason", "finish"), [("stream", "max_tokens", "MAX_TOKENS"), ("create", "refusal", "SAFETY")]
 )
 def test_tokens_first_token_and_stop_reason(
-    sim: Simulator, cap: Capture, mode: str, action: str, stop_reason: str, finish: str
+    sim: Simulator, cap: Capture, mode: str, action: Action, stop_reason: str, finish: str
 ) -> None:
     model = _model()
     scenario = Scenario(tokens=6, ttft=0.05, gap=0.005, input=300, cache_read=120, reasoning=9, stop_reason=stop_reason)

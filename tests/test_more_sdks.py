@@ -70,7 +70,9 @@ def check(cap: Capture, sim: Simulator, sdk: str, model: str, expected: list[Out
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("sdk", SDKS)
 @pytest.mark.parametrize("action", ["create", "stream"])
-def test_completed_tokens_stop_reason_and_ttft(sim: Simulator, cap: Capture, sdk: str, mode: str, action: str) -> None:
+def test_completed_tokens_stop_reason_and_ttft(
+    sim: Simulator, cap: Capture, sdk: str, mode: Mode, action: Action
+) -> None:
     scenario = Scenario(tokens=6, ttft=0.03, gap=0.003, input=40, cache_read=10)
     model, got, error = drive(sim, sdk, mode, action, scenario)
     assert error is None, repr(error)
@@ -91,12 +93,12 @@ def test_completed_tokens_stop_reason_and_ttft(sim: Simulator, cap: Capture, sdk
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("sdk", SDKS)
-def test_retries_are_one_call(sim: Simulator, cap: Capture, sdk: str, mode: str) -> None:
+def test_retries_are_one_call(sim: Simulator, cap: Capture, sdk: str, mode: Mode) -> None:
     """Each SDK's retries are attempts of one logical call (its retry method is hooked). Groq says
     which attempt it sends (``x-stainless-retry-count``), so the simulator's ``fail=1`` fails the first
     only; Mistral and Cohere send no such header, so every attempt fails."""
     scenario = Scenario(tokens=3, fail=1, fail_status=503, retry_after=0.01)
-    action = "stream" if sdk != "cohere" else "create"  # Cohere's stream() never retries
+    action: Action = "stream" if sdk != "cohere" else "create"  # Cohere's stream() never retries
     model, got, error = drive(sim, sdk, mode, action, scenario, retries=1)
     if sdk == "groq":
         assert error is None and "".join(got) == "tok0 tok1 tok2 "

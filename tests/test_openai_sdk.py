@@ -25,7 +25,7 @@ def drive(sim: Simulator, mode: Mode, api: str, action: Action, scenario: Scenar
 
 @pytest.mark.parametrize("api", ["chat", "responses"])
 @pytest.mark.parametrize("mode", MODES)
-def test_first_token_not_role_chunk_and_usage(sim: Simulator, cap: Capture, api: str, mode: str) -> None:
+def test_first_token_not_role_chunk_and_usage(sim: Simulator, cap: Capture, api: str, mode: Mode) -> None:
     scenario = Scenario(
         tokens=6, ttft=0.05, gap=0.005, input=300, cache_read=120, reasoning=9, stop_reason="max_tokens"
     )
