@@ -191,8 +191,9 @@ def drive(
     headers: Mapping[str, str] | None = None, early: int = 2, params: Mapping[str, Any] | None = None,
     **config: Any,
 ) -> Result:  # fmt: skip
-    """One call: a client of SDK ``name`` (an adapter's name or class; ``config``: the rest of :class:`Config`) does ``action`` in
-    ``mode`` and is closed; the garbage collector runs after it (a dropped stream is found)."""
+    """One call: a client of SDK ``name`` (an adapter's name or class; ``config``: the rest of
+    :class:`Config`) does ``action`` in ``mode`` and is closed; the garbage collector runs after it (a
+    dropped stream is found)."""
     settings = Config(base_url, mode, **config)
     call = dict(params or {})
     try:
@@ -208,8 +209,8 @@ def drive(
 
 
 async def _adrive(
-    name: str | type[Sdk], config: Config, action: Action, model: str | None, headers: Mapping[str, str] | None, early: int,
-    params: dict[str, Any],
+    name: str | type[Sdk], config: Config, action: Action, model: str | None, headers: Mapping[str, str] | None,
+    early: int, params: dict[str, Any],
 ) -> Result:  # fmt: skip
     sdk = adapter(name, config)
     try:
