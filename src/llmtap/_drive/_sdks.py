@@ -8,6 +8,7 @@ is imported when an adapter is made, never at import of this module.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -37,6 +38,9 @@ class Config:
     on_response: OnResponse | None = None
     #: more keyword arguments for the SDK's client (``open_telemetry=``, ``http_options`` fields, ...)
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: ``base_url`` is the SDK's own base URL, given as is (an endpoint's ``https://host/v1``); else the
+    #: server's root, to which the adapter adds the path its SDK expects (``/v1`` for OpenAI's)
+    exact_url: bool = False
 
 
 class Sdk:
@@ -69,6 +73,11 @@ class Sdk:
 
     def _client(self) -> Any:
         raise NotImplementedError
+
+    @classmethod
+    def package(cls) -> str:
+        """The SDK's package (and version, where the adapter knows it)."""
+        return cls.name
 
     def create(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
         """A non-streaming call (an awaitable in async mode); returns the SDK's response."""
@@ -109,6 +118,13 @@ class Sdk:
     def timeout(self, read: float, total: float) -> Any:
         """The SDK's timeout: ``read`` seconds between bytes, ``total`` for everything else."""
         return total
+
+    def with_options(self, **options: Any) -> Sdk:
+        """This adapter over ``client.with_options(**options)`` (Stainless SDKs: the same connections,
+        another timeout or retry count); closing either closes both."""
+        twin = copy.copy(self)
+        twin.client = self.client.with_options(**options)
+        return twin
 
     @classmethod
     def classify(cls, exc: BaseException) -> str:
@@ -200,6 +216,13 @@ class Anthropic(Sdk):
     def _auth(self) -> dict[str, Any]:
         return {"base_url": self.config.base_url, "api_key": self.config.api_key}
 
+    @classmethod
+    def package(cls) -> str:
+        """The SDK's package and version: ``anthropic 0.75.0``."""
+        import anthropic
+
+        return f"anthropic {anthropic.__version__}"
+
     def _params(self, model: str, headers: Mapping[str, str] | None, params: dict[str, Any]) -> dict[str, Any]:
         params.setdefault("max_tokens", 64)
         params.setdefault("messages", [{"role": "user", "content": params.pop("prompt", "hi")}])
@@ -276,7 +299,7 @@ class OpenAIChat(Sdk):
 
         sdk = importlib.import_module(self._package)
         kwargs: dict[str, Any] = {
-            "base_url": self.config.base_url + self._suffix,
+            "base_url": self.config.base_url + ("" if self.config.exact_url else self._suffix),
             "api_key": self.config.api_key,
             "max_retries": self.config.max_retries,
             "timeout": self.config.timeout,
@@ -286,6 +309,13 @@ class OpenAIChat(Sdk):
         if http is not None:
             kwargs["http_client"] = http
         return getattr(sdk, ("Async" if self.is_async else "") + self._class)(**kwargs, **self.config.options)
+
+    @classmethod
+    def package(cls) -> str:
+        """The SDK's package and version: ``openai 2.8.0``."""
+        import importlib
+
+        return f"{cls._package} {importlib.import_module(cls._package).__version__}"
 
     @property
     def resource(self) -> Any:
