@@ -171,3 +171,17 @@ def test_the_config_reaches_the_client(sim: Simulator) -> None:
         assert sdk.client.max_retries == 3 and sdk.client.timeout == 1.5
     finally:
         sdk.close()
+
+
+def test_the_sdks_are_imported_only_when_an_adapter_is_made() -> None:
+    import subprocess
+    import sys
+
+    sdks = "{'anthropic', 'openai', 'google.genai', 'groq', 'mistralai', 'cohere'}"
+    code = (
+        "import sys, llmtap._drive as d\n"
+        f"assert not {sdks} & set(sys.modules), {sdks} & set(sys.modules)\n"
+        "d.adapter('openai-chat', d.Config('http://127.0.0.1:9')).close()\n"
+        "assert 'openai' in sys.modules and 'anthropic' not in sys.modules\n"  # positive control
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
