@@ -35,6 +35,7 @@ class Config:
     headers: Mapping[str, str] = field(default_factory=dict)
     #: the HTTP library under the SDK when it can choose (``httpx2``, ``httpx``, ``aiohttp``); None: its default
     transport: str | None = None
+    #: shown every HTTP response (the anthropic, Bedrock, Vertex, OpenAI and Groq adapters: an httpx event hook)
     on_response: OnResponse | None = None
     #: more keyword arguments for the SDK's client (``open_telemetry=``, ``http_options`` fields, ...)
     options: Mapping[str, Any] = field(default_factory=dict)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmtap._core.record import Outcome
-from llmtap._drive import Action, Mode
+from llmtap._drive import Action, Case, Mode, case
 
 from ._driver import exception_name, prompt
 from ._report import AbortResult
@@ -24,29 +24,38 @@ __all__ = ["MODES", "AbortMode", "run"]
 
 @dataclass(frozen=True)
 class AbortMode:
+    """One way to end a stream early: a case of the driver's table (:data:`llmtap._drive.CASES`), whose
+    action and mode the probe does, on its own endpoint, and whose outcome llmtap should record."""
+
     name: str
-    #: the outcome llmtap should record
-    expected: Outcome
-    #: what the app does with the stream (:data:`llmtap._drive.ACTIONS`; ``close`` and ``drop_read``
-    #: after the first content token), and in which mode
-    action: Action
+    case: Case
     #: how it is done, in words (``{read_ms}`` and ``{why}`` are the read timeout and its reason)
     how: str
-    mode: Mode = "sync"
     #: the mode sets a read timeout (the other modes use the budget's request timeout)
     read_timeout: bool = False
+
+    @property
+    def expected(self) -> Outcome:
+        return self.case.outcomes[-1]
+
+    @property
+    def action(self) -> Action:
+        return self.case.action
+
+    @property
+    def mode(self) -> Mode:
+        return self.case.modes[0]
 
 
 # fmt: off
 MODES: tuple[AbortMode, ...] = (
-    AbortMode("close",   Outcome.CLIENT_CLOSED, "close",
-              "read until the first content token, then stream.close()"),
-    AbortMode("cancel",  Outcome.CANCELLED,     "cancel",
-              "asyncio task reading the stream, cancelled after the first content token", mode="async"),
-    AbortMode("drop",    Outcome.ABANDONED,     "drop_read",
+    AbortMode("close",   case("client_closed"), "read until the first content token, then stream.close()"),
+    AbortMode("cancel",  case("cancelled"),
+              "asyncio task reading the stream, cancelled after the first content token"),
+    AbortMode("drop",    case("abandoned_mid"),
               "read until the first content token, then drop the stream unclosed (del + gc)"),
-    AbortMode("timeout", Outcome.TIMEOUT,       "stream",
-              "read timeout of {read_ms:.0f} ms ({why}), no retries", read_timeout=True),
+    AbortMode("timeout", case("timeout"),       "read timeout of {read_ms:.0f} ms ({why}), no retries",
+              read_timeout=True),
 )
 # fmt: on
 
