@@ -35,8 +35,9 @@ from llmtap.simulator import Scenario, Simulator
 from tests._gcwatch import InsideGc
 
 STALL = float(os.environ.get("LLMTAP_GC_STALL", "60"))
-# the server pauses after 3 deltas: the app leaves before the stream can have ended
-SCENARIO = Scenario(tokens=20, stall_at=3, stall=2.0)
+# held after 3 deltas until the client has gone (2 s at most): the stream cannot end before it is
+# abandoned, and the simulator is done with it once the client's connections are closed
+SCENARIO = Scenario(tokens=20, stall_at=3, stall=2.0, stall_until_closed=True)
 
 
 class LockedSink:
@@ -180,4 +181,5 @@ def test_abandoned_stream_is_ended_outside_the_collector(
         assert len(sink.calls) == 1
     finally:
         client.close()
+        http.close()  # the connections of an unread stream: the simulator stops holding it
         tap.close()
