@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, Counter
 from pydantic import ValidationError
 
 import llmtap
-from llmtap._core import tap as _tap
+from llmtap import _installation
 from llmtap._exporters.prometheus import METRIC_NAMES
 from llmtap._hooks import httpx_transport as _patch
 from llmtap.simulator import Simulator
@@ -36,9 +36,9 @@ HOOKED = (
 
 @pytest.fixture(autouse=True)
 def _clean() -> Iterator[None]:
-    assert _tap.active() is None
+    assert _installation.active() is None
     yield
-    if _tap.active() is not None:
+    if _installation.active() is not None:
         llmtap.uninstrument()
 
 
@@ -102,8 +102,8 @@ def test_taken_port_leaves_nothing_behind(sim: Simulator) -> None:
             llmtap.instrument(settings(sim, metrics_port=port), registry=registry)
     assert families(registry) == set()
     assert patched() == []
-    assert _tap.active() is None
-    assert _tap.active() is None
+    assert _installation.active() is None
+    assert _installation.active() is None
     # positive control: the same call works once the port is free, and counts traffic
     llmtap.instrument(settings(sim, metrics_port=port), registry=registry)
     assert len(patched()) == len(HOOKED)
@@ -189,7 +189,7 @@ def test_second_instrument_same_settings_returns_the_tap_other_settings_raise(si
         llmtap.instrument(settings(sim, max_models=3, stall_threshold_seconds=1))
     with pytest.raises(RuntimeError, match="another Prometheus registry"):
         llmtap.instrument(settings(sim), registry=CollectorRegistry())
-    assert _tap.active() is tap  # the active instrumentation is untouched
+    assert _installation.active() is tap  # the active instrumentation is untouched
     post(sim)
     assert attempts(registry_text(registry)) == 1
 
@@ -205,7 +205,7 @@ def test_capture_inside_an_instrumented_app_refuses_and_leaves_the_app_alone(sim
     tap = llmtap.instrument(settings(sim), registry=registry)
     with pytest.raises(RuntimeError, match=r"already instrumented.*left as it is"), capture(settings(sim)):
         pass
-    assert _tap.active() is tap and len(patched()) == len(HOOKED)
+    assert _installation.active() is tap and len(patched()) == len(HOOKED)
     post(sim)
     assert attempts(registry_text(registry)) == 1
     llmtap.uninstrument()
@@ -313,7 +313,7 @@ def test_bad_environment_fails_at_instrument_not_on_the_request_path(
     monkeypatch.setenv("LLMTAP_TRACES", "ture")
     with pytest.raises(ValidationError, match="LLMTAP_TRACES"):
         llmtap.instrument(registry=CollectorRegistry())
-    assert patched() == [] and _tap.active() is None
+    assert patched() == [] and _installation.active() is None
     monkeypatch.setenv("LLMTAP_TRACES", "off")
     registry = CollectorRegistry()
     assert llmtap.instrument(registry=registry).settings.traces is False
