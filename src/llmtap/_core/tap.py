@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import baggage
@@ -55,6 +55,7 @@ _RETRY_HEADER = "x-stainless-retry-count"
 _get_context = otel_context.get_current
 _perf_counter = time.perf_counter
 _time_ns = time.time_ns
+_current_attributes = _attributes.current
 
 
 class Attempt:
@@ -133,7 +134,8 @@ class Tap:
         if port is None:
             port = 443 if url.scheme == "https" else 80
         path = url.path
-        endpoint = self._matcher.lookup(url.host, port, path)
+        host = url.host
+        endpoint = self._matcher.lookup(host, port, path)
         if endpoint is None:
             return None
         context = _get_context()
@@ -144,7 +146,7 @@ class Tap:
         call = CURRENT_CALL.get()
         if not endpoint.observed:
             if call is None or call.sdk is None:
-                self._unobserved.note(url.scheme, url.host, port, path, endpoint.provider)
+                self._unobserved.note(url.scheme, host, port, path, endpoint.provider)
                 return None
             # sent from inside an official SDK's call: an LLM request whatever the host
             endpoint = sdk_endpoint(endpoint, call.sdk)
@@ -181,11 +183,18 @@ class Tap:
                     reason = "unknown"
         bounds = self._bounds
         model = info.model
+        address, server_port = bounds.server(host, port)
+        values = _current_attributes()
+        if values or self._baggage_keys:
+            pairs, labels = self._attributes(values)
+        else:
+            pairs, labels = (), self._no_labels
         start = AttemptStart(
             endpoint.provider_name,
             provider.operation,
             bounds.request_model(model) if model else "",
-            *bounds.server(url.host, port),
+            address,
+            server_port,
             path,
             request.method,
             info.stream,
@@ -193,7 +202,8 @@ class Tap:
             resend,
             reason,
             call_id,
-            *self._attributes(),
+            pairs,
+            labels,
             started_at,
             _time_ns(),
         )
@@ -221,9 +231,9 @@ class Tap:
             states = tuple(started)
         return Attempt(AttemptObserver(start, provider, self._config), call, span, states)
 
-    def _attributes(self) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
-        """The app's attributes (span attributes) and the bounded attribute labels, for one attempt."""
-        values = _attributes.current()
+    def _attributes(self, values: Mapping[str, str]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+        """The app's attributes (``values``, and the baggage keys asked for: span attributes) and the
+        bounded attribute labels, for one attempt."""
         if self._baggage_keys:
             from_baggage = {}
             for key in self._baggage_keys:

@@ -100,20 +100,25 @@ def _close_call(tap: Tap, call: Call) -> None:
         internal_error("sdk_hook", "llmtap: could not close a logical call: %r", exc)
 
 
-def _sdk_sync_request(sdk: str, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    installation = _installation.current
-    if installation is None or CURRENT_CALL.get() is not None:
-        return wrapped(*args, **kwargs)
-    tap = installation.tap
-    call = _open_call(tap, sdk, args, kwargs)
-    if call is None:
-        return wrapped(*args, **kwargs)
-    token = CURRENT_CALL.set(call)
-    try:
-        return wrapped(*args, **kwargs)
-    finally:
-        CURRENT_CALL.reset(token)
-        _close_call(tap, call)
+def _sdk_sync_hook(sdk: str) -> Any:
+    """The wrapper of a sync SDK request method of the SDK ``sdk`` (a closure: one call less than a partial)."""
+
+    def _sdk_sync_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        installation = _installation.current
+        if installation is None or CURRENT_CALL.get() is not None:
+            return wrapped(*args, **kwargs)
+        tap = installation.tap
+        call = _open_call(tap, sdk, args, kwargs)
+        if call is None:
+            return wrapped(*args, **kwargs)
+        token = CURRENT_CALL.set(call)
+        try:
+            return wrapped(*args, **kwargs)
+        finally:
+            CURRENT_CALL.reset(token)
+            _close_call(tap, call)
+
+    return _sdk_sync_request
 
 
 async def _sdk_async_call(tap: Tap, sdk: str, wrapped: Any, args: Any, kwargs: Any) -> Any:
@@ -130,11 +135,16 @@ async def _sdk_async_call(tap: Tap, sdk: str, wrapped: Any, args: Any, kwargs: A
         _close_call(tap, call)
 
 
-def _sdk_async_request(sdk: str, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    installation = _installation.current
-    if installation is None:
-        return wrapped(*args, **kwargs)
-    return _sdk_async_call(installation.tap, sdk, wrapped, args, kwargs)
+def _sdk_async_hook(sdk: str) -> Any:
+    """The wrapper of an async SDK request method of the SDK ``sdk``."""
+
+    def _sdk_async_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        installation = _installation.current
+        if installation is None:
+            return wrapped(*args, **kwargs)
+        return _sdk_async_call(installation.tap, sdk, wrapped, args, kwargs)
+
+    return _sdk_async_request
 
 
 # -- patch / unpatch ---------------------------------------------------------------------------------
@@ -169,8 +179,8 @@ def _patch_sdk(module: ModuleType, applied: list[tuple[Any, str, Any]]) -> None:
     for cls_name, method, is_async in SDK_HOOKS[module.__name__]:
         owner = getattr(module, cls_name, None)
         if owner is not None:
-            wrapper = _sdk_async_request if is_async else _sdk_sync_request
-            _wrap(owner, method, functools.partial(wrapper, sdk), f"{module.__name__}.{cls_name}", applied)
+            wrapper = (_sdk_async_hook if is_async else _sdk_sync_hook)(sdk)
+            _wrap(owner, method, wrapper, f"{module.__name__}.{cls_name}", applied)
 
 
 def _patch_aiohttp(module: ModuleType, applied: list[tuple[Any, str, Any]]) -> None:
