@@ -180,6 +180,50 @@ def test_fifty_cycles_leak_nothing(sim: Simulator) -> None:
     assert [owner.__dict__[name] for owner, name in HOOKED] == originals
 
 
+def test_one_installation_holds_the_tap_the_server_and_the_patches(sim: Simulator) -> None:
+    """What instrument() installed is one object, the only lifecycle global; uninstrument() clears it first."""
+    assert _installation.current is None
+    tap = llmtap.instrument(settings(sim, metrics_port=0), registry=CollectorRegistry())
+    installation = _installation.current
+    assert installation is not None and installation.tap is tap and _installation.active() is tap
+    assert installation.server is not None and installation.server.address == tap.metrics_address
+    assert installation.patches is not None and "httpx" in installation.patches.packages
+    assert len(patched()) == len(HOOKED)
+    llmtap.uninstrument()
+    assert _installation.current is None and patched() == [] and tap.metrics_address is None
+    llmtap.instrument(settings(sim), registry=CollectorRegistry(), patch=False)  # nothing patched, nothing served
+    installation = _installation.current
+    assert installation is not None and installation.patches is None and installation.server is None
+    assert patched() == []
+
+
+@pytest.mark.parametrize("catch_up", [True, False], ids=["caught_up", "control"])
+def test_a_module_imported_while_instrumenting_is_patched(
+    sim: Simulator, monkeypatch: pytest.MonkeyPatch, catch_up: bool
+) -> None:
+    """Another thread imports a hooked module after its post-import hook found no installation in effect
+    (it is being made): the installation patches it once in effect (the control skips that step)."""
+    from llmtap import _lifecycle
+    from llmtap._hooks.httpx_transport import Patches
+
+    real_apply = Patches.apply
+
+    def apply_as_if_httpx2_came_later(self: Patches) -> None:
+        real_apply(self)
+        for owner, attribute, original in [entry for entry in self._applied if entry[0].__module__ == "httpx2"]:
+            self._applied.remove((owner, attribute, original))
+            setattr(owner, attribute, original)
+        self._done.discard("httpx2")
+
+    monkeypatch.setattr(Patches, "apply", apply_as_if_httpx2_came_later)
+    if not catch_up:
+        monkeypatch.setattr(Patches, "catch_up", lambda self: None)
+    _lifecycle.activate(settings(sim), registry=CollectorRegistry())
+    assert len(patched()) == (len(HOOKED) if catch_up else len(HOOKED) - 2)
+    llmtap.uninstrument()
+    assert patched() == []
+
+
 def test_second_instrument_same_settings_returns_the_tap_other_settings_raise(sim: Simulator) -> None:
     registry = CollectorRegistry()
     tap = llmtap.instrument(settings(sim), registry=registry)

@@ -143,7 +143,7 @@ class Settings(BaseModel):
     """Optional Prometheus namespace prepended to the ``llmtap_`` metrics (semconv names are kept);
     through OpenTelemetry it prefixes the ``llmtap.*`` instrument names (``NS.llmtap.attempts``)."""
 
-    excluded_urls: tuple[str, ...] = Field(default_factory=lambda: _otel_excluded_urls(os.environ))
+    excluded_urls: tuple[str, ...] = Field(default_factory=lambda: _otel_excluded_urls(os.environ)[0])
     """Regular expressions; a request whose full URL matches one (``re.search``) is not observed. Defaults
     to the OpenTelemetry httpx instrumentation's setting, ``OTEL_PYTHON_HTTPX_EXCLUDED_URLS`` (else
     ``OTEL_PYTHON_EXCLUDED_URLS``), comma-separated, so one variable excludes a URL from both."""
@@ -274,13 +274,16 @@ class Settings(BaseModel):
                 problems.append(_error(key, raw, str(exc)))
         if problems:
             raise ValidationError.from_exception_data("Settings from the environment", problems)
+        origin: dict[str, str] = {}
         if "excluded_urls" not in values:  # the OpenTelemetry variables of this environment, not the process's
-            values["excluded_urls"] = _otel_excluded_urls(env)
+            values["excluded_urls"], variable = _otel_excluded_urls(env)
+            if variable:
+                origin["excluded_urls"] = variable
         values.update(overrides)
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
-            errors = [_relocate(e, raw_by_field, overrides) for e in exc.errors()]
+            errors = [_relocate(e, raw_by_field, overrides, origin) for e in exc.errors()]
             raise ValidationError.from_exception_data("Settings from the environment", errors) from None
 
 
@@ -289,12 +292,13 @@ OTEL_EXCLUDED_URLS_ENV = ("OTEL_PYTHON_HTTPX_EXCLUDED_URLS", "OTEL_PYTHON_EXCLUD
 the one every OpenTelemetry HTTP instrumentation reads (the first one set wins, as in ``opentelemetry-util-http``)."""
 
 
-def _otel_excluded_urls(env: Mapping[str, str]) -> tuple[str, ...]:
+def _otel_excluded_urls(env: Mapping[str, str]) -> tuple[tuple[str, ...], str | None]:
+    """The patterns of the first of :data:`OTEL_EXCLUDED_URLS_ENV` set in ``env``, and its name."""
     for name in OTEL_EXCLUDED_URLS_ENV:
         raw = env.get(name)
         if raw:
-            return tuple(p.strip() for p in raw.split(",") if p.strip())
-    return ()
+            return tuple(p.strip() for p in raw.split(",") if p.strip()), name
+    return (), None
 
 
 def _from_text(name: str, annotation: Any, raw: str) -> Any:
@@ -343,11 +347,18 @@ def _error(where: str, value: object, message: str) -> InitErrorDetails:
     }
 
 
-def _relocate(error: Any, raw_by_field: Mapping[str, str], overrides: Mapping[str, Any]) -> InitErrorDetails:
+def _relocate(
+    error: Any, raw_by_field: Mapping[str, str], overrides: Mapping[str, Any], origin: Mapping[str, str]
+) -> InitErrorDetails:
     """A pydantic error about a field, located at the environment variable it came from."""
     loc = error["loc"]
     name = str(loc[0]) if loc else ""
-    where = f"{ENV_PREFIX}{name.upper()}" if name in raw_by_field and name not in overrides else (name or "settings")
+    if name in overrides:
+        where = name
+    elif name in raw_by_field:
+        where = f"{ENV_PREFIX}{name.upper()}"
+    else:
+        where = origin.get(name) or name or "settings"
     return _error(where, error["input"], str(error["msg"]))
 
 
