@@ -213,23 +213,14 @@ class Tap:
                 span = self.spans.start(start)
             except Exception as exc:
                 internal_error("sink", "llmtap: the %s exporter failed: %r", self.spans.name, exc)
-        sinks = self.sinks
-        if len(sinks) == 1:  # the common case, without the list
+        states: list[object] = []
+        for sink in self.sinks:
             try:
-                states: tuple[object, ...] = (sinks[0].start(start),)
+                states.append(sink.start(start))
             except Exception as exc:
-                states = (_FAILED,)
-                internal_error("sink", "llmtap: the %s exporter failed: %r", sinks[0].name, exc)
-        else:
-            started: list[object] = []
-            for sink in sinks:
-                try:
-                    started.append(sink.start(start))
-                except Exception as exc:
-                    started.append(_FAILED)
-                    internal_error("sink", "llmtap: the %s exporter failed: %r", sink.name, exc)
-            states = tuple(started)
-        return Attempt(AttemptObserver(start, provider, self._config), call, span, states)
+                states.append(_FAILED)
+                internal_error("sink", "llmtap: the %s exporter failed: %r", sink.name, exc)
+        return Attempt(AttemptObserver(start, provider, self._config), call, span, tuple(states))
 
     def _attributes(self, values: Mapping[str, str]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
         """The app's attributes (``values``, and the baggage keys asked for: span attributes) and the
