@@ -7,11 +7,11 @@ sees every attempt exactly once. It is a private method: the patch checks it exi
 warning naming the version when it does not. Users who prefer no patching wrap their transport
 with :func:`wrap_transport` instead.
 
-**aiohttp.** ``aiohttp.ClientSession._request`` is wrapped by ``_aiohttp.py`` (where and why is
+**aiohttp.** ``aiohttp.ClientSession._request`` is wrapped by ``aiohttp_session.py`` (where and why is
 written there), patched like the others only when the application imports aiohttp.
 
 **Logical calls.** The SDKs retry inside one method of their client (:data:`SDK_HOOKS`); a guarded
-wrapper around it opens a :class:`~llmtap._core.calls.Call` so retries are linked (see ``_calls.py``), and
+wrapper around it opens a :class:`~llmtap._core.calls.Call` so retries are linked (see ``_core/calls.py``), and
 its requests are LLM requests on any host (the call carries the SDK's provider name,
 :data:`SDK_PROVIDERS`).
 """
@@ -53,7 +53,7 @@ SDK_PROVIDERS: dict[str, str] = {
     "cohere.core.http_client": "cohere",
 }
 """SDK module -> the provider name of its requests on a host no rule covers (``gen_ai.provider.name``)."""
-AIOHTTP_MODULE = "aiohttp"  # observed by ``_aiohttp.py``, below any httpx client sending through it
+AIOHTTP_MODULE = "aiohttp"  # observed by ``aiohttp_session.py``, below any httpx client sending through it
 
 _hooked: set[str] = set()
 """Module names given llmtap's post-import hook. wrapt cannot take a hook back, so each is registered once
