@@ -112,7 +112,8 @@ class Tap:
             from llmtap._core.cost import Pricer
 
             self._pricer = Pricer(settings.prices)  # ImportError naming the extra when there is no price table
-        self._exemplars = settings.exemplars and spans is not None
+        # the span's context goes on the record for the sinks' exemplars: none without a span or a sink
+        self._exemplars = settings.exemplars and spans is not None and bool(self.sinks)
         _handoff.start()
 
     @property
