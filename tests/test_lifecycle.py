@@ -124,6 +124,18 @@ def test_registration_conflict_leaves_nothing_behind(sim: Simulator) -> None:
     assert families(registry) >= {n.removesuffix("_total") for n in METRIC_NAMES}
 
 
+def test_a_missing_price_table_leaves_nothing_behind(sim: Simulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tap is made after its exporters: when it cannot be (cost=True without the extra), they are closed."""
+    registry = CollectorRegistry()
+    monkeypatch.setitem(sys.modules, "genai_prices", None)
+    with pytest.raises(ImportError, match="llmtap\\[cost\\]"):
+        llmtap.instrument(settings(sim, cost=True), registry=registry)
+    assert families(registry) == set() and patched() == [] and _installation.current is None
+    monkeypatch.undo()  # positive control: the same call with the price table
+    llmtap.instrument(settings(sim, cost=True), registry=registry)
+    assert "llmtap_cost_usd" in families(registry)
+
+
 def test_patch_failure_leaves_nothing_behind(sim: Simulator, monkeypatch: pytest.MonkeyPatch) -> None:
     real_wrap = _patch._wrap
     calls = []

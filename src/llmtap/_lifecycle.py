@@ -45,7 +45,12 @@ def activate(
     exporters = _exporters.build(  # registers the metrics (all or none of them)
         settings, registry=registry, tracer_provider=tracer_provider, meter_provider=meter_provider
     )
-    tap = Tap(settings, (*exporters.sinks, *(extra_sinks or ())), spans=exporters.spans)
+    try:
+        tap = Tap(settings, (*exporters.sinks, *(extra_sinks or ())), spans=exporters.spans)
+    except BaseException:  # no price table for Settings.cost: nothing stays registered
+        with contextlib.suppress(Exception):
+            exporters.close()
+        raise
     server: MetricsServer | None = None
     patches: Patches | None = None
     try:
