@@ -13,7 +13,7 @@ import httpx2
 import pytest
 
 import llmtap
-from llmtap._core import tap as _tap
+from llmtap import _installation
 from llmtap.simulator import Simulator
 from tests.support.deploy import free_port, posts, spans, wait_until
 from tests.support.otlp import otlp_receiver
@@ -25,7 +25,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 @pytest.fixture
 def uninstrumented() -> Iterator[None]:
     yield
-    if _tap.active() is not None:  # an example failed half-way
+    if _installation.active() is not None:  # an example failed half-way
         llmtap.uninstrument()
         pytest.fail("the example left llmtap instrumented")
 
@@ -48,7 +48,7 @@ def test_example_runs(
     out = capsys.readouterr().out
     for needle in expected:
         assert needle in out, out
-    assert _tap.active() is None
+    assert _installation.active() is None
 
 
 def test_zero_code_example_under_llmtap_run() -> None:
