@@ -166,6 +166,9 @@ def test_unrelated_traffic_untouched(sim: Simulator, cap: Capture) -> None:
         response = client.get(sim.base_url + "/healthz")
     assert response.status_code == 200  # the simulator's health check: it was served
     assert cap.records == []
+    drive(sim, "sync", "stream", Scenario(tokens=2))  # positive control: the same capture records LLM traffic
+    cap.wait(1)
+    assert [r.url_path for r in cap.records] == ["/v1/messages"]
 
 
 def _raise(*_: object) -> None:
