@@ -72,7 +72,6 @@ class Facts:
         "final",
         "input_tokens",
         "output_tokens",
-        "rate_limits",
         "reasoning_tokens",
         "rejected",
         "request_id",
@@ -97,8 +96,6 @@ class Facts:
         self.response_model: str | None = None
         self.request_id: str | None = None
         self.error_type: str | None = None
-        # resource -> [limit, remaining, reset_seconds]
-        self.rate_limits: dict[str, list[float | None]] = {}
         self.final = False
         """The provider's terminal success event (or a whole success body) was parsed."""
         self.server_error = False
