@@ -109,3 +109,16 @@ def test_event_stream_errors_are_counted() -> None:
     message[-1] ^= 1  # a bad message CRC
     feed.feed(bytes(message))
     assert feed.errors == 1
+
+
+def test_a_read_of_one_quiet_event_is_skipped_without_the_marker_search() -> None:
+    quiet = b'event: delta\ndata: {"type":"delta",'
+    seen: Seen = []
+    framer = SseFramer(lambda event, data: seen.append((event, data)), (b"message_",), 1 << 16, "test", (quiet,))
+    framer.scan_all = False
+    framer.feed(b"data: {}\n\n")  # into the fast path
+    framer.feed(quiet + b'"text":"message_"}\n\n')  # a marker inside a quiet event: skipped
+    assert seen == []
+    framer.feed(quiet + b'"text":"message_"}\n\nevent: x\ndata: {}\n\n')  # two events: searched, so parsed
+    framer.feed(b'event: delta\ndata: {"type":"message_stop"}\n\n')  # another type: searched
+    assert [data for _, data in seen] == [b'{"type":"delta","text":"message_"}', b"{}", b'{"type":"message_stop"}']

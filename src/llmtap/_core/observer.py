@@ -120,7 +120,7 @@ class AttemptObserver:
         max_event = self._config.max_event_bytes
         if b"text/event-stream" in content_type:
             self.streamed = True
-            self._framer = SseFramer(self._dispatch, provider.markers, max_event, provider.name)
+            self._framer = SseFramer(self._dispatch, provider.markers, max_event, provider.name, provider.quiet_events)
         elif b"application/vnd.amazon.eventstream" in content_type:
             self.streamed = True
             self._framer = FrameFeed(self._dispatch, provider, max_event)
