@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from llmtap._core.endpoints import PROVIDERS
 from llmtap._core.framer import FrameFeed, SseFramer, split_events
 from llmtap._providers import bedrock
 from llmtap.simulator._clouds import encode_event_stream_message
@@ -122,3 +123,12 @@ def test_a_read_of_one_quiet_event_is_skipped_without_the_marker_search() -> Non
     framer.feed(quiet + b'"text":"message_"}\n\nevent: x\ndata: {}\n\n')  # two events: searched, so parsed
     framer.feed(b'event: delta\ndata: {"type":"message_stop"}\n\n')  # another type: searched
     assert [data for _, data in seen] == [b'{"type":"delta","text":"message_"}', b"{}", b'{"type":"message_stop"}']
+
+
+def test_every_providers_quiet_events_name_their_data_line() -> None:
+    declared = [p for p in PROVIDERS if p.quiet_events]
+    assert declared  # positive control: some provider has quiet events
+    for provider in declared:
+        for prefix in provider.quiet_events:
+            assert prefix.startswith(b"event: ") and b"\ndata: {" in prefix, provider.name
+            assert prefix.count(b"\n") == 1 and not any(marker in prefix for marker in provider.markers)

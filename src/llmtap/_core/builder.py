@@ -45,7 +45,7 @@ def build_record(
             gaps.chunks,
             gaps.max,
             gaps.stalls,
-            tuple(gaps.counts),
+            gaps.bucket_counts(),
             gaps.sum,
             Usage(
                 input_tokens,

@@ -13,6 +13,7 @@ only when a chunk contains one of the provider's markers (``message_delta``, ``e
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from llmtap._core.eventstream import EventStreamFramer
@@ -41,6 +42,17 @@ def split_events(region: bytes, dispatch: Dispatch) -> None:
         if event is None and not data_lines:
             continue  # comments only
         dispatch(event, data_lines[0] if len(data_lines) == 1 else b"\n".join(data_lines))
+
+
+@functools.cache
+def _quiet_table(quiet: tuple[bytes, ...]) -> tuple[tuple[bytes, int], ...]:
+    """Each quiet prefix with where its data line starts: the first LF from there ends the event's only
+    data line, and when that LF is the blank line's, the read holds this one event and nothing else.
+
+    Raises:
+        ValueError: a prefix without its ``data:`` line (a provider's mistake, found by the tests).
+    """
+    return tuple((prefix, prefix.index(b"\ndata:") + 1) for prefix in quiet)
 
 
 class SseFramer:
@@ -73,7 +85,7 @@ class SseFramer:
     ) -> None:
         self._dispatch = dispatch
         self._markers = markers
-        self._quiet = quiet
+        self._quiet = _quiet_table(quiet)
         self._max = max_event_bytes
         self._name = name
         self._fast = False
@@ -95,8 +107,11 @@ class SseFramer:
             elif data[-2:] == b"\n\n":  # one read, whole events: the common case needs no search
                 # one event (event line, one data line, blank line) of a type the parser never needs
                 # past the first token: one prefix test instead of the marker search
-                if self._quiet and data.startswith(self._quiet) and data.count(b"\n") == 3:
-                    return
+                for prefix, data_line in self._quiet:
+                    if data.startswith(prefix):
+                        if data.find(b"\n", data_line) == len(data) - 2:
+                            return
+                        break
                 end = len(data) - 2
             else:
                 end = data.rfind(b"\n\n")

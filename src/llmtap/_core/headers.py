@@ -167,13 +167,13 @@ class ResponseHeaders(NamedTuple):
 
 
 def _checked(kind: int, value: bytes) -> bytes:
-    """``value`` if it will convert (:func:`rate_limits`), else ``ValueError``: plain digits need no
-    conversion to tell; reset values are parsed through their memo (so the conversion finds them there)."""
+    """``value`` if it will convert (:func:`rate_limits`), else ``ValueError``; reset values are parsed
+    through their memo (so the conversion finds them there)."""
     if kind == _RESET_AT:
         reset_at(value)
     elif kind == _RESET_IN:
         duration(value)
-    elif not (value.isdigit() and len(value) < _MAX_PLAIN_DIGITS):
+    else:
         finite(value)
     return value
 
@@ -187,12 +187,23 @@ def read_headers(provider: Provider, raw_headers: Sequence[tuple[bytes, bytes]],
     limits: list[RawRateLimit] = []
     errors = 0
     now_unix = 0.0
-    table = _header_table(provider)
+    get = _header_table(provider).get
     for raw_name, value in raw_headers:
-        spec = table.get(raw_name.lower())
+        spec = get(raw_name)  # most names come lower-case (HTTP/2 always): no copy needed
         if spec is None:
-            continue
+            if raw_name.islower():
+                continue
+            spec = get(raw_name.lower())
+            if spec is None:
+                continue
         kind, resource = spec
+        if kind <= _RESET_IN and (
+            (value.isdigit() and len(value) < _MAX_PLAIN_DIGITS)  # a limit or what remains: plainly a number
+            if kind < _RESET_AT
+            else value in (_reset_memo if kind == _RESET_AT else _duration_memo)  # a reset parsed before
+        ):
+            limits.append((resource, kind, value))
+            continue
         try:
             if kind <= _RESET_IN:
                 try:

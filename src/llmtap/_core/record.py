@@ -193,11 +193,17 @@ class AttemptRecord(NamedTuple):
     def rate_limits(self) -> tuple[RateLimit, ...]:
         """The rate limits the response headers reported, per resource: converted from
         :attr:`rate_limit_headers` on every read (so the request path never pays for it)."""
+        global _last_converted
         raw = self.rate_limit_headers
         if not raw:
             return ()
         at_unix = self.start_unix_ns / 1e9 + ((self.headers_at or self.started_at) - self.started_at)
-        return tuple(RateLimit(resource, *values) for resource, values in _convert_rate_limits(raw, at_unix))
+        last = _last_converted  # one read of the global: a consistent triple whatever other threads do
+        if last[0] is raw and last[1] == at_unix:
+            return last[2]  # the same record read again (each exporter reads it)
+        limits = tuple(RateLimit(resource, *values) for resource, values in _convert_rate_limits(raw, at_unix))
+        _last_converted = (raw, at_unix, limits)
+        return limits
 
     @property
     def stop_reason(self) -> str | None:
@@ -225,6 +231,10 @@ class AttemptRecord(NamedTuple):
     def is_error(self) -> bool:
         """A rejection or a service-side failure (the span gets status ERROR); app-side aborts are not errors."""
         return self.outcome in FAILED
+
+
+_last_converted: tuple[object, float, tuple[RateLimit, ...]] = ((), 0.0, ())
+"""The last :attr:`AttemptRecord.rate_limits` converted, by the identity of its raw values."""
 
 
 class CallRecord(NamedTuple):
