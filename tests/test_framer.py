@@ -132,3 +132,12 @@ def test_every_providers_quiet_events_name_their_data_line() -> None:
         for prefix in provider.quiet_events:
             assert prefix.startswith(b"event: ") and b"\ndata: {" in prefix, provider.name
             assert prefix.count(b"\n") == 1 and not any(marker in prefix for marker in provider.markers)
+
+
+def test_quiet_prefixes_must_reach_into_their_data_line() -> None:
+    with pytest.raises(ValueError, match="data line"):
+        SseFramer(lambda event, data: None, (), 100, "test", (b"event: a\ndata: {", b"event: longer_name\ndata: {"))
+    with pytest.raises(ValueError):
+        SseFramer(lambda event, data: None, (), 100, "test", (b"event: no data line",))
+    fine = (b'event: a\ndata: {"type":"a",', b'event: bb\ndata: {"type":')
+    SseFramer(lambda event, data: None, (), 100, "test", fine)

@@ -45,14 +45,20 @@ def split_events(region: bytes, dispatch: Dispatch) -> None:
 
 
 @functools.cache
-def _quiet_table(quiet: tuple[bytes, ...]) -> tuple[tuple[bytes, int], ...]:
-    """Each quiet prefix with where its data line starts: the first LF from there ends the event's only
-    data line, and when that LF is the blank line's, the read holds this one event and nothing else.
+def _quiet_data_line(quiet: tuple[bytes, ...]) -> int:
+    """A position inside the ``data:`` line of every quiet prefix: the first LF from there ends the
+    event's only data line, and when that LF is the blank line's, the read is this one event.
 
     Raises:
-        ValueError: a prefix without its ``data:`` line (a provider's mistake, found by the tests).
+        ValueError: a prefix without its ``data:`` line, or ending before another's starts (a provider's
+            mistake, found by the tests).
     """
-    return tuple((prefix, prefix.index(b"\ndata:") + 1) for prefix in quiet)
+    if not quiet:
+        return 0
+    position = max(prefix.index(b"\ndata:") + 1 for prefix in quiet)
+    if position >= min(len(prefix) for prefix in quiet):
+        raise ValueError(f"quiet events must reach into their data line: {quiet!r}")
+    return position
 
 
 class SseFramer:
@@ -63,6 +69,7 @@ class SseFramer:
 
     __slots__ = (
         "_crlf",
+        "_data_line",
         "_discarding",
         "_dispatch",
         "_fast",
@@ -85,7 +92,8 @@ class SseFramer:
     ) -> None:
         self._dispatch = dispatch
         self._markers = markers
-        self._quiet = _quiet_table(quiet)
+        self._quiet = quiet
+        self._data_line = _quiet_data_line(quiet)
         self._max = max_event_bytes
         self._name = name
         self._fast = False
@@ -107,11 +115,8 @@ class SseFramer:
             elif data[-2:] == b"\n\n":  # one read, whole events: the common case needs no search
                 # one event (event line, one data line, blank line) of a type the parser never needs
                 # past the first token: one prefix test instead of the marker search
-                for prefix, data_line in self._quiet:
-                    if data.startswith(prefix):
-                        if data.find(b"\n", data_line) == len(data) - 2:
-                            return
-                        break
+                if self._quiet and data.startswith(self._quiet) and data.find(b"\n", self._data_line) == len(data) - 2:
+                    return
                 end = len(data) - 2
             else:
                 end = data.rfind(b"\n\n")
