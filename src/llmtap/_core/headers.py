@@ -252,10 +252,13 @@ def rate_limits(raw: tuple[RawRateLimit, ...], at_unix: float) -> tuple[tuple[st
             slot = out[resource] = [None, None, None]
         if value is None:
             continue
-        if kind == _RESET_AT:
-            slot[2] = max(reset_at(value) - at_unix, 0.0)
-        elif kind == _RESET_IN:
-            slot[2] = duration(value)
-        else:
+        if kind < _RESET_AT:
             slot[kind] = float(value)
+        elif kind == _RESET_AT:
+            when = _reset_memo.get(value)
+            seconds = (reset_at(value) if when is None else when) - at_unix
+            slot[2] = seconds if seconds > 0.0 else 0.0
+        else:
+            known = _duration_memo.get(value)
+            slot[2] = duration(value) if known is None else known
     return tuple(out.items())
