@@ -791,7 +791,9 @@ def check_controls(rounds: list[dict[str, dict[str, Any]]]) -> None:
                 and checks.get("llmtap_attempts_seen") != 2
             ):
                 raise SystemExit(f"{config}: llmtap did not observe the probe requests: {checks}")
-            if config in ("spans", "prom_spans", "otlp", "all", "anthropic_tracing") and not checks.get("spans_exported"):
+            if config in ("spans", "prom_spans", "otlp", "all", "anthropic_tracing") and not checks.get(
+                "spans_exported"
+            ):
                 raise SystemExit(f"{config}: no span was exported: {checks}")
 
 

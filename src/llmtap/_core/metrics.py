@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BASE_ATTRIBUTES",
-    "COST_TYPES",
     "CHUNK_GAP_BUCKETS",
+    "COST_TYPES",
     "COUNTER",
     "DURATION_BUCKETS",
     "GAUGE",

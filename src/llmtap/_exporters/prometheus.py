@@ -172,7 +172,7 @@ def exemplar_of(context: SpanContext) -> dict[str, str]:
 class _Family:
     """How one instrument is exposed: family name (as prometheus-client names it), label names, bounds."""
 
-    __slots__ = ("bounds", "exemplar", "kind", "labels", "spec", "unprefixed")
+    __slots__ = ("bounds", "exemplar", "kind", "labels", "les", "spec", "unprefixed")
 
     def __init__(self, spec: Instrument, namespace: str, extra_labels: tuple[str, ...]) -> None:
         self.spec = spec
@@ -182,6 +182,7 @@ class _Family:
             self.unprefixed = f"{namespace}_{self.unprefixed}"
         self.labels = spec.labels_with(extra_labels)
         self.bounds = spec.buckets
+        self.les = (*(floatToGoString(b) for b in spec.buckets), "+Inf")  # type: ignore[no-untyped-call]
         self.exemplar = spec.exemplar
 
 
@@ -290,7 +291,7 @@ class _Folded(Collector):
         for name, f in self._families.items():
             family: Any = self._family(name)
             if f.kind == HISTOGRAM:
-                les = [*(floatToGoString(b) for b in f.bounds), "+Inf"]
+                les = f.les
                 for series, counts, total, exemplars, made in histograms[name]:
                     buckets: list[Any] = []
                     cumulative = 0
@@ -304,7 +305,11 @@ class _Folded(Collector):
                     family.add_metric(series, buckets, total)
                     if self._created_series:
                         family.samples.append(
-                            Sample(f.unprefixed + "_created", dict(zip(f.labels, series, strict=True)), made)
+                            Sample(
+                                f.unprefixed + "_created",
+                                {k: str(v) for k, v in zip(f.labels, series, strict=True)},
+                                made,
+                            )
                         )
             elif f.kind == COUNTER:
                 for series, value in numbers[name]:
@@ -384,7 +389,6 @@ class _Objects:
                 child.set(value)
             elif value:
                 child.inc(value)
-
 
 
 def _merge_histogram(child: Histogram, buckets: Buckets) -> None:
