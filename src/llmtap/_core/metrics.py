@@ -46,6 +46,7 @@ __all__ = [
     "label_name",
     "prometheus_name",
     "resolve_names",
+    "switched_off",
 ]
 
 # OpenTelemetry GenAI semantic conventions: explicit bucket boundaries.
@@ -305,6 +306,22 @@ is an increment, for histograms an observation (:class:`Buckets` for pre-buckete
 value to set."""
 
 _RATE_LIMIT_KEYS = ("ratelimit_limit", "ratelimit_remaining", "ratelimit_reset")
+
+
+def switched_off(settings: object) -> frozenset[str]:
+    """Keys of the instruments ``settings`` (a ``Settings``) turns off: a ``requires`` flag that is false
+    (``cost``), or the other generation of ``genai_semconv`` (``default``: the legacy names only,
+    ``latest``: the latest only, ``both``)."""
+    generation = getattr(settings, "genai_semconv", "default")
+    off = set()
+    for i in INSTRUMENTS:
+        if i.requires and not getattr(settings, i.requires):
+            off.add(i.key)
+        elif (i.semconv_version == "legacy" and generation == "latest") or (
+            i.semconv_version == "latest" and generation == "default"
+        ):
+            off.add(i.key)
+    return frozenset(off)
 
 
 def base_key(item: AttemptStart | AttemptRecord | CallRecord) -> tuple[str, ...]:
