@@ -313,13 +313,10 @@ def switched_off(settings: object) -> frozenset[str]:
     (``cost``), or the other generation of ``genai_semconv`` (``default``: the legacy names only,
     ``latest``: the latest only, ``both``)."""
     generation = getattr(settings, "genai_semconv", "default")
+    other = {"default": "latest", "latest": "legacy"}.get(generation, "")  # the generation not wanted
     off = set()
     for i in INSTRUMENTS:
-        if i.requires and not getattr(settings, i.requires):
-            off.add(i.key)
-        elif (i.semconv_version == "legacy" and generation == "latest") or (
-            i.semconv_version == "latest" and generation == "default"
-        ):
+        if (i.requires and not getattr(settings, i.requires)) or (other and i.semconv_version == other):
             off.add(i.key)
     return frozenset(off)
 
