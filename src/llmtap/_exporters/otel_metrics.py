@@ -104,6 +104,7 @@ class OtelMetricsExporter:
         self._lock = shared.lock
         self._seen: set[tuple[str, ...]] = set()
         self._attrs: dict[tuple[str, _Series], Attributes] = {}
+        """The histograms' attribute dicts, one per series (the counters' live in their totals)."""
         self._rate_limited = mapping.rate_limited
 
     def close(self) -> None:
@@ -111,17 +112,25 @@ class OtelMetricsExporter:
         callbacks keep reporting the totals, which the next exporter on the same provider continues."""
 
     def _attributes(self, name: str, key: tuple[str, ...], labels: Labels) -> Attributes:
-        """The attributes of one series (cached: the SDK keeps the dict it is given per series);
-        attribute labels and attributes without a value are left out."""
+        """The attributes of one series; attribute labels and attributes without a value are left out."""
         attrs: Attributes = dict(zip(BASE_ATTRIBUTES, key[:3], strict=True))
         attrs.update((k, v) for k, v in zip(self._attribute_keys, key[3:], strict=True) if v)
         attrs.update((k, v) for k, v in zip(self.mapping.attributes[name], labels, strict=True) if v != "")
         return attrs
 
-    def _write(self, key: tuple[str, ...], measurements: Iterable[Measurement], span: SpanContext | None) -> None:
-        """Fold the counters and gauges of ``measurements`` under one lock; record the histograms."""
+    def _write(
+        self,
+        key: tuple[str, ...],
+        measurements: Iterable[Measurement],
+        span: SpanContext | None,
+        limits: AttemptRecord | None = None,
+    ) -> None:
+        """Fold the counters and gauges of ``measurements`` under one lock; record the histograms.
+        ``limits``: a record whose rate limits become gauge values at the next collection."""
         shared, histograms = self._shared, self._histograms
         with self._lock:
+            if limits is not None:
+                shared.pending_limits[key] = (self, limits)
             if key not in self._seen:  # the series the native exporter pre-creates, at zero
                 self._seen.add(key)
                 self._fold(key, self.mapping.initial)
@@ -141,16 +150,16 @@ class OtelMetricsExporter:
         recorded: list[tuple[str, Any, Attributes]] = []
         for name, value, labels in measurements:
             series = key + labels
-            attrs = cache.get((name, series))
-            if attrs is None:
-                attrs = cache[(name, series)] = self._attributes(name, key, labels)
             if name in histograms:
+                attrs = cache.get((name, series))
+                if attrs is None:
+                    attrs = cache[(name, series)] = self._attributes(name, key, labels)
                 recorded.append((name, value, attrs))
                 continue
             family = totals[name]
             entry = family.get(series)
             if entry is None:
-                family[series] = [attrs, value]
+                family[series] = [self._attributes(name, key, labels), value]
             elif name in _GAUGE_KEYS:
                 entry[1] = value
             else:
@@ -164,10 +173,8 @@ class OtelMetricsExporter:
         return True if attempt.request_stream else None
 
     def end(self, record: AttemptRecord, state: object) -> None:
-        key = base_key(record)
-        if self._rate_limited and record.rate_limits:
-            self._shared.pending_limits[key] = (self, record)
-        self._write(key, self.mapping.end(record, state is not None), record.span_context)
+        limits = record if self._rate_limited and record.rate_limits else None
+        self._write(base_key(record), self.mapping.end(record, state is not None), record.span_context, limits)
 
     def call_end(self, record: CallRecord) -> None:
         self._write(base_key(record), self.mapping.call_end(record), record.span_context)
