@@ -170,16 +170,17 @@ def exemplar_of(context: SpanContext) -> dict[str, str]:
 
 
 class _Family:
-    """How one instrument is exposed: family name (as prometheus-client names it), label names, bounds."""
+    """How one instrument is exposed: family name (namespaced, without ``_total``, as prometheus-client
+    takes it), label names, bucket bounds and their ``le`` strings."""
 
-    __slots__ = ("bounds", "exemplar", "kind", "labels", "les", "spec", "unprefixed")
+    __slots__ = ("bounds", "exemplar", "kind", "labels", "les", "name", "spec")
 
     def __init__(self, spec: Instrument, namespace: str, extra_labels: tuple[str, ...]) -> None:
         self.spec = spec
         self.kind = spec.kind
-        self.unprefixed = spec.prometheus().removesuffix("_total")
+        self.name = spec.prometheus().removesuffix("_total")
         if namespace and not spec.semconv:
-            self.unprefixed = f"{namespace}_{self.unprefixed}"
+            self.name = f"{namespace}_{self.name}"
         self.labels = spec.labels_with(extra_labels)
         self.bounds = spec.buckets
         self.les = (*(floatToGoString(b) for b in spec.buckets), "+Inf")  # type: ignore[no-untyped-call]
@@ -271,10 +272,10 @@ class _Folded(Collector):
     def _family(self, name: str) -> Metric:
         f = self._families[name]
         if f.kind == COUNTER:
-            return CounterMetricFamily(f.unprefixed, f.spec.description, labels=f.labels)
+            return CounterMetricFamily(f.name, f.spec.description, labels=f.labels)
         if f.kind == HISTOGRAM:
-            return HistogramMetricFamily(f.unprefixed, f.spec.description, labels=f.labels)
-        return GaugeMetricFamily(f.unprefixed, f.spec.description, labels=f.labels)
+            return HistogramMetricFamily(f.name, f.spec.description, labels=f.labels)
+        return GaugeMetricFamily(f.name, f.spec.description, labels=f.labels)
 
     def collect(self) -> Iterator[Metric]:
         with self._scrape_lock:  # rate limits merge in the order the records came
@@ -306,7 +307,7 @@ class _Folded(Collector):
                     if self._created_series:
                         family.samples.append(
                             Sample(
-                                f.unprefixed + "_created",
+                                f.name + "_created",
                                 {k: str(v) for k, v in zip(f.labels, series, strict=True)},
                                 made,
                             )
@@ -354,13 +355,13 @@ class _Objects:
         for key, f in families.items():
             doc, labels = f.spec.description, f.labels
             if f.kind == COUNTER:
-                metric: Any = counter(f.unprefixed, doc, labels, registry=registry)
+                metric: Any = counter(f.name, doc, labels, registry=registry)
             elif f.kind == HISTOGRAM:
-                metric = histogram(f.unprefixed, doc, labels, registry=registry, buckets=f.bounds)
+                metric = histogram(f.name, doc, labels, registry=registry, buckets=f.bounds)
             elif f.kind == GAUGE:  # last value seen (rate-limit headers)
-                metric = Gauge(f.unprefixed, doc, labels, registry=registry, multiprocess_mode="mostrecent")
+                metric = Gauge(f.name, doc, labels, registry=registry, multiprocess_mode="mostrecent")
             else:  # the in-flight up-down counter
-                metric = Gauge(f.unprefixed, doc, labels, registry=registry, multiprocess_mode="livesum")
+                metric = Gauge(f.name, doc, labels, registry=registry, multiprocess_mode="livesum")
             self.metrics.append(metric)
             self._metrics[key] = metric
 
