@@ -26,6 +26,7 @@ from prometheus_client import CollectorRegistry
 import llmtap
 from llmtap._core import handoff as _handoff
 from llmtap._core.endpoints import PROVIDERS
+from llmtap._core.metrics import INSTRUMENTS
 from llmtap._core.observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._core.record import AttemptRecord, AttemptStart
 from llmtap._exporters.otel_metrics import OtelMetricsExporter
@@ -229,9 +230,11 @@ def main() -> None:
     runner.bench_time_func("observer, per event (5 events per read)", observer_time(fives, HEADERS), inner_loops=n)
     runner.bench_time_func("observer, per event (gzip)", observer_time(gzipped(events), GZIP_HEADERS), inner_loops=n)
     record = a_record()
+    # the instruments a default Settings() leaves off (cost, the latest semconv generation), as the tap does
+    off = tuple(i.name for i in INSTRUMENTS if i.requires or i.semconv_version == "latest")
     sinks = {
-        "prometheus": PrometheusExporter(CollectorRegistry()),
-        "otel metrics": OtelMetricsExporter(MeterProvider(metric_readers=[InMemoryMetricReader()])),
+        "prometheus": PrometheusExporter(CollectorRegistry(), exclude=off),
+        "otel metrics": OtelMetricsExporter(MeterProvider(metric_readers=[InMemoryMetricReader()]), exclude=off),
         "spans": TracingExporter(TracerProvider()),
     }
     json_record = a_json_record()
