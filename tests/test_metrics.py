@@ -215,3 +215,41 @@ def test_cost_on_prices_or_counts_the_unpriced() -> None:
 def test_base_key_carries_the_attribute_labels() -> None:
     assert base_key(record(attribute_labels=("search", ""))) == ("anthropic", "chat", "m", "search", "")
     assert base_key(call()) == ("anthropic", "chat", "m")
+
+
+@pytest.mark.parametrize("created_series", [False, True])
+def test_both_prometheus_adapters_expose_the_same(monkeypatch: pytest.MonkeyPatch, created_series: bool) -> None:
+    """The folding collector (built at scrape) and the metric objects multiprocess mode writes through
+    expose the same text for the same records: one mapping, two adapters."""
+    from prometheus_client import CollectorRegistry, generate_latest, values
+
+    from llmtap._exporters.prometheus import PrometheusExporter, _Folded, _Objects
+
+    def feed(exporter: PrometheusExporter) -> str:
+        for attempt, ended in [
+            (start(retry_reason="429"), record()),
+            (start(request_stream=False), record(streamed=False, request_stream=False, cost=None)),
+            (start(attribute_labels=()), record(status_code=529, error_type="overloaded_error", usage=Usage())),
+        ]:
+            exporter.end(ended, exporter.start(attempt))
+        exporter.call_end(call())
+        lines = generate_latest(exporter.registry).decode().splitlines()
+        lines = [line.rsplit(" ", 1)[0] if "_created{" in line else line for line in lines]  # times differ
+        return "\n".join(sorted(lines))
+
+    folded = PrometheusExporter(CollectorRegistry(), created_series=created_series)
+    assert isinstance(folded._store, _Folded)
+
+    class _Mutex(values.MutexValue):
+        """A value class other than prometheus-client's own: the exporter takes it for multiprocess mode."""
+
+    monkeypatch.setattr(values, "ValueClass", _Mutex)
+    objects = PrometheusExporter(CollectorRegistry(), created_series=created_series)
+    assert isinstance(objects._store, _Objects)
+    exposed = feed(folded)
+    assert "llmtap_ratelimit_remaining" in exposed and 'le="+Inf"' in exposed  # positive control
+    assert ("_created{" in exposed) is created_series
+    base = {"gen_ai_provider_name": "anthropic", "gen_ai_operation_name": "chat", "gen_ai_request_model": "m"}
+    sample = folded.registry.get_sample_value("llmtap_attempts_total", {**base, "status_code": "200", "error_type": ""})
+    assert sample == 2.0 and isinstance(sample, float)  # floats, as prometheus-client's own values
+    assert exposed == feed(objects)

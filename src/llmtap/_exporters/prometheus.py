@@ -259,9 +259,9 @@ class _Folded(Collector):
                 if seen is None:
                     if self._created_series:
                         self._created[(name, series)] = time.time()
-                    family[series] = value  # type: ignore[assignment]
+                    family[series] = float(value)  # type: ignore[arg-type]
                 elif name in self._gauge_keys:
-                    family[series] = value  # type: ignore[assignment]
+                    family[series] = float(value)  # type: ignore[arg-type]
                 else:
                     family[series] = seen + value  # type: ignore[operator]
 
@@ -295,7 +295,7 @@ class _Folded(Collector):
                 les = f.les
                 for series, counts, total, exemplars, made in histograms[name]:
                     buckets: list[Any] = []
-                    cumulative = 0
+                    cumulative = 0.0  # floats, as prometheus-client's own values
                     for i, count in enumerate(counts):
                         cumulative += count
                         seen = exemplars[i] if exemplars else None
