@@ -193,8 +193,11 @@ def test_llmtap_run_gunicorn_zero_code(tmp_path: Path) -> None:
             "LLMTAP_OTEL_METRICS": "true",  # both metric paths, on purpose (llmtap run says so in one line)
         }
         with serve(command, sim, tmp_path, port, **otel):
+            # every worker forked (each while the master's export was held open) before the traffic
+            log = tmp_path / "server.log"
+            wait_until(lambda: log.read_text().count("Application startup complete") >= 4, 60, "4 workers")
+            release.set()
             pids = load(port, list(MIX))
-            release.set()  # every worker has forked, each while the master's export was held open
             assert len(pids) >= 2
             served = sim.wait_served(len(MIX) + 4)
             # the app's /metrics and llmtap's own server (in the gunicorn master) both sum every worker
