@@ -15,6 +15,7 @@ from types import ModuleType
 import pytest
 
 import llmtap
+from llmtap._core import stream as _stream
 
 SCALE = Path(__file__).resolve().parents[1] / "benchmarks" / "scale.py"
 
@@ -48,7 +49,8 @@ def test_totals_match_the_simulator_at_scale() -> None:
     assert report.bytes_per_stream > 0 and report.llmtap_files
     outside = [f for f in report.llmtap_files if not Path(f).resolve().is_relative_to(package)]
     assert outside == [] and not any("site-packages" in f for f in report.llmtap_files), outside
-    assert any(Path(f).name == "_stream.py" for f in report.llmtap_files)  # the stream state is counted
+    stream_module = Path(_stream.__file__).resolve()
+    assert any(Path(f).resolve() == stream_module for f in report.llmtap_files)  # the stream state is counted
 
 
 def test_memory_attribution_is_by_directory_not_name(tmp_path: Path) -> None:
@@ -57,7 +59,7 @@ def test_memory_attribution_is_by_directory_not_name(tmp_path: Path) -> None:
     scale = _load_scale()
     package = Path(llmtap.__file__).resolve().parent
     venv_file = str(tmp_path / "llmtap" / ".venv" / "lib" / "site-packages" / "anthropic" / "_client.py")
-    own_file = str(package / "_stream.py")
+    own_file = str(Path(_stream.__file__).resolve())
     filters = scale.own_code_filters()
 
     def counted(filename: str) -> bool:  # how filter_traces() applies one inclusive and one exclusive filter

@@ -1,1 +1,3 @@
 """The ``llmtap`` command: ``run``, ``demo``, ``simulate`` and ``probe``."""
+
+__all__: list[str] = []
