@@ -119,10 +119,10 @@ def sink_time(sink: object, record: AttemptRecord) -> Callable[[int], float]:
 def passthrough_time() -> Callable[[int], float]:
     tap = llmtap.Tap(llmtap.Settings(metrics=False, traces=False, otel_metrics=False))
     request = httpx2.Request("GET", "https://api.github.com/repos/octo/hello/issues", headers={"accept": "*/*"})
-    assert tap.begin(request) is None  # not an LLM API: the hook passes it through
+    assert tap._begin(request) is None  # not an LLM API: the hook passes it through
 
     def run(loops: int) -> float:
-        begin = tap.begin
+        begin = tap._begin
         t0 = time.perf_counter()
         for _ in range(loops):
             begin(request)
@@ -136,7 +136,7 @@ def handoff_time() -> Callable[[int], float]:
     tap = llmtap.Tap(llmtap.Settings(metrics=False, traces=False, otel_metrics=False))
 
     def run(loops: int) -> float:
-        attempts = [tap.begin(httpx2.Request("POST", "https://api.anthropic.com/v1/messages")) for _ in range(loops)]
+        attempts = [tap._begin(httpx2.Request("POST", "https://api.anthropic.com/v1/messages")) for _ in range(loops)]
         t0 = time.perf_counter()
         for attempt in attempts:
             _handoff.defer(tap, attempt, Ending.DROPPED, 0.0, None)  # type: ignore[arg-type]
@@ -175,7 +175,7 @@ def aiohttp_read_time(observed: bool) -> Callable[[int], float]:
         reader = StreamReader(_Protocol(), 1 << 30, loop=asyncio.get_running_loop())  # type: ignore[arg-type]
         content: StreamReader | ObservedContent = reader
         if observed:
-            attempt = tap.begin(httpx2.Request("POST", "https://api.anthropic.com/v1/messages"))
+            attempt = tap._begin(httpx2.Request("POST", "https://api.anthropic.com/v1/messages"))
             assert attempt is not None
             attempt.observer.on_response(200, HEADERS, time.perf_counter())
             content = ObservedContent(reader, tap, attempt)

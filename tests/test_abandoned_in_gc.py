@@ -31,6 +31,7 @@ import llmtap
 from llmtap import Outcome
 from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
 from llmtap._core.tap import Tap
+from llmtap._exporters import build
 from llmtap.simulator import Scenario, Simulator
 from tests._gcwatch import InsideGc
 
@@ -150,12 +151,9 @@ def test_abandoned_stream_is_ended_outside_the_collector(
 ) -> None:
     registry = CollectorRegistry()
     sink = LockedSink(inside)
-    tap = Tap(
-        llmtap.Settings(base_urls=(sim.base_url,), otel_metrics=False),
-        registry=registry,
-        tracer_provider=TracerProvider(),
-        sinks=[sink],
-    )
+    settings = llmtap.Settings(base_urls=(sim.base_url,), otel_metrics=False)
+    exporters = build(settings, registry=registry, tracer_provider=TracerProvider())
+    tap = Tap(settings, (*exporters.sinks, sink), spans=exporters.spans)
     http = httpx2.Client(transport=llmtap.wrap_transport(httpx2.HTTPTransport(), tap))
     client = anthropic.Anthropic(api_key="k", base_url=sim.base_url, max_retries=0, http_client=http)
     getter = LOCKS[lock_name]

@@ -98,7 +98,7 @@ def test_opentelemetry_instrument_picks_llmtap_up() -> None:
     command = shutil.which("opentelemetry-instrument", path=os.path.dirname(sys.executable))
     assert command is not None
     code = (
-        "import httpx2, llmtap._core.tap as t; "
+        "import httpx2, llmtap._installation as t; "
         "print(t.active() is not None, hasattr(httpx2.Client._send_single_request, '__wrapped__'))"
     )
     env = {
@@ -257,7 +257,7 @@ def test_a_typo_warning_is_printed_once_and_prefixed_once(tmp_path: Path) -> Non
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LLMTAP_", "OTEL_"))}
     env["LLMTAP_BASEURLS"] = "http://127.0.0.1:1"
-    code = "import llmtap._core.tap as t; print('active', t.active() is not None)"
+    code = "import llmtap._installation as t; print('active', t.active() is not None)"
     out = subprocess.run(
         [LLMTAP, "run", "--", sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
     )

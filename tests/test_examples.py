@@ -14,7 +14,7 @@ import httpx2
 import pytest
 
 import llmtap
-from llmtap._core import tap as _tap
+from llmtap import _installation
 from llmtap.simulator import Simulator
 from tests._deploy import posts, spans, wait_until
 from tests._otlp import otlp_receiver
@@ -26,7 +26,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 @pytest.fixture
 def uninstrumented() -> Iterator[None]:
     yield
-    if _tap.active() is not None:  # an example failed half-way
+    if _installation.active() is not None:  # an example failed half-way
         llmtap.uninstrument()
         pytest.fail("the example left llmtap instrumented")
 
@@ -49,7 +49,7 @@ def test_example_runs(
     out = capsys.readouterr().out
     for needle in expected:
         assert needle in out, out
-    assert _tap.active() is None
+    assert _installation.active() is None
 
 
 def test_zero_code_example_under_llmtap_run() -> None:

@@ -140,7 +140,7 @@ from llmtap.simulator import Simulator
 from llmtap.testing import capture
 from tests.test_handoff import REQUEST, _abandon_in_a_cycle, _first_value_lock
 if sys.argv[1] == "undone":
-    _handoff.defer = lambda tap, attempt, ending, at, exc: tap.end(attempt, ending, at, exc)
+    _handoff.defer = lambda tap, attempt, ending, at, exc: tap._end(attempt, ending, at, exc)
 with Simulator() as sim, capture(llmtap.Settings(base_urls=(sim.base_url,))) as cap, httpx.Client() as client:
     lock = _first_value_lock(cap)
     def work():
@@ -237,7 +237,7 @@ def test_the_next_attempt_ends_what_was_handed_off(sim: Simulator, tapped: tuple
 
 def _begin_one(cap: Capture, sim: Simulator) -> Any:
     request = httpx.Request("POST", sim.base_url + "/v1/messages", json=REQUEST)
-    attempt = cap.tap.begin(request)
+    attempt = cap.tap._begin(request)
     assert attempt is not None
     return attempt
 

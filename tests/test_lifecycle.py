@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, Counter
 from pydantic import ValidationError
 
 import llmtap
-from llmtap._core import tap as _tap
+from llmtap import _installation
 from llmtap._exporters.prometheus import METRIC_NAMES
 from llmtap._hooks import httpx_transport as _patch
 from llmtap.simulator import Simulator
@@ -36,9 +36,9 @@ HOOKED = (
 
 @pytest.fixture(autouse=True)
 def _clean() -> Iterator[None]:
-    assert _tap.active() is None
+    assert _installation.active() is None
     yield
-    if _tap.active() is not None:
+    if _installation.active() is not None:
         llmtap.uninstrument()
 
 
@@ -102,8 +102,8 @@ def test_taken_port_leaves_nothing_behind(sim: Simulator) -> None:
             llmtap.instrument(settings(sim, metrics_port=port), registry=registry)
     assert families(registry) == set()
     assert patched() == []
-    assert _tap.active() is None
-    assert _tap.active() is None
+    assert _installation.active() is None
+    assert _installation.active() is None
     # positive control: the same call works once the port is free, and counts traffic
     llmtap.instrument(settings(sim, metrics_port=port), registry=registry)
     assert len(patched()) == len(HOOKED)
@@ -122,6 +122,18 @@ def test_registration_conflict_leaves_nothing_behind(sim: Simulator) -> None:
     registry.unregister(squatter)
     llmtap.instrument(settings(sim, cost=True, genai_semconv="both"), registry=registry)  # control: every family
     assert families(registry) >= {n.removesuffix("_total") for n in METRIC_NAMES}
+
+
+def test_a_missing_price_table_leaves_nothing_behind(sim: Simulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tap is made after its exporters: when it cannot be (cost=True without the extra), they are closed."""
+    registry = CollectorRegistry()
+    monkeypatch.setitem(sys.modules, "genai_prices", None)
+    with pytest.raises(ImportError, match="llmtap\\[cost\\]"):
+        llmtap.instrument(settings(sim, cost=True), registry=registry)
+    assert families(registry) == set() and patched() == [] and _installation.current is None
+    monkeypatch.undo()  # positive control: the same call with the price table
+    llmtap.instrument(settings(sim, cost=True), registry=registry)
+    assert "llmtap_cost_usd" in families(registry)
 
 
 def test_patch_failure_leaves_nothing_behind(sim: Simulator, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -180,6 +192,50 @@ def test_fifty_cycles_leak_nothing(sim: Simulator) -> None:
     assert [owner.__dict__[name] for owner, name in HOOKED] == originals
 
 
+def test_one_installation_holds_the_tap_the_server_and_the_patches(sim: Simulator) -> None:
+    """What instrument() installed is one object, the only lifecycle global; uninstrument() clears it first."""
+    assert _installation.current is None
+    tap = llmtap.instrument(settings(sim, metrics_port=0), registry=CollectorRegistry())
+    installation = _installation.current
+    assert installation is not None and installation.tap is tap and _installation.active() is tap
+    assert installation.server is not None and installation.server.address == tap.metrics_address
+    assert installation.patches is not None and "httpx" in installation.patches.packages
+    assert len(patched()) == len(HOOKED)
+    llmtap.uninstrument()
+    assert _installation.current is None and patched() == [] and tap.metrics_address is None
+    llmtap.instrument(settings(sim), registry=CollectorRegistry(), patch=False)  # nothing patched, nothing served
+    installation = _installation.current
+    assert installation is not None and installation.patches is None and installation.server is None
+    assert patched() == []
+
+
+@pytest.mark.parametrize("catch_up", [True, False], ids=["caught_up", "control"])
+def test_a_module_imported_while_instrumenting_is_patched(
+    sim: Simulator, monkeypatch: pytest.MonkeyPatch, catch_up: bool
+) -> None:
+    """Another thread imports a hooked module after its post-import hook found no installation in effect
+    (it is being made): the installation patches it once in effect (the control skips that step)."""
+    from llmtap import _lifecycle
+    from llmtap._hooks.httpx_transport import Patches
+
+    real_apply = Patches.apply
+
+    def apply_as_if_httpx2_came_later(self: Patches) -> None:
+        real_apply(self)
+        for owner, attribute, original in [entry for entry in self._applied if entry[0].__module__ == "httpx2"]:
+            self._applied.remove((owner, attribute, original))
+            setattr(owner, attribute, original)
+        self._done.discard("httpx2")
+
+    monkeypatch.setattr(Patches, "apply", apply_as_if_httpx2_came_later)
+    if not catch_up:
+        monkeypatch.setattr(Patches, "catch_up", lambda self: None)
+    _lifecycle.activate(settings(sim), registry=CollectorRegistry())
+    assert len(patched()) == (len(HOOKED) if catch_up else len(HOOKED) - 2)
+    llmtap.uninstrument()
+    assert patched() == []
+
+
 def test_second_instrument_same_settings_returns_the_tap_other_settings_raise(sim: Simulator) -> None:
     registry = CollectorRegistry()
     tap = llmtap.instrument(settings(sim), registry=registry)
@@ -189,7 +245,7 @@ def test_second_instrument_same_settings_returns_the_tap_other_settings_raise(si
         llmtap.instrument(settings(sim, max_models=3, stall_threshold_seconds=1))
     with pytest.raises(RuntimeError, match="another Prometheus registry"):
         llmtap.instrument(settings(sim), registry=CollectorRegistry())
-    assert _tap.active() is tap  # the active instrumentation is untouched
+    assert _installation.active() is tap  # the active instrumentation is untouched
     post(sim)
     assert attempts(registry_text(registry)) == 1
 
@@ -205,7 +261,7 @@ def test_capture_inside_an_instrumented_app_refuses_and_leaves_the_app_alone(sim
     tap = llmtap.instrument(settings(sim), registry=registry)
     with pytest.raises(RuntimeError, match=r"already instrumented.*left as it is"), capture(settings(sim)):
         pass
-    assert _tap.active() is tap and len(patched()) == len(HOOKED)
+    assert _installation.active() is tap and len(patched()) == len(HOOKED)
     post(sim)
     assert attempts(registry_text(registry)) == 1
     llmtap.uninstrument()
@@ -313,7 +369,7 @@ def test_bad_environment_fails_at_instrument_not_on_the_request_path(
     monkeypatch.setenv("LLMTAP_TRACES", "ture")
     with pytest.raises(ValidationError, match="LLMTAP_TRACES"):
         llmtap.instrument(registry=CollectorRegistry())
-    assert patched() == [] and _tap.active() is None
+    assert patched() == [] and _installation.active() is None
     monkeypatch.setenv("LLMTAP_TRACES", "off")
     registry = CollectorRegistry()
     assert llmtap.instrument(registry=registry).settings.traces is False

@@ -300,7 +300,7 @@ def test_multiprocess_port_served_by_a_sibling_is_shared(tmp_path: Path) -> None
     the program starts and its llmtap does not serve; a different directory is another program."""
     app = tmp_path / "app.py"
     app.write_text(
-        "import llmtap._core.tap as t\nprint('active', t.active() is not None, t.active().metrics_address)\n"
+        "import llmtap._installation as t\nprint('active', t.active() is not None, t.active().metrics_address)\n"
     )
     mp_dir, other_dir = tmp_path / "mp", tmp_path / "other"
     mp_dir.mkdir()
@@ -334,9 +334,9 @@ def test_worker_that_cannot_bind_logs_one_line(tmp_path: Path) -> None:
     app.write_text(
         textwrap.dedent(
             """
-            import subprocess, sys, llmtap._core.tap as t
+            import subprocess, sys, llmtap._installation as t
             print("parent", t.active() is not None, flush=True)
-            child = "import llmtap._core.tap as t; print('child', t.active() is not None)"
+            child = "import llmtap._installation as t; print('child', t.active() is not None)"
             subprocess.run([sys.executable, "-c", child], check=True)
             """
         )

@@ -11,9 +11,8 @@ from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
-from llmtap import _lifecycle
+from llmtap import _installation, _lifecycle
 from llmtap._cli.run import RUN_ENV
-from llmtap._core import tap as _tap
 from llmtap._log import logger
 
 __all__ = ["LlmtapInstrumentor"]
@@ -33,7 +32,7 @@ class LlmtapInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return ()
 
     def _instrument(self, **kwargs: Any) -> None:
-        if _tap.active() is not None:
+        if _installation.current is not None:
             logger.warning("llmtap: already instrumented by llmtap.instrument(); the instrumentor leaves it as it is")
             return
         try:

@@ -7,12 +7,14 @@ thin adapter onto :func:`activate` and :func:`deactivate`, imported only when it
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import TYPE_CHECKING
 
-from llmtap._core import tap as _tap
+from llmtap import _exporters, _installation
 from llmtap._core.tap import Tap
-from llmtap._hooks import httpx_transport as _patch
+from llmtap._hooks.httpx_transport import Patches
+from llmtap._installation import Installation
 from llmtap._log import logger
 from llmtap._settings import Settings
 
@@ -26,8 +28,6 @@ if TYPE_CHECKING:
 
 __all__ = ["activate", "deactivate", "instrument", "uninstrument"]
 
-_server: MetricsServer | None = None
-
 
 def activate(
     settings: Settings | None = None,
@@ -38,55 +38,50 @@ def activate(
     patch: bool = True,
     extra_sinks: list[Sink] | None = None,
 ) -> Tap:
-    """Build the tap, serve ``/metrics`` if asked, patch, activate; when a step fails, what the earlier
-    steps did is undone before the error propagates (the metrics' names are taken in the registry,
-    the port cannot be bound, patching fails)."""
-    global _server
+    """Build the exporters and the tap, serve ``/metrics`` if asked, patch, then make it the installation
+    in effect; when a step fails, what the earlier steps did is undone before the error propagates (the
+    metrics' names are taken in the registry, the port cannot be bound, patching fails)."""
     settings = settings or Settings.from_env()
-    tap = Tap(  # registers the metrics (all or none of them)
-        settings,
-        registry=registry,
-        tracer_provider=tracer_provider,
-        meter_provider=meter_provider,
-        sinks=extra_sinks,
+    exporters = _exporters.build(  # registers the metrics (all or none of them)
+        settings, registry=registry, tracer_provider=tracer_provider, meter_provider=meter_provider
     )
-    server: MetricsServer | None = None
     try:
-        if settings.metrics_port is not None and tap.prometheus is not None:
+        tap = Tap(settings, (*exporters.sinks, *(extra_sinks or ())), spans=exporters.spans)
+    except BaseException:  # no price table for Settings.cost: nothing stays registered
+        with contextlib.suppress(Exception):
+            exporters.close()
+        raise
+    server: MetricsServer | None = None
+    patches: Patches | None = None
+    try:
+        if settings.metrics_port is not None and exporters.prometheus is not None:
             from llmtap._exporters.serve import MetricsServer
 
-            server = MetricsServer.start(settings.metrics_addr, settings.metrics_port, tap.prometheus.registry)
+            server = MetricsServer.start(settings.metrics_addr, settings.metrics_port, exporters.prometheus.registry)
             tap.metrics_address = None if server is None else server.address
         if patch:
+            patches = Patches(sdk_calls=settings.sdk_calls)
             try:
-                patched = _patch.patch(sdk_calls=settings.sdk_calls)
+                patches.apply()
             except Exception as exc:
                 exc.add_note("llmtap.instrument(): patching the HTTP clients failed; nothing stays patched")
                 raise
-            logger.debug("llmtap: instrumented %s", ", ".join(patched) or "nothing")
+            logger.debug("llmtap: instrumented %s", ", ".join(patches.packages) or "nothing")
     except BaseException:
-        _patch.unpatch()
-        if server is not None:
-            server.stop()
-        tap.close()
+        with contextlib.suppress(Exception):  # the error that stopped the build is the one to see
+            Installation(tap, server, patches).close()
         raise
-    _tap.activate(tap)
-    _server = server
+    _installation.current = Installation(tap, server, patches)
+    if patches is not None:
+        patches.catch_up()
     return tap
 
 
 def deactivate() -> None:
     """Undo :func:`activate`: no tap active, nothing patched, the metrics unregistered, the server stopped."""
-    global _server
-    tap = _tap.active()
-    _tap.activate(None)
-    _patch.unpatch()
-    server, _server = _server, None
-    if server is not None:
-        server.stop()
-    if tap is not None:
-        tap.metrics_address = None
-        tap.close()  # ends what the garbage collector handed off first, then closes every sink
+    installation, _installation.current = _installation.current, None
+    if installation is not None:
+        installation.close()
 
 
 def instrument(
@@ -122,7 +117,7 @@ def instrument(
 
     When it raises, nothing stays patched, registered or bound.
     """
-    active = _tap.active()
+    active = _installation.active()
     if active is not None:
         _check_same(active, settings, registry)
         return active

@@ -6,6 +6,7 @@ import difflib
 import ipaddress
 import json
 import os
+import re
 import typing
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -27,6 +28,7 @@ __all__ = [
     "DURATION_BUCKETS",
     "ENV_PREFIX",
     "NON_SETTINGS_ENV",
+    "OTEL_EXCLUDED_URLS_ENV",
     "RETRY_AFTER_BUCKETS",
     "TOKEN_BUCKETS",
     "ModelPrice",
@@ -141,6 +143,27 @@ class Settings(BaseModel):
     """Optional Prometheus namespace prepended to the ``llmtap_`` metrics (semconv names are kept);
     through OpenTelemetry it prefixes the ``llmtap.*`` instrument names (``NS.llmtap.attempts``)."""
 
+    excluded_urls: tuple[str, ...] = Field(default_factory=lambda: _otel_excluded_urls(os.environ)[0])
+    """Regular expressions; a request whose full URL matches one (``re.search``) is not observed. Defaults
+    to the OpenTelemetry httpx instrumentation's setting, ``OTEL_PYTHON_HTTPX_EXCLUDED_URLS`` (else
+    ``OTEL_PYTHON_EXCLUDED_URLS``), comma-separated, so one variable excludes a URL from both."""
+    span_detail: bool = False
+    """Also put on each span the attributes that repeat a metric: ``llmtap.time_to_first_token``,
+    ``llmtap.time_to_headers``, ``llmtap.server.processing_time``, ``llmtap.retry_after``,
+    ``llmtap.stream.chunks`` / ``max_gap`` / ``stalls``, ``llmtap.parse_errors``. Off by default: the
+    OpenTelemetry SDK cleans every attribute of every span, and the metrics already carry these."""
+
+    @field_validator("excluded_urls")
+    @classmethod
+    def _check_excluded_urls(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        patterns = tuple(p.strip() for p in patterns if p.strip())
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {pattern!r} ({exc})") from None
+        return patterns
+
     # -- series budget (README "Series budget") ------------------------------------------------
     exclude_metrics: tuple[str, ...] = ()
     """Metric families not to record, in both exporters: OpenTelemetry instrument names
@@ -251,12 +274,31 @@ class Settings(BaseModel):
                 problems.append(_error(key, raw, str(exc)))
         if problems:
             raise ValidationError.from_exception_data("Settings from the environment", problems)
+        origin: dict[str, str] = {}
+        if "excluded_urls" not in values:  # the OpenTelemetry variables of this environment, not the process's
+            values["excluded_urls"], variable = _otel_excluded_urls(env)
+            if variable:
+                origin["excluded_urls"] = variable
         values.update(overrides)
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
-            errors = [_relocate(e, raw_by_field, overrides) for e in exc.errors()]
+            errors = [_relocate(e, raw_by_field, overrides, origin) for e in exc.errors()]
             raise ValidationError.from_exception_data("Settings from the environment", errors) from None
+
+
+OTEL_EXCLUDED_URLS_ENV = ("OTEL_PYTHON_HTTPX_EXCLUDED_URLS", "OTEL_PYTHON_EXCLUDED_URLS")
+"""Where :attr:`Settings.excluded_urls` comes from by default: the httpx instrumentation's own variable, else
+the one every OpenTelemetry HTTP instrumentation reads (the first one set wins, as in ``opentelemetry-util-http``)."""
+
+
+def _otel_excluded_urls(env: Mapping[str, str]) -> tuple[tuple[str, ...], str | None]:
+    """The patterns of the first of :data:`OTEL_EXCLUDED_URLS_ENV` set in ``env``, and its name."""
+    for name in OTEL_EXCLUDED_URLS_ENV:
+        raw = env.get(name)
+        if raw:
+            return tuple(p.strip() for p in raw.split(",") if p.strip()), name
+    return (), None
 
 
 def _from_text(name: str, annotation: Any, raw: str) -> Any:
@@ -305,11 +347,18 @@ def _error(where: str, value: object, message: str) -> InitErrorDetails:
     }
 
 
-def _relocate(error: Any, raw_by_field: Mapping[str, str], overrides: Mapping[str, Any]) -> InitErrorDetails:
+def _relocate(
+    error: Any, raw_by_field: Mapping[str, str], overrides: Mapping[str, Any], origin: Mapping[str, str]
+) -> InitErrorDetails:
     """A pydantic error about a field, located at the environment variable it came from."""
     loc = error["loc"]
     name = str(loc[0]) if loc else ""
-    where = f"{ENV_PREFIX}{name.upper()}" if name in raw_by_field and name not in overrides else (name or "settings")
+    if name in overrides:
+        where = name
+    elif name in raw_by_field:
+        where = f"{ENV_PREFIX}{name.upper()}"
+    else:
+        where = origin.get(name) or name or "settings"
     return _error(where, error["input"], str(error["msg"]))
 
 

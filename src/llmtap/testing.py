@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
-from llmtap import _lifecycle
+from llmtap import _installation, _lifecycle
 from llmtap._core import handoff as _handoff
-from llmtap._core import tap as _tap
 from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
 from llmtap._core.tap import Tap
 from llmtap._settings import Settings
@@ -141,7 +140,7 @@ def capture(
             have to take the app's instrumentation over and then remove it, so it refuses and
             leaves the app's instrumentation as it is: call :func:`llmtap.uninstrument` first.
     """
-    if _tap.active() is not None:
+    if _installation.current is not None:
         raise RuntimeError(
             "llmtap.testing.capture(): llmtap is already instrumented in this process (llmtap.instrument(), "
             "opentelemetry-instrument / llmtap run, or an enclosing capture()); it is left as it is. "

@@ -34,6 +34,14 @@ def explicit_transport() -> httpx2.Client:
     return httpx2.Client(transport=transport)
 
 
+def explicit_tap() -> httpx2.Client:
+    from llmtap.testing import RecordingSink
+
+    sink = RecordingSink()
+    tap = llmtap.Tap(llmtap.Settings(span_detail=True, excluded_urls=(r"/health$",)), [sink])
+    return httpx2.Client(transport=llmtap.wrap_transport(httpx2.HTTPTransport(), tap))
+
+
 def read_records() -> list[tuple[llmtap.Outcome, float | None, int | None]]:
     with capture() as cap:
         pass

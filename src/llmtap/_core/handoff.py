@@ -67,7 +67,7 @@ def drain() -> None:
             except queue.Empty:
                 return
             try:
-                tap.end(attempt, ending, at, exc)
+                tap._end(attempt, ending, at, exc)
             except Exception as own:  # never into the caller: a scrape, the next request, uninstrument()
                 internal_error(
                     "stream", "llmtap: internal error in a dropped stream's end (request unaffected): %r", own

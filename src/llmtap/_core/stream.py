@@ -107,7 +107,7 @@ def _end(tap: Tap, attempt: Attempt, ending: Ending, exc: BaseException | None =
     if isinstance(exc, GeneratorExit):
         return
     try:
-        tap.end(attempt, ending, _now(attempt), exc)
+        tap._end(attempt, ending, _now(attempt), exc)
     except Exception as own:
         _internal_error("end", own)
 
@@ -223,7 +223,7 @@ class _Sending:
         self.tap = tap
         self.attempt = attempt
         try:
-            self._span_token = tap.enter(attempt)
+            self._span_token = tap._enter(attempt)
         except Exception as exc:
             _internal_error("enter", exc)
             self._span_token = None
@@ -262,7 +262,7 @@ class _Sending:
             if response.is_stream_consumed:
                 # built with its content already read (MockTransport, ASGI/WSGI apps, test cassettes)
                 attempt.observer.on_content(response.content, now)
-                tap.end(attempt, Ending.EOF, now)
+                tap._end(attempt, Ending.EOF, now)
                 return
             wrapped = shell(response.stream, tap, attempt)
             watch_drop(wrapped, tap, attempt)
@@ -276,7 +276,7 @@ def _begin(tap: Tap, request: Any) -> _Sending | None:
     if _OBSERVING.get():
         return None
     try:
-        attempt = tap.begin(request)
+        attempt = tap._begin(request)
         return None if attempt is None else _Sending(tap, attempt)
     except Exception as exc:
         _internal_error("begin", exc)

@@ -1,17 +1,23 @@
 """The runtime: settings resolved once, the endpoint matcher, the sinks, and the per-attempt entry
 and exit points used by both the patched clients and the explicit transports.
 
-Data walks one way: :meth:`Tap.begin` turns a request into an :class:`Attempt` (an immutable
-:class:`~llmtap.AttemptStart`, the pure observer, and the state each sink started with); the
-shells feed the observer bytes and clock readings; :meth:`Tap.end` takes the one record the
-observer returns and hands it to every sink, then to the logical call, whose record (when the call
-is over) goes to every sink too. Nothing below the tap calls back into it.
+Data walks one way: :meth:`Tap._begin` turns a request into an :class:`Attempt` (an immutable
+:class:`~llmtap.AttemptStart`, the pure observer, its span and the state each sink started with); the
+shells feed the observer bytes and clock readings; :meth:`Tap._end` takes the one record the
+observer returns and hands it to the span and every sink, then to the logical call, whose record (when
+the call is over) goes to every sink too. Nothing below the tap calls back into it.
+
+The tap builds no exporter (:func:`llmtap._exporters.build` does) and holds no global: which tap is
+active is :mod:`llmtap._installation`'s to say. The methods with a leading underscore are the request
+path, called by llmtap's hooks only.
 """
 
 from __future__ import annotations
 
-import os
+import re
+import sys
 import time
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import baggage
@@ -23,11 +29,9 @@ from llmtap._core import handoff as _handoff
 from llmtap._core.bounds import RecordBounds, sanitize
 from llmtap._core.calls import CURRENT_CALL, Call, call_record
 from llmtap._core.endpoints import PROVIDERS, EndpointMatcher, UnobservedHosts, sdk_endpoint
-from llmtap._core.metrics import INSTRUMENTS, Instrument
 from llmtap._core.observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord, Usage
 from llmtap._core.request import UNKNOWN, info_from_content, info_from_options
-from llmtap._exporters._base import Sink
 from llmtap._log import internal_error
 from llmtap._providers._base import RequestInfo
 from llmtap._settings import CHUNK_GAP_BUCKETS, Settings
@@ -35,16 +39,12 @@ from llmtap._settings import CHUNK_GAP_BUCKETS, Settings
 if TYPE_CHECKING:
     import weakref
 
-    from opentelemetry.metrics import MeterProvider
-    from opentelemetry.trace import TracerProvider
-    from opentelemetry.util.http import ExcludeList
-    from prometheus_client import CollectorRegistry
-
     from llmtap._core.cost import Pricer
+    from llmtap._exporters._base import Sink
     from llmtap._exporters.prometheus import PrometheusExporter
     from llmtap._exporters.tracing import TracingExporter
 
-__all__ = ["Attempt", "Tap", "activate", "active"]
+__all__ = ["Attempt", "Tap"]
 
 _FAILED = object()
 _NO_USAGE = Usage()
@@ -52,61 +52,45 @@ _NO_USAGE = Usage()
 # one); read here directly so the request path does not import that package (about 1 MiB of modules).
 _SUPPRESS_KEYS = (_SUPPRESS_INSTRUMENTATION_KEY, "suppress_instrumentation")
 _RETRY_HEADER = "x-stainless-retry-count"
-
-_active: Tap | None = None
-
-
-def active() -> Tap | None:
-    """The tap :func:`llmtap.instrument` activated (the one the patched clients use), if any."""
-    return _active
-
-
-def activate(tap: Tap | None) -> None:
-    """Make ``tap`` the active one (``None``: none)."""
-    global _active
-    _active = tap
-
-
-def _wanted(instrument: Instrument, settings: Settings) -> bool:
-    """Whether the settings turn ``instrument`` on (its ``requires`` flag, its semconv version)."""
-    if instrument.requires and not getattr(settings, instrument.requires):
-        return False
-    if instrument.semconv_version == "legacy":
-        return settings.genai_semconv != "latest"
-    if instrument.semconv_version == "latest":
-        return settings.genai_semconv != "default"
-    return True
+_get_context = otel_context.get_current
+_perf_counter = time.perf_counter
+_time_ns = time.time_ns
+_current_attributes = _attributes.current
 
 
 class Attempt:
-    """One attempt in flight: the pure observer, the logical call it belongs to, and each sink's state."""
+    """One attempt in flight: the pure observer, the logical call it belongs to, its span and each sink's state."""
 
-    __slots__ = ("call", "finalizer", "observer", "states")
+    __slots__ = ("call", "finalizer", "observer", "span", "states")
 
-    def __init__(self, observer: AttemptObserver, call: Call | None, states: tuple[object, ...]) -> None:
+    def __init__(self, observer: AttemptObserver, call: Call | None, span: object, states: tuple[object, ...]) -> None:
         self.observer = observer
         self.call = call
+        self.span = span
+        """The span exporter's state (its span); ``None`` without one or when starting it failed."""
         self.states = states
         self.finalizer: weakref.finalize[Any, Any] | None = None
         """Ends the attempt when the garbage collector finds its response unclosed (set by the shell)."""
 
 
 class Tap:
-    """One configured llmtap: what to observe and where to export it.
+    """One configured llmtap: what to observe (``settings``) and where its records go (``sinks``, and
+    ``spans``, the span exporter, whose span is current while the request is sent).
 
-    Created by :func:`llmtap.instrument`; also usable directly with :func:`llmtap.wrap_transport`.
+    Made by :func:`llmtap.instrument` (with the exporters the settings turn on); also usable directly with
+    :func:`llmtap.wrap_transport`, with the sinks of your choice.
+
+    .. versionchanged:: Unreleased
+        The exporters are built outside the tap: ``Tap(settings, sinks, spans=...)`` replaces
+        ``Tap(settings, registry=, tracer_provider=, meter_provider=, sinks=)``.
     """
 
     def __init__(
-        self,
-        settings: Settings | None = None,
-        *,
-        registry: CollectorRegistry | None = None,
-        tracer_provider: TracerProvider | None = None,
-        meter_provider: MeterProvider | None = None,
-        sinks: list[Sink] | None = None,
+        self, settings: Settings | None = None, sinks: Sequence[Sink] = (), *, spans: TracingExporter | None = None
     ) -> None:
         self.settings = settings = settings or Settings()
+        self.sinks: tuple[Sink, ...] = tuple(sinks)
+        self.spans = spans
         self.metrics_address: tuple[str, int] | None = None
         """``(address, port)`` of the ``/metrics`` server :func:`llmtap.instrument` started for this tap
         (``Settings.metrics_port``; port 0 picks a free one), ``None`` when it serves none."""
@@ -118,13 +102,8 @@ class Tap:
             max_event_bytes=settings.max_event_bytes,
             max_json_bytes=settings.max_json_bytes,
         )
-        # the OTel httpx instrumentation's exclusion settings, honoured when set (only then: str(url) costs)
-        excluded_env = os.environ.get("OTEL_PYTHON_HTTPX_EXCLUDED_URLS") or os.environ.get("OTEL_PYTHON_EXCLUDED_URLS")
-        self._excluded: ExcludeList | None = None
-        if excluded_env:
-            from opentelemetry.util.http import get_excluded_urls
-
-            self._excluded = get_excluded_urls("HTTPX")
+        # checked only when set: str(url) costs
+        self._excluded = re.compile("|".join(settings.excluded_urls)) if settings.excluded_urls else None
         self._bounds = RecordBounds(settings, PROVIDERS)
         self._baggage_keys = settings.baggage_attributes
         self._no_labels = ("",) * len(settings.attribute_labels)
@@ -133,73 +112,46 @@ class Tap:
             from llmtap._core.cost import Pricer
 
             self._pricer = Pricer(settings.prices)  # ImportError naming the extra when there is no price table
-        # instruments whose Settings flag is off are never created
-        off = tuple(i.name for i in INSTRUMENTS if not _wanted(i, settings))
-        exclude = (*settings.exclude_metrics, *off)
-        self.prometheus: PrometheusExporter | None = None
-        self._tracing: TracingExporter | None = None
-        built: list[Sink] = []
-        self._tracing_index = -1
-        try:
-            if settings.metrics:
-                from llmtap._exporters.prometheus import PrometheusExporter
-
-                self.prometheus = PrometheusExporter(
-                    registry,
-                    settings.metric_prefix_namespace,
-                    exclude=exclude,
-                    created_series=settings.prometheus_created_series,
-                    attribute_labels=settings.attribute_labels,
-                )
-                built.append(self.prometheus)
-            if settings.traces:
-                from llmtap._exporters.tracing import TracingExporter
-
-                self._tracing_index = len(built)
-                self._tracing = TracingExporter(tracer_provider)
-                built.append(self._tracing)
-            if settings.otel_metrics:
-                from llmtap._exporters.otel_metrics import OtelMetricsExporter
-
-                built.append(
-                    OtelMetricsExporter(
-                        meter_provider,
-                        namespace=settings.metric_prefix_namespace,
-                        exclude=exclude,
-                        chunk_gaps=settings.otel_chunk_gaps,
-                        attribute_labels=settings.attribute_labels,
-                    )
-                )
-        except BaseException:
-            for sink in built:  # all or nothing: no metric stays registered, no callback bound
-                sink.close()
-            raise
-        self.sinks: tuple[Sink, ...] = tuple(built + list(sinks or ()))
-        self._exemplars = settings.exemplars and self._tracing is not None
+        # the span's context goes on the record for the sinks' exemplars: none without a span or a sink
+        self._exemplars = settings.exemplars and spans is not None and bool(self.sinks)
         _handoff.start()
 
-    # -- request path ----------------------------------------------------------------------------
+    @property
+    def prometheus(self) -> PrometheusExporter | None:
+        """The Prometheus exporter among the sinks (its ``registry`` is what ``/metrics`` serves), if any."""
+        module = sys.modules.get("llmtap._exporters.prometheus")  # not imported: there is none
+        if module is None:
+            return None
+        return next((sink for sink in self.sinks if isinstance(sink, module.PrometheusExporter)), None)
 
-    def begin(self, request: Any) -> Attempt | None:
-        """Start observing ``request`` if it is LLM API traffic; ``None`` means pass through."""
+    # -- request path (llmtap's hooks only) ------------------------------------------------------
+
+    def _begin(self, request: Any) -> Attempt | None:
+        """Start observing ``request`` if it is LLM API traffic; ``None`` means pass through. The early
+        exits come first: not an LLM API, instrumentation suppressed, an excluded URL."""
         _handoff.tend()  # attempts the garbage collector found dropped end here at the latest
         url = request.url
         port = url.port
         if port is None:
             port = 443 if url.scheme == "https" else 80
         path = url.path
-        endpoint = self._matcher.lookup(url.host, port, path)
-        if endpoint is None or otel_context.get_value(_SUPPRESS_KEYS[0]) or otel_context.get_value(_SUPPRESS_KEYS[1]):
+        host = url.host
+        endpoint = self._matcher.lookup(host, port, path)
+        if endpoint is None:
             return None
-        if self._excluded is not None and self._excluded.url_disabled(str(url)):
+        context = _get_context()
+        if context.get(_SUPPRESS_KEYS[0]) or context.get(_SUPPRESS_KEYS[1]):
+            return None
+        if self._excluded is not None and self._excluded.search(str(url)):
             return None
         call = CURRENT_CALL.get()
         if not endpoint.observed:
             if call is None or call.sdk is None:
-                self._unobserved.note(url.scheme, url.host, port, path, endpoint.provider)
+                self._unobserved.note(url.scheme, host, port, path, endpoint.provider)
                 return None
             # sent from inside an official SDK's call: an LLM request whatever the host
             endpoint = sdk_endpoint(endpoint, call.sdk)
+        provider = endpoint.provider
         info = call.info if call is not None else None
         if info is None:
             try:
@@ -207,20 +159,21 @@ class Tap:
             except Exception:  # a streaming request body that was not read: nothing to learn
                 body = b""
             info = info_from_content(body) if body else UNKNOWN
-        provider = endpoint.provider
         if info.model is None:
             path_model = provider.model_from_path(path)
             if path_model is not None:
                 stream = info.stream if info.stream is not None else provider.stream_from_path(path)
                 info = RequestInfo(path_model, stream, info.max_tokens)
-        started_at = time.perf_counter()
+        started_at = _perf_counter()
         if call is not None:
             # the SDK's own count of this call's attempts; its retry header says the same
             reason = call.attempt_started(started_at)
             resend = call.attempts - 1
+            call_id: str | None = call.call_id
         else:
             reason = None
             resend = 0
+            call_id = None
             header = request.headers.get(_RETRY_HEADER)
             if header is not None:
                 try:
@@ -229,22 +182,38 @@ class Tap:
                     resend = 0
                 if resend > 0:
                     reason = "unknown"
+        bounds = self._bounds
+        model = info.model
+        address, server_port = bounds.server(host, port)
+        values = _current_attributes()
+        if values or self._baggage_keys:
+            pairs, labels = self._attributes(values)
+        else:
+            pairs, labels = (), self._no_labels
         start = AttemptStart(
             endpoint.provider_name,
             provider.operation,
-            self._bounds.model_label(info.model),
-            *self._bounds.server(url.host, port),
+            bounds.request_model(model) if model else "",
+            address,
+            server_port,
             path,
             request.method,
             info.stream,
             info.max_tokens,
             resend,
             reason,
-            None if call is None else call.call_id,
-            *self._attributes(),
+            call_id,
+            pairs,
+            labels,
             started_at,
-            time.time_ns(),
+            _time_ns(),
         )
+        span: object = None
+        if self.spans is not None:
+            try:
+                span = self.spans.start(start)
+            except Exception as exc:
+                internal_error("sink", "llmtap: the %s exporter failed: %r", self.spans.name, exc)
         states: list[object] = []
         for sink in self.sinks:
             try:
@@ -252,11 +221,11 @@ class Tap:
             except Exception as exc:
                 states.append(_FAILED)
                 internal_error("sink", "llmtap: the %s exporter failed: %r", sink.name, exc)
-        return Attempt(AttemptObserver(start, provider, self._config), call, tuple(states))
+        return Attempt(AttemptObserver(start, provider, self._config), call, span, tuple(states))
 
-    def _attributes(self) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
-        """The app's attributes (span attributes) and the bounded attribute labels, for one attempt."""
-        values = _attributes.current()
+    def _attributes(self, values: Mapping[str, str]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+        """The app's attributes (``values``, and the baggage keys asked for: span attributes) and the
+        bounded attribute labels, for one attempt."""
         if self._baggage_keys:
             from_baggage = {}
             for key in self._baggage_keys:
@@ -270,16 +239,16 @@ class Tap:
         pairs = tuple((key, sanitize(value)) for key, value in values.items())
         return pairs, self._bounds.attribute_labels(values)
 
-    def enter(self, attempt: Attempt) -> object | None:
+    def _enter(self, attempt: Attempt) -> object | None:
         """Make the attempt's span current while the request is sent (so HTTP spans nest under it);
         returns the token to detach, if any."""
-        if self._tracing is None:
+        span = attempt.span
+        if span is None or self.spans is None:
             return None
-        span = attempt.states[self._tracing_index]
-        return None if span is _FAILED else self._tracing.attach(span)
+        return self.spans.attach(span)
 
-    def end(self, attempt: Attempt, ending: Ending, now: float, exc: BaseException | None = None) -> None:
-        """End ``attempt`` (the first call only): its record goes to every sink, then to its call."""
+    def _end(self, attempt: Attempt, ending: Ending, now: float, exc: BaseException | None = None) -> None:
+        """End ``attempt`` (the first call only): its record goes to the span and every sink, then to its call."""
         record = attempt.observer.end(ending, now, exc)
         if record is None:
             return
@@ -292,6 +261,12 @@ class Tap:
                 record = self._derive(attempt, record)
         except Exception as exc:
             internal_error("other", "llmtap: internal error bounding labels or pricing: %r", exc)
+        span = attempt.span
+        if span is not None and self.spans is not None:
+            try:
+                self.spans.end(record, span)
+            except Exception as exc:
+                internal_error("sink", "llmtap: the %s exporter failed: %r", self.spans.name, exc)
         for sink, state in zip(self.sinks, attempt.states, strict=True):
             if state is _FAILED:
                 continue
@@ -301,7 +276,7 @@ class Tap:
                 internal_error("sink", "llmtap: the %s exporter failed: %r", sink.name, exc)
         call = attempt.call
         if call is None:
-            self.call_ended(call_record("", 1, record.started_at, record))
+            self._call_ended(call_record("", 1, record.started_at, record))
             return
         try:
             ended = call.attempt_ended(record)
@@ -309,7 +284,7 @@ class Tap:
             internal_error("call", "llmtap: internal error ending a call: %r", exc)
             return
         if ended is not None:
-            self.call_ended(ended)
+            self._call_ended(ended)
 
     def _derive(self, attempt: Attempt, record: AttemptRecord) -> AttemptRecord:
         """What the record gains from the settings: its cost (``Settings.cost``) and its sampled span
@@ -318,34 +293,35 @@ class Tap:
         if self._pricer is not None and record.usage != _NO_USAGE:
             model = record.response_model or record.request_model
             changes["cost"] = self._pricer.price(record.provider, model, record.usage)
-        if self._exemplars:
-            span = attempt.states[self._tracing_index]
-            if span is not _FAILED:
-                context = span.get_span_context()  # type: ignore[attr-defined]
-                if context.trace_flags.sampled:
-                    changes["span_context"] = context
+        if self._exemplars and attempt.span is not None:
+            context = attempt.span.get_span_context()  # type: ignore[attr-defined]
+            if context.trace_flags.sampled:
+                changes["span_context"] = context
         return record._replace(**changes) if changes else record
 
     # -- logical calls (the SDK hook) ------------------------------------------------------------
 
-    def new_call(self, options: Any, sdk: str | None = None) -> Call:
+    def _new_call(self, options: Any, sdk: str | None = None) -> Call:
         """A logical call for the SDK request described by ``options`` (its ``FinalRequestOptions``);
         ``sdk`` is the provider name of the SDK that sends it (its requests are observed on any host)."""
         return Call(info_from_options(options), sdk)
 
-    def call_ended(self, record: CallRecord) -> None:
-        """A logical call ended: its record goes to every sink."""
-        for sink in self.sinks:
+    def _call_ended(self, record: CallRecord) -> None:
+        """A logical call ended: its record goes to the span exporter and every sink."""
+        spans = self.spans
+        for sink in self.sinks if spans is None else (spans, *self.sinks):
             try:
                 sink.call_end(record)
             except Exception as exc:
                 internal_error("sink", "llmtap: the %s exporter failed: %r", sink.name, exc)
 
     def close(self) -> None:
-        """Close every sink (the Prometheus metrics are unregistered, the OTel callbacks let go), after
-        ending what the garbage collector handed off. Each sink is closed even if another fails."""
+        """Close the span exporter and every sink (the Prometheus metrics are unregistered, the OTel
+        callbacks let go), after ending what the garbage collector handed off. Each is closed even if
+        another fails."""
         _handoff.drain()
-        for sink in self.sinks:
+        spans = self.spans
+        for sink in self.sinks if spans is None else (spans, *self.sinks):
             close = getattr(sink, "close", None)  # sinks written before close() joined the protocol
             if close is None:
                 continue

@@ -1,5 +1,111 @@
-"""Exporters (sinks): fed finished attempt and call records, knowing nothing of providers."""
+"""Exporters (sinks): fed finished attempt and call records, knowing nothing of providers.
 
+:func:`build` is the one place the settings become exporters; :class:`~llmtap.Tap` only receives them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, NamedTuple
+
+from llmtap._core.metrics import INSTRUMENTS, Instrument
 from llmtap._exporters._base import Sink
 
-__all__ = ["Sink"]
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+    from prometheus_client import CollectorRegistry
+
+    from llmtap._exporters.prometheus import PrometheusExporter
+    from llmtap._exporters.tracing import TracingExporter
+    from llmtap._settings import Settings
+
+__all__ = ["Exporters", "Sink", "build"]
+
+
+class Exporters(NamedTuple):
+    """What :func:`build` made: the metric sinks, and the span exporter in its own role (its span is made
+    current while the request is sent, and lends exemplars their trace id)."""
+
+    sinks: tuple[Sink, ...]
+    spans: TracingExporter | None
+    prometheus: PrometheusExporter | None
+    """Also in ``sinks``; named for the ``/metrics`` server, which serves its registry."""
+
+    def close(self) -> None:
+        """Close every exporter, each even if another fails (the first error propagates afterwards)."""
+        error: BaseException | None = None
+        for sink in (*self.sinks, *(() if self.spans is None else (self.spans,))):
+            try:
+                sink.close()
+            except Exception as exc:
+                error = error or exc
+        if error is not None:
+            raise error
+
+
+def _wanted(instrument: Instrument, settings: Settings) -> bool:
+    """Whether the settings turn ``instrument`` on (its ``requires`` flag, its semconv version)."""
+    if instrument.requires and not getattr(settings, instrument.requires):
+        return False
+    if instrument.semconv_version == "legacy":
+        return settings.genai_semconv != "latest"
+    if instrument.semconv_version == "latest":
+        return settings.genai_semconv != "default"
+    return True
+
+
+def build(
+    settings: Settings,
+    *,
+    registry: CollectorRegistry | None = None,
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
+) -> Exporters:
+    """The exporters ``settings`` turn on, all or nothing: when one cannot be built (its metric names are
+    taken in ``registry`` ...), those built before it are closed (no metric stays registered, no callback
+    bound) and the error propagates. Each exporter module is imported only when its exporter is on.
+
+    Args:
+        registry: for the Prometheus metrics (default: prometheus-client's global ``REGISTRY``).
+        tracer_provider: for the attempt spans (default: the global tracer provider).
+        meter_provider: for the OpenTelemetry metrics (default: the global meter provider).
+    """
+    # instruments whose Settings flag is off are never created
+    exclude = (*settings.exclude_metrics, *(i.name for i in INSTRUMENTS if not _wanted(i, settings)))
+    sinks: list[Sink] = []
+    prometheus: PrometheusExporter | None = None
+    spans: TracingExporter | None = None
+    try:
+        if settings.metrics:
+            from llmtap._exporters.prometheus import PrometheusExporter
+
+            prometheus = PrometheusExporter(
+                registry,
+                settings.metric_prefix_namespace,
+                exclude=exclude,
+                created_series=settings.prometheus_created_series,
+                attribute_labels=settings.attribute_labels,
+            )
+            sinks.append(prometheus)
+        if settings.otel_metrics:
+            from llmtap._exporters.otel_metrics import OtelMetricsExporter
+
+            sinks.append(
+                OtelMetricsExporter(
+                    meter_provider,
+                    namespace=settings.metric_prefix_namespace,
+                    exclude=exclude,
+                    chunk_gaps=settings.otel_chunk_gaps,
+                    attribute_labels=settings.attribute_labels,
+                )
+            )
+        if settings.traces:
+            from llmtap._exporters.tracing import TracingExporter
+
+            spans = TracingExporter(tracer_provider, detail=settings.span_detail)
+    except BaseException:
+        with contextlib.suppress(Exception):  # the error that stopped the build is the one to see
+            Exporters(tuple(sinks), spans, prometheus).close()
+        raise
+    return Exporters(tuple(sinks), spans, prometheus)

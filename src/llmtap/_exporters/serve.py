@@ -28,8 +28,6 @@ from llmtap._log import logger
 
 __all__ = ["MetricsServer", "check_port", "multiprocess_dir"]
 
-_serving: dict[int, tuple[str, int]] = {}  # id(server) -> address, for the servers running in this process
-
 
 def multiprocess_dir(environ: Mapping[str, str] = os.environ) -> str | None:
     """prometheus-client's multiprocess directory, when that mode is on in this process (in ``environ``)."""
@@ -209,7 +207,6 @@ class MetricsServer:
         )
         thread.start()
         made = cls(server, thread, claim)
-        _serving[id(made)] = made.address
         logger.info("llmtap: serving /metrics on http://%s/metrics", _where(*made.address))
         return made
 
@@ -218,7 +215,6 @@ class MetricsServer:
         server, self._server = self._server, None
         if server is None:
             return
-        _serving.pop(id(self), None)
         if os.getpid() != self._pid:
             server.server_close()  # a forked child: the serving thread lives in the parent only
         else:
@@ -228,20 +224,15 @@ class MetricsServer:
         if self._claim is not None:
             self._claim.release()  # after the socket is closed: a sibling that takes it can bind
 
-
-def _after_fork_in_child() -> None:
-    """A forked worker whose parent serves /metrics from its own memory: this process's metrics are
-    not in it. Say so once (gunicorn under ``llmtap run`` without multiprocess mode)."""
-    if _serving and multiprocess_dir() is None:
-        addr, port = next(iter(_serving.values()))
+    def forked(self) -> None:
+        """Called in a forked child of the process serving: a parent that serves from its own memory cannot
+        see this process's metrics; say so once (gunicorn under ``llmtap run`` without multiprocess mode)."""
+        if self._server is None or multiprocess_dir() is not None:
+            return
         logger.warning(
             "llmtap: process %d was forked from the process serving /metrics on %s:%d, which cannot see its "
             "metrics; set PROMETHEUS_MULTIPROC_DIR (prometheus-client multiprocess mode) before starting a "
             "multi-worker server",
             os.getpid(),
-            addr,
-            port,
+            *self.address,
         )
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -5,6 +5,10 @@ arrive), as a child of the current context: the Anthropic SDK's own call span wh
 Retries of one logical call carry the same ``llmtap.call.id`` and link to the previous attempt (the
 exporter remembers each open call's last span context itself, until the call ends).
 No prompt or completion content and no request headers are ever recorded.
+
+The OpenTelemetry SDK checks and copies every attribute of every span, so a span carries what says what
+happened to this attempt (the GenAI semantic conventions, its outcome, its ids); the values that repeat a
+metric (timings, stream statistics, retry-after, parse errors) only with ``Settings.span_detail``.
 """
 
 from __future__ import annotations
@@ -22,11 +26,13 @@ __all__ = ["TracingExporter"]
 
 
 class TracingExporter:
-    """Creates attempt spans with the tracer of ``tracer_provider`` (default: the global one)."""
+    """Creates attempt spans with the tracer of ``tracer_provider`` (default: the global one); ``detail``
+    adds the attributes that repeat a metric (``Settings.span_detail``)."""
 
     name = "tracing"
 
-    def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
+    def __init__(self, tracer_provider: TracerProvider | None = None, *, detail: bool = False) -> None:
+        self._detail = detail
         self._tracer = trace.get_tracer(
             "llmtap",
             __version__,
@@ -107,23 +113,10 @@ class TracingExporter:
             attrs["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
         if record.streamed and record.first_chunk_at is not None:
             attrs["gen_ai.response.time_to_first_chunk"] = record.first_chunk_at - record.started_at
-        if record.first_token_at is not None:
-            attrs["llmtap.time_to_first_token"] = record.first_token_at - record.started_at
-        if record.headers_at is not None:
-            attrs["llmtap.time_to_headers"] = record.headers_at - record.started_at
         if record.request_id:
             attrs["llmtap.request_id"] = record.request_id
-        if record.retry_after is not None:
-            attrs["llmtap.retry_after"] = record.retry_after
-        if record.server_time is not None:
-            attrs["llmtap.server.processing_time"] = record.server_time
-        if record.streamed:
-            attrs["llmtap.stream.chunks"] = record.chunks
-            attrs["llmtap.stream.max_gap"] = record.max_gap
-            if record.stalls:
-                attrs["llmtap.stream.stalls"] = record.stalls
-        if record.parse_errors:
-            attrs["llmtap.parse_errors"] = record.parse_errors
+        if self._detail:
+            _add_detail(attrs, record)
         if record.error_type:
             attrs["error.type"] = record.error_type
         span.set_attributes(attrs)
@@ -136,3 +129,22 @@ class TracingExporter:
 
     def close(self) -> None:
         self._last_span.clear()
+
+
+def _add_detail(attrs: dict[str, Any], record: AttemptRecord) -> None:
+    """The attributes that repeat a metric (``Settings.span_detail``)."""
+    if record.first_token_at is not None:
+        attrs["llmtap.time_to_first_token"] = record.first_token_at - record.started_at
+    if record.headers_at is not None:
+        attrs["llmtap.time_to_headers"] = record.headers_at - record.started_at
+    if record.retry_after is not None:
+        attrs["llmtap.retry_after"] = record.retry_after
+    if record.server_time is not None:
+        attrs["llmtap.server.processing_time"] = record.server_time
+    if record.streamed:
+        attrs["llmtap.stream.chunks"] = record.chunks
+        attrs["llmtap.stream.max_gap"] = record.max_gap
+        if record.stalls:
+            attrs["llmtap.stream.stalls"] = record.stalls
+    if record.parse_errors:
+        attrs["llmtap.parse_errors"] = record.parse_errors

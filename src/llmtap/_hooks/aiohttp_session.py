@@ -1,7 +1,7 @@
 """aiohttp: ``aiohttp.ClientSession`` requests observed with the same observer and bookkeeping.
 
 google-genai's async client sends through aiohttp whenever aiohttp is installed, and so do other LLM
-clients. ``_patch.py`` wraps ``ClientSession._request`` with :func:`request_wrapper` when (and only
+clients. ``httpx_transport.py`` wraps ``ClientSession._request`` with :func:`request_wrapper` when (and only
 when) the application imports aiohttp; ``uninstrument()`` restores it.
 
 **Where the hook sits, and why.** Three seams were weighed:
@@ -52,8 +52,8 @@ from aiohttp import ClientResponseError, StreamReader
 from multidict import CIMultiDict
 from yarl import URL
 
+from llmtap import _installation
 from llmtap._core import stream as _stream
-from llmtap._core import tap as _tap
 from llmtap._core.observer import Ending
 from llmtap._core.stream import _after_the_end, _begin, _clock, _closed, _end, _internal_error, _Sending, watch_drop
 from llmtap._core.tap import Attempt, Tap
@@ -111,10 +111,10 @@ def _url(session: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> URL 
 
 def request_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     """The wrapper of ``aiohttp.ClientSession._request`` (a coroutine function)."""
-    tap = _tap._active
-    if tap is None:
+    installation = _installation.current
+    if installation is None:
         return wrapped(*args, **kwargs)
-    return _observed(tap, instance, args, kwargs, functools.partial(wrapped, *args, **kwargs))
+    return _observed(installation.tap, instance, args, kwargs, functools.partial(wrapped, *args, **kwargs))
 
 
 async def _observed(

@@ -7,11 +7,11 @@ sees every attempt exactly once. It is a private method: the patch checks it exi
 warning naming the version when it does not. Users who prefer no patching wrap their transport
 with :func:`wrap_transport` instead.
 
-**aiohttp.** ``aiohttp.ClientSession._request`` is wrapped by ``_aiohttp.py`` (where and why is
+**aiohttp.** ``aiohttp.ClientSession._request`` is wrapped by ``aiohttp_session.py`` (where and why is
 written there), patched like the others only when the application imports aiohttp.
 
 **Logical calls.** The SDKs retry inside one method of their client (:data:`SDK_HOOKS`); a guarded
-wrapper around it opens a :class:`~llmtap._core.calls.Call` so retries are linked (see ``_calls.py``), and
+wrapper around it opens a :class:`~llmtap._core.calls.Call` so retries are linked (see ``_core/calls.py``), and
 its requests are LLM requests on any host (the call carries the SDK's provider name,
 :data:`SDK_PROVIDERS`).
 """
@@ -24,13 +24,13 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from llmtap._core import tap as _tap
+from llmtap import _installation
 from llmtap._core.calls import CURRENT_CALL, Call
 from llmtap._core.stream import observe_async, observe_sync, shells_for
 from llmtap._core.tap import Tap
 from llmtap._log import internal_error, logger
 
-__all__ = ["patch", "unpatch", "wrap_transport"]
+__all__ = ["Patches", "wrap_transport"]
 
 HTTP_MODULES = ("httpx", "httpx2")
 _STAINLESS = (("SyncAPIClient", "request", False), ("AsyncAPIClient", "request", True))
@@ -53,12 +53,12 @@ SDK_PROVIDERS: dict[str, str] = {
     "cohere.core.http_client": "cohere",
 }
 """SDK module -> the provider name of its requests on a host no rule covers (``gen_ai.provider.name``)."""
-AIOHTTP_MODULE = "aiohttp"  # observed by ``_aiohttp.py``, below any httpx client sending through it
+AIOHTTP_MODULE = "aiohttp"  # observed by ``aiohttp_session.py``, below any httpx client sending through it
 
-_patched: list[tuple[Any, str, Any]] = []
-_wanted: dict[str, Any] = {}  # module name -> how to patch it, while instrumented (empty: not patched)
-_registered: set[str] = set()  # module names with llmtap's post-import hook (registered once per process)
-_patching_now = False  # True while patch() runs: a hook failing then is raised, not only logged
+_hooked: set[str] = set()
+"""Module names given llmtap's post-import hook. wrapt cannot take a hook back, so each is registered once
+per process, and the hook asks the installation in effect (if any) what to do: a fact of the process,
+not lifecycle state."""
 
 
 # -- the httpx / httpx2 client patch --------------------------------------------------------------
@@ -70,9 +70,10 @@ def _send_wrapper(module: ModuleType, is_async: bool) -> Any:
     observe = observe_async if is_async else observe_sync
 
     def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        tap = _tap._active
-        if tap is None:
+        installation = _installation.current
+        if installation is None:
             return wrapped(*args, **kwargs)
+        tap = installation.tap
         request = args[0] if args else kwargs["request"]
         return observe(tap, request, functools.partial(wrapped, *args, **kwargs), shell)
 
@@ -84,7 +85,7 @@ def _send_wrapper(module: ModuleType, is_async: bool) -> Any:
 
 def _open_call(tap: Tap, sdk: str, args: Any, kwargs: Any) -> Call | None:
     try:
-        return tap.new_call(args[1] if len(args) > 1 else kwargs.get("options"), sdk)
+        return tap._new_call(args[1] if len(args) > 1 else kwargs.get("options"), sdk)
     except Exception as exc:
         internal_error("sdk_hook", "llmtap: could not open a logical call: %r", exc)
         return None
@@ -94,24 +95,30 @@ def _close_call(tap: Tap, call: Call) -> None:
     try:
         record = call.request_returned()
         if record is not None:
-            tap.call_ended(record)
+            tap._call_ended(record)
     except Exception as exc:
         internal_error("sdk_hook", "llmtap: could not close a logical call: %r", exc)
 
 
-def _sdk_sync_request(sdk: str, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    tap = _tap._active
-    if tap is None or CURRENT_CALL.get() is not None:
-        return wrapped(*args, **kwargs)
-    call = _open_call(tap, sdk, args, kwargs)
-    if call is None:
-        return wrapped(*args, **kwargs)
-    token = CURRENT_CALL.set(call)
-    try:
-        return wrapped(*args, **kwargs)
-    finally:
-        CURRENT_CALL.reset(token)
-        _close_call(tap, call)
+def _sdk_sync_hook(sdk: str) -> Any:
+    """The wrapper of a sync SDK request method of the SDK ``sdk`` (a closure: one call less than a partial)."""
+
+    def _sdk_sync_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        installation = _installation.current
+        if installation is None or CURRENT_CALL.get() is not None:
+            return wrapped(*args, **kwargs)
+        tap = installation.tap
+        call = _open_call(tap, sdk, args, kwargs)
+        if call is None:
+            return wrapped(*args, **kwargs)
+        token = CURRENT_CALL.set(call)
+        try:
+            return wrapped(*args, **kwargs)
+        finally:
+            CURRENT_CALL.reset(token)
+            _close_call(tap, call)
+
+    return _sdk_sync_request
 
 
 async def _sdk_async_call(tap: Tap, sdk: str, wrapped: Any, args: Any, kwargs: Any) -> Any:
@@ -128,11 +135,16 @@ async def _sdk_async_call(tap: Tap, sdk: str, wrapped: Any, args: Any, kwargs: A
         _close_call(tap, call)
 
 
-def _sdk_async_request(sdk: str, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    tap = _tap._active
-    if tap is None:
-        return wrapped(*args, **kwargs)
-    return _sdk_async_call(tap, sdk, wrapped, args, kwargs)
+def _sdk_async_hook(sdk: str) -> Any:
+    """The wrapper of an async SDK request method of the SDK ``sdk``."""
+
+    def _sdk_async_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        installation = _installation.current
+        if installation is None:
+            return wrapped(*args, **kwargs)
+        return _sdk_async_call(installation.tap, sdk, wrapped, args, kwargs)
+
+    return _sdk_async_request
 
 
 # -- patch / unpatch ---------------------------------------------------------------------------------
@@ -145,7 +157,7 @@ def _installed(name: str) -> bool:
         return False
 
 
-def _wrap(owner: Any, attribute: str, wrapper: Any, label: str) -> None:
+def _wrap(owner: Any, attribute: str, wrapper: Any, label: str, applied: list[tuple[Any, str, Any]]) -> None:
     from wrapt import FunctionWrapper
 
     original = owner.__dict__.get(attribute)
@@ -153,86 +165,108 @@ def _wrap(owner: Any, attribute: str, wrapper: Any, label: str) -> None:
         logger.warning("llmtap: %s has no %s; this version is not instrumented", label, attribute)
         return
     setattr(owner, attribute, FunctionWrapper(original, wrapper))
-    _patched.append((owner, attribute, original))
+    applied.append((owner, attribute, original))
 
 
-def _patch_http(module: ModuleType) -> None:
+def _patch_http(module: ModuleType, applied: list[tuple[Any, str, Any]]) -> None:
     name = module.__name__
-    _wrap(module.Client, "_send_single_request", _send_wrapper(module, False), f"{name}.Client")
-    _wrap(module.AsyncClient, "_send_single_request", _send_wrapper(module, True), f"{name}.AsyncClient")
+    _wrap(module.Client, "_send_single_request", _send_wrapper(module, False), f"{name}.Client", applied)
+    _wrap(module.AsyncClient, "_send_single_request", _send_wrapper(module, True), f"{name}.AsyncClient", applied)
 
 
-def _patch_sdk(module: ModuleType) -> None:
+def _patch_sdk(module: ModuleType, applied: list[tuple[Any, str, Any]]) -> None:
     sdk = SDK_PROVIDERS.get(module.__name__) or module.__name__.split(".")[0]  # a test keeps the two in step
     for cls_name, method, is_async in SDK_HOOKS[module.__name__]:
         owner = getattr(module, cls_name, None)
         if owner is not None:
-            wrapper = _sdk_async_request if is_async else _sdk_sync_request
-            _wrap(owner, method, functools.partial(wrapper, sdk), f"{module.__name__}.{cls_name}")
+            wrapper = (_sdk_async_hook if is_async else _sdk_sync_hook)(sdk)
+            _wrap(owner, method, wrapper, f"{module.__name__}.{cls_name}", applied)
 
 
-def _patch_aiohttp(module: ModuleType) -> None:
+def _patch_aiohttp(module: ModuleType, applied: list[tuple[Any, str, Any]]) -> None:
     from llmtap._hooks.aiohttp_session import request_wrapper
 
-    _wrap(module.ClientSession, "_request", request_wrapper, f"{module.__name__}.ClientSession")
+    _wrap(module.ClientSession, "_request", request_wrapper, f"{module.__name__}.ClientSession", applied)
 
 
 def _imported(module: ModuleType) -> None:
-    """wrapt's post-import hook, registered once per module name for the process: patches the module
-    if llmtap is instrumented (and wants it) now, else does nothing."""
-    hook = _wanted.get(module.__name__)
-    if hook is None:
-        return  # not instrumented (any more), or not wanted (sdk_calls=False)
-    try:
-        hook(module)
-    except Exception as exc:  # a module of another version we cannot patch is not ours to break
-        if _patching_now:
-            raise  # inside instrument(): it undoes everything and says why (all or nothing)
-        logger.warning("llmtap: could not instrument %s: %r", module.__name__, exc)
+    """wrapt's post-import hook (once per module name for the process): the installation in effect, if
+    any, patches the module it wants."""
+    installation = _installation.current
+    if installation is not None and installation.patches is not None:
+        installation.patches.imported(module)
 
 
-def patch(sdk_calls: bool = True) -> list[str]:
-    """Patch every installed HTTP client module (and SDK, when ``sdk_calls``): those already imported
-    now, the others when the application imports them (so llmtap imports no SDK the application does
-    not use). Returns the installed module names that are or will be patched."""
-    from wrapt import register_post_import_hook
+class Patches:
+    """The HTTP client modules (and SDKs, when ``sdk_calls``) one installation patches: those imported
+    already by :meth:`apply`, the others when the application imports them (so llmtap imports no SDK the
+    application does not use), until :meth:`restore`."""
 
-    global _patching_now
-    if _wanted:
-        return []
-    targets = [(name, _patch_http) for name in HTTP_MODULES]
-    targets.append((AIOHTTP_MODULE, _patch_aiohttp))
-    if sdk_calls:
-        targets += [(name, _patch_sdk) for name in SDK_MODULES]
-    done: list[str] = []
-    _patching_now = True  # modules already imported are patched now; their failure raises
-    try:
-        for name, hook in targets:
-            if not _installed(name.split(".")[0]):
-                continue
-            done.append(name.split(".")[0])
-            _wanted[name] = hook
-            if name not in _registered:
-                _registered.add(name)
-                register_post_import_hook(_imported, name)  # runs now if already imported
-            elif name in sys.modules:
-                _imported(sys.modules[name])
-    finally:
-        _patching_now = False
-    return done
+    def __init__(self, sdk_calls: bool = True) -> None:
+        targets = [(name, _patch_http) for name in HTTP_MODULES]
+        targets.append((AIOHTTP_MODULE, _patch_aiohttp))
+        if sdk_calls:
+            targets += [(name, _patch_sdk) for name in SDK_MODULES]
+        self._wanted = {name: hook for name, hook in targets if _installed(name.split(".")[0])}
+        """module name -> how to patch it (installed modules only)"""
+        self._done: set[str] = set()
+        self._applied: list[tuple[Any, str, Any]] = []
+        self._restored = False
 
+    @property
+    def packages(self) -> list[str]:
+        """The installed packages that are or will be patched."""
+        return list(dict.fromkeys(name.split(".")[0] for name in self._wanted))
 
-def unpatch() -> None:
-    """Restore every patched method (in reverse order); modules imported later stay unpatched."""
-    _wanted.clear()
-    while _patched:
-        owner, attribute, original = _patched.pop()
-        current = owner.__dict__.get(attribute)
-        if getattr(current, "__wrapped__", None) is original:
-            setattr(owner, attribute, original)
-        else:
-            # someone wrapped on top of us: leave their wrapper, make ours a pass-through
-            logger.warning("llmtap: %s.%s was re-wrapped by another library; ours stays inert", owner, attribute)
+    def apply(self) -> None:
+        """Patch the wanted modules imported already (a failure raises: the caller undoes everything) and
+        hook the others' import (patched then by the installation in effect, a failure logged)."""
+        from wrapt import register_post_import_hook
+
+        for name in self._wanted:
+            if name not in _hooked:
+                _hooked.add(name)
+                register_post_import_hook(_imported, name)  # runs now if imported: no installation yet
+            self._patch(sys.modules.get(name), strict=True)
+
+    def imported(self, module: ModuleType) -> None:
+        """``module`` was imported (or was imported while this installation was being made): patch it if
+        wanted and not patched yet; a module of another version we cannot patch is not ours to break."""
+        self._patch(module, strict=False)
+
+    def _patch(self, module: ModuleType | None, strict: bool) -> None:
+        if module is None or self._restored:
+            return
+        name = module.__name__
+        hook = self._wanted.get(name)
+        if hook is None or name in self._done:
+            return
+        self._done.add(name)
+        try:
+            hook(module, self._applied)
+        except Exception as exc:
+            if strict:
+                raise  # inside instrument(): it undoes everything and says why (all or nothing)
+            logger.warning("llmtap: could not instrument %s: %r", name, exc)
+
+    def catch_up(self) -> None:
+        """Patch the wanted modules another thread imported while the installation was being made (their
+        post-import hook found none in effect)."""
+        for name in self._wanted:
+            self._patch(sys.modules.get(name), strict=False)
+
+    def restore(self) -> None:
+        """Restore every patched method (in reverse order); modules imported later stay unpatched."""
+        self._restored = True
+        applied = self._applied
+        while applied:
+            owner, attribute, original = applied.pop()
+            current = owner.__dict__.get(attribute)
+            if getattr(current, "__wrapped__", None) is original:
+                setattr(owner, attribute, original)
+            else:
+                # someone wrapped on top of us: leave their wrapper, make ours a pass-through
+                logger.warning("llmtap: %s.%s was re-wrapped by another library; ours stays inert", owner, attribute)
 
 
 # -- the explicit transport ------------------------------------------------------------------------
@@ -246,7 +280,7 @@ class _SyncTransport:
         self._tap = tap
 
     def handle_request(self, request: Any) -> Any:
-        tap = self._tap or _tap._active
+        tap = self._tap or _installation.active()
         if tap is None:
             return self._transport.handle_request(request)
         return observe_sync(tap, request, functools.partial(self._transport.handle_request, request), self._shell)
@@ -263,7 +297,7 @@ class _AsyncTransport:
         self._tap = tap
 
     async def handle_async_request(self, request: Any) -> Any:
-        tap = self._tap or _tap._active
+        tap = self._tap or _installation.active()
         send = functools.partial(self._transport.handle_async_request, request)
         if tap is None:
             return await send()
