@@ -31,12 +31,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sdk import ChildSimulator, own_code_filters  # benchmarks/sdk.py: the simulator in a child process
 
 if TYPE_CHECKING:
-    from anthropic.types import MessageParam
     from prometheus_client import CollectorRegistry
+
+    from llmtap._drive import Sdk
 
 STREAMS_PER_CLIENT = 200
 CONNECTIONS_PER_SIMULATOR = 2500
-MESSAGES: list[MessageParam] = [{"role": "user", "content": "Say hello."}]
+PROMPT = "Say hello."
 
 # The child simulator: a larger listen backlog (10k clients connect at once; the default 128 would make the
 # kernel drop SYNs and the clients retry after 1 s, 3 s, ...) and every file descriptor the hard limit allows.
@@ -179,26 +180,26 @@ def _llmtap_bytes() -> tuple[int, list[str]]:
     return sum(stat.size for stat in stats), sorted({stat.traceback[0].filename for stat in stats})
 
 
-async def _open_streams(clients: Sequence[Any], count: int, tokens: int, traced: int) -> tuple[float, int, list[str]]:
-    """Open ``count`` streams, read each to its first content delta and hold them all open, then read them all
-    to the end. tracemalloc runs only while the last ``traced`` streams open (it slows every allocation of the
-    process several-fold). Returns the in-flight gauge while all were open and the bytes that allocations
-    in llmtap's code made during the traced openings still hold then."""
+async def _open_streams(clients: Sequence[Sdk], count: int, tokens: int, traced: int) -> tuple[float, int, list[str]]:
+    """Open ``count`` streams, read each to its first content delta and hold them all open (the driver's
+    ``hold``), then read them all to the end. tracemalloc runs only while the last ``traced`` streams open
+    (it slows every allocation of the process several-fold). Returns the in-flight gauge while all were open
+    and the bytes that allocations in llmtap's code made during the traced openings still hold then."""
+    from llmtap._drive import arun
+
     opened = 0
     target = 0
     reached = asyncio.Event()
     release = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
 
-    async def one(client: Any) -> None:
+    async def one(sdk: Sdk) -> None:
         nonlocal opened
-        stream = await client.messages.create(
-            model="claude-scale", max_tokens=64, messages=MESSAGES, stream=True, extra_headers=_scenario(tokens)
-        )
+        result = await arun(sdk, "hold", "claude-scale", headers=_scenario(tokens), early=1)
+        if result.error is not None:
+            raise result.error
+        stream, events = result.value
         async with stream:
-            events = stream.__aiter__()
-            while (await events.__anext__()).type != "content_block_delta":
-                pass
             opened += 1
             if opened >= target:
                 reached.set()
@@ -279,6 +280,8 @@ def run(streams: int, threads: int, calls_per_thread: int, tokens: int = 20, *, 
     import anthropic
     import httpx2
 
+    from llmtap._drive import Action, Config, adapter, run
+
     global _IN_FLIGHT
     raise_fd_limit()
     report = Report(streams, threads, calls_per_thread)
@@ -293,16 +296,14 @@ def run(streams: int, threads: int, calls_per_thread: int, tokens: int = 20, *, 
         async def main() -> tuple[float, int, list[str]]:
             # httpcore's pool scans all its connections for every request (quadratic in connections per
             # client), so the streams are spread over clients of STREAMS_PER_CLIENT connections each.
+            def http() -> dict[str, Any]:  # one pool per client
+                return {"http_client": anthropic.DefaultAsyncHttpxClient(limits=limits, timeout=300, verify=False)}
+
             clients = [
-                anthropic.AsyncAnthropic(
-                    base_url=group.base_urls[i % sims],
-                    api_key="scale",
-                    max_retries=0,
-                    timeout=300,
-                    http_client=anthropic.DefaultAsyncHttpxClient(limits=limits, timeout=300, verify=False),
-                )
+                adapter("anthropic", Config(group.base_urls[i % sims], "async", api_key="scale", timeout=300,
+                                            options=http()))
                 for i in range(-(-streams // STREAMS_PER_CLIENT))
-            ]
+            ]  # fmt: skip
             try:
                 return await _open_streams(clients, streams, tokens, traced)
             finally:
@@ -315,36 +316,18 @@ def run(streams: int, threads: int, calls_per_thread: int, tokens: int = 20, *, 
 
         # 2. many threads sharing one sync client: streams and non-streaming calls, alternately
         started = time.perf_counter()
-        client = anthropic.Anthropic(
-            base_url=group.base_urls[0],
-            api_key="scale",
-            max_retries=0,
-            timeout=60,
-            http_client=anthropic.DefaultHttpxClient(
-                limits=httpx2.Limits(max_connections=threads, max_keepalive_connections=threads)
-            ),
-        )
+        limits = httpx2.Limits(max_connections=threads, max_keepalive_connections=threads)
+        http = {"http_client": anthropic.DefaultHttpxClient(limits=limits)}
+        client = adapter("anthropic", Config(group.base_urls[0], api_key="scale", timeout=60, options=http))
         errors: list[BaseException] = []
 
         def worker(index: int) -> None:
-            try:
-                for call in range(calls_per_thread):
-                    if (index + call) % 2:
-                        with client.messages.create(
-                            model="claude-scale",
-                            max_tokens=64,
-                            messages=MESSAGES,
-                            stream=True,
-                            extra_headers=_scenario(tokens),
-                        ) as stream:
-                            for _event in stream:
-                                pass
-                    else:
-                        client.messages.create(
-                            model="claude-scale", max_tokens=64, messages=MESSAGES, extra_headers=_scenario(tokens)
-                        )
-            except BaseException as exc:
-                errors.append(exc)
+            for call in range(calls_per_thread):
+                action: Action = "stream" if (index + call) % 2 else "create"
+                error = run(client, action, "claude-scale", headers=_scenario(tokens), prompt=PROMPT).error
+                if error is not None:
+                    errors.append(error)
+                    return
 
         pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
         for t in pool:

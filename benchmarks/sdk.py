@@ -427,14 +427,16 @@ def calibrate(plan: Plan, min_time: float) -> dict[str, int]:
 
 def own_code_filters() -> list[tracemalloc.Filter]:
     """tracemalloc filters for allocations made by llmtap's own code: files under the imported package's
-    directory, its simulator excluded. By directory, not by a name pattern: ``*/llmtap/*`` also matches
-    a virtualenv inside a clone whose folder is named ``llmtap`` (the default), and the SDKs' bytes."""
+    directory, its simulator and SDK driver (tools, not the observing library) excluded. By directory, not
+    by a name pattern: ``*/llmtap/*`` also matches a virtualenv inside a clone whose folder is named
+    ``llmtap`` (the default), and the SDKs' bytes."""
     import llmtap
 
     package = os.path.dirname(os.path.abspath(llmtap.__file__))
     return [
         tracemalloc.Filter(True, os.path.join(glob.escape(package), "*")),
         tracemalloc.Filter(False, os.path.join(glob.escape(package), "simulator", "*")),
+        tracemalloc.Filter(False, os.path.join(glob.escape(package), "_drive", "*")),
     ]
 
 

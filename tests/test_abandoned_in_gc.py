@@ -21,7 +21,6 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import anthropic
 import httpx2
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -31,14 +30,15 @@ import llmtap
 from llmtap import Outcome
 from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
 from llmtap._core.tap import Tap
+from llmtap._drive import Config, Sdk, adapter, run
 from llmtap._exporters import build
 from llmtap.simulator import Scenario, Simulator
 from tests._gcwatch import InsideGc
 
 STALL = float(os.environ.get("LLMTAP_GC_STALL", "60"))
-REQUEST: dict[str, Any] = {"model": "claude-gc", "max_tokens": 64, "messages": [{"role": "user", "content": "x"}]}
-# the server pauses after 3 deltas: the app leaves before the stream can have ended
-SCENARIO = Scenario(tokens=20, stall_at=3, stall=2.0)
+# held after 3 deltas until the client has gone (2 s at most): the stream cannot end before it is
+# abandoned, and the simulator is done with it once the client's connections are closed
+SCENARIO = Scenario(tokens=20, stall_at=3, stall=2.0, stall_until_closed=True)
 
 
 class LockedSink:
@@ -70,31 +70,19 @@ class LockedSink:
         pass
 
 
-def _abandon_unread(client: anthropic.Anthropic) -> weakref.ref[Any]:
-    """The app asks for a stream and drops it unread, in a cycle: only the cyclic collector finds it
-    (nothing closes the response, so only llmtap's finaliser can end the attempt)."""
-    stream = client.messages.create(**REQUEST, stream=True, extra_headers=SCENARIO.headers())
-    holder: list[Any] = [stream]
+def _abandon(client: Sdk, early: int) -> weakref.ref[Any]:
+    """The app asks for a stream, reads ``early`` content pieces of it and drops it (and its iterator) in a
+    reference cycle: only the cyclic collector finds it."""
+    result = run(client, "hold", "claude-gc", headers=SCENARIO.headers(), early=early)
+    assert result.error is None, repr(result.error)
+    holder: list[Any] = list(result.value)
     holder.append(holder)
-    return weakref.ref(stream)
+    return weakref.ref(holder[0])
 
 
-def _abandon_partly_read(client: anthropic.Anthropic) -> weakref.ref[Any]:
-    """The app reads two events and drops the stream and its iterator in a cycle: the collector also
-    finalises the SDK's generator, whose ``finally`` closes the response (so llmtap's ``close()``)."""
-    stream = client.messages.create(**REQUEST, stream=True, extra_headers=SCENARIO.headers())
-    events = iter(stream)
-    next(events)
-    next(events)
-    holder: list[Any] = [stream, events]
-    holder.append(holder)
-    return weakref.ref(stream)
-
-
-SHAPES: dict[str, Callable[[anthropic.Anthropic], weakref.ref[Any]]] = {
-    "unread": _abandon_unread,
-    "partly_read": _abandon_partly_read,
-}
+#: unread: nothing closes the response, so only llmtap's finaliser can end the attempt; partly read: the
+#: collector also finalises the SDK's generator, whose ``finally`` closes the response (so llmtap's close())
+SHAPES: dict[str, int] = {"unread": 0, "partly_read": 1}
 # locks on the ending path a collecting thread may hold (None: it holds none). tests/test_handoff.py
 # holds each of llmtap's and its libraries' locks with a raw httpx response; these are the SDK's
 # shapes (the partly-read one is closed by the SDK generator's ``finally``) and an app's sink lock.
@@ -155,13 +143,13 @@ def test_abandoned_stream_is_ended_outside_the_collector(
     exporters = build(settings, registry=registry, tracer_provider=TracerProvider())
     tap = Tap(settings, (*exporters.sinks, sink), spans=exporters.spans)
     http = httpx2.Client(transport=llmtap.wrap_transport(httpx2.HTTPTransport(), tap))
-    client = anthropic.Anthropic(api_key="k", base_url=sim.base_url, max_retries=0, http_client=http)
+    client = adapter("anthropic", Config(sim.base_url, api_key="k", options={"http_client": http}))
     getter = LOCKS[lock_name]
     lock = None if getter is None else getter(tap, sink)
     try:
         gc.disable()  # no automatic collection between the abandonment and ours
         try:
-            stream = SHAPES[shape](client)
+            stream = _abandon(client, SHAPES[shape])
             # positive control: the stream is garbage that only the cyclic collector can find
             assert stream() is not None
             assert sink.records == []
@@ -191,4 +179,5 @@ def test_abandoned_stream_is_ended_outside_the_collector(
         assert len(sink.calls) == 1
     finally:
         client.close()
+        http.close()  # the connections of an unread stream: the simulator stops holding it
         tap.close()

@@ -1,6 +1,6 @@
 """Raw ``aiohttp.ClientSession`` requests against the simulator: every ending, every read style, once.
 
-google-genai's default async client (aiohttp) is driven through every outcome in ``test_gemini.py``;
+google-genai's default async client (aiohttp) is driven through every outcome in ``test_sdk_cases.py``;
 here the session is the app's own, so each ending can be produced exactly: EOF, an in-band error, a
 dropped connection, ``release()`` / ``close()`` / leaving ``async with`` early, cancellation, the
 garbage collector, ``raise_for_status``, and aiohttp's own decompression.

@@ -1,25 +1,27 @@
 """Claude through the ``anthropic`` package's cloud clients, for real: ``AnthropicBedrock`` (AWS
 event-stream framing, SigV4 with fake credentials) and ``AnthropicVertex`` (SSE, a fixed access
-token), sync and async, against the simulator speaking both wire formats, through every outcome class
-the first-party client is tested with (``test_anthropic_sdk.py``, whose driver is reused).
+token), sync and async, against the simulator speaking both wire formats: usage, TTFT and error types as each
+cloud sends them. Every outcome class, for these clients too, is in ``test_sdk_cases.py``; both drive
+the SDK through ``llmtap._drive``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import anthropic
-import httpx2
 import pytest
 
-from llmtap import Outcome
+from llmtap import Outcome, _drive
+from llmtap._drive import Action, Mode, Result, Sdk
+from llmtap._drive._sdks import Anthropic
 from llmtap._providers.anthropic import AnthropicMessages
 from llmtap.simulator import Scenario, Served, Simulator
 from llmtap.testing import Capture
-from tests.test_anthropic_sdk import MODES, SCENARIOS, drive
+
+MODES = ["sync", "async"]
 
 MODEL = "claude-test"  # names Claude, as Bedrock model ids do (`anthropic.claude-…`)
 
@@ -35,29 +37,15 @@ def _aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def bedrock(sim: Simulator, mode: str, **kwargs: Any) -> Any:
-    kwargs.setdefault("max_retries", 2)
-    cls = anthropic.AnthropicBedrock if mode == "sync" else anthropic.AsyncAnthropicBedrock
-    return cls(base_url=sim.base_url, aws_region="us-east-1", **kwargs)
+CLIENTS = ("bedrock", "vertex")
 
 
-def vertex(sim: Simulator, mode: str, **kwargs: Any) -> Any:
-    kwargs.setdefault("max_retries", 2)
-    cls = anthropic.AnthropicVertex if mode == "sync" else anthropic.AsyncAnthropicVertex
-    return cls(
-        base_url=sim.base_url + "/v1", region="us-east5", project_id="proj-1", access_token="ya29.secret", **kwargs
-    )
-
-
-# client -> (factory, gen_ai.provider.name, the overloaded status it retries, the in-band error type)
-CLIENTS: dict[str, tuple[Any, str, int, str]] = {
-    "bedrock": (bedrock, "aws.bedrock", 503, "serviceUnavailableException"),
-    "vertex": (vertex, "gcp.vertex_ai", 529, "overloaded_error"),
-}
-
-
-ERROR_TYPES = {429: "ThrottlingException", 500: "InternalServerException", 503: "ServiceUnavailableException"}
-VERTEX_ERROR_TYPES = {429: "RESOURCE_EXHAUSTED", 500: "api_error", 529: "overloaded_error"}
+def drive(
+    sim: Simulator, mode: Mode, action: Action, scenario: Scenario, client: str | type[Sdk], **config: Any
+) -> Result:
+    """One call of a cloud client of the ``anthropic`` package (2 retries unless ``config`` says otherwise)."""
+    config.setdefault("max_retries", 2)
+    return _drive.drive(client, sim.base_url, action, mode=mode, model=MODEL, headers=scenario.headers(), **config)
 
 
 def served_since(sim: Simulator, since: float, api: str, count: int) -> list[Served]:
@@ -71,91 +59,14 @@ def served_since(sim: Simulator, since: float, api: str, count: int) -> list[Ser
         time.sleep(0.01)
 
 
-def _cases() -> list[Any]:
-    cases = []
-    for client in CLIENTS:
-        overloaded = CLIENTS[client][2]
-        for name, action, scenario, expected, error in SCENARIOS:
-            if name == "retried":
-                scenario = dataclasses.replace(scenario, fail_status=overloaded)
-            cases.append(pytest.param(client, action, scenario, expected, error, id=f"{client}-{name}"))
-        throttled = Scenario(tokens=3, fail=1, fail_status=429, retry_after=0.01)
-        expected = [Outcome.REJECTED, Outcome.COMPLETED]
-        cases.append(pytest.param(client, "full", throttled, expected, None, id=f"{client}-throttled"))
-    return cases
-
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(("client", "action", "scenario", "expected", "error"), _cases())
-def test_outcome(
-    sim: Simulator,
-    cap: Capture,
-    mode: str,
-    client: str,
-    action: str,
-    scenario: Scenario,
-    expected: list[Outcome],
-    error: type[BaseException] | None,
-) -> None:
-    factory, provider, _, in_band = CLIENTS[client]
-    since = time.perf_counter()
-    run = drive(sim, mode, action, scenario, factory=factory)
-    if error is None:
-        assert run.error is None, repr(run.error)
-    elif error is Exception:  # a dropped connection mid-stream surfaces as the transport's error
-        assert isinstance(run.error, anthropic.APIConnectionError | httpx2.TransportError), repr(run.error)
-    else:
-        assert isinstance(run.error, error), repr(run.error)
-    cap.wait(len(expected), calls=1)
-    served = served_since(sim, since, client, len(expected))
-    assert [r.outcome for r in cap.records] == expected
-    assert len(cap.calls) == 1 and cap.calls[0].attempts == len(expected)
-    assert cap.calls[0].outcome is expected[-1]
-    for record, seen in zip(cap.records, served, strict=True):
-        assert record.provider == provider
-        assert record.request_model == MODEL == seen.model
-        assert record.status_code == seen.status
-        assert record.resend_count == seen.retry_count
-        assert record.parse_errors == 0
-        if record.outcome is Outcome.SERVER_ERROR and seen.status == 200:
-            assert record.error_type == in_band  # the in-band error, read from its own framing
-        if seen.status >= 400:
-            # Bedrock names the error in x-amzn-errortype; Vertex in the body (Claude's or Google's), which
-            # the SDK reads only when it gives up (a retried attempt is closed unread: the status stands in)
-            if client == "bedrock":
-                assert record.error_type == ERROR_TYPES[seen.status]
-            elif record is cap.records[-1]:
-                assert record.error_type == VERTEX_ERROR_TYPES[seen.status]
-            else:
-                assert record.error_type == str(seen.status)
-        if record.outcome is Outcome.COMPLETED:  # tokens and stop reason exactly as the server sent them
-            assert record.usage.output_tokens == seen.output_tokens
-            assert record.usage.input_tokens == seen.input_tokens + seen.cache_read + seen.cache_write
-            assert record.stop_reason == seen.stop_reason
-            assert (record.first_token_at is not None) == record.streamed  # TTFT for every completed stream
-    assert cap.sample("llmtap_attempts_total") == len(expected)
-    for outcome in set(expected):
-        streams = expected.count(outcome) if action != "create" else 0
-        assert cap.sample("llmtap_streams_total", outcome=outcome.value) == streams
-    assert cap.sample("llmtap_streams_in_flight") == 0
-    assert cap.sample("llmtap_retries_total") == len(expected) - 1
-    spans = sorted(cap.spans(), key=lambda s: s.start_time or 0)
-    assert len(spans) == len(expected)
-    for span, outcome in zip(spans, expected, strict=True):
-        assert span.attributes is not None
-        assert span.attributes["gen_ai.provider.name"] == provider
-        assert span.attributes["llmtap.outcome"] == outcome.value
-        assert span.name == f"chat {MODEL}"
-
-
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("client", list(CLIENTS))
-def test_completed_stream_matches_server(sim: Simulator, cap: Capture, mode: str, client: str) -> None:
+def test_completed_stream_matches_server(sim: Simulator, cap: Capture, mode: Mode, client: str) -> None:
     scenario = Scenario(
         tokens=8, ttft=0.05, gap=0.01, input=120, cache_read=40, cache_write=7, stop_reason="max_tokens"
     )
     since = time.perf_counter()
-    run = drive(sim, mode, "full", scenario, factory=CLIENTS[client][0])
+    run = drive(sim, mode, "stream", scenario, client)
     assert run.error is None, repr(run.error)
     cap.wait(1, calls=1)
     (record,) = cap.records
@@ -191,9 +102,9 @@ def test_completed_stream_matches_server(sim: Simulator, cap: Capture, mode: str
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("client", list(CLIENTS))
-def test_non_streaming_matches_server(sim: Simulator, cap: Capture, mode: str, client: str) -> None:
+def test_non_streaming_matches_server(sim: Simulator, cap: Capture, mode: Mode, client: str) -> None:
     scenario = Scenario(tokens=5, input=30, cache_read=4, stop_reason="end_turn")
-    run = drive(sim, mode, "create", scenario, factory=CLIENTS[client][0])
+    run = drive(sim, mode, "create", scenario, client)
     assert run.error is None, repr(run.error)
     cap.wait(1, calls=1)
     (record,) = cap.records
@@ -204,29 +115,9 @@ def test_non_streaming_matches_server(sim: Simulator, cap: Capture, mode: str, c
     assert (record.server_time is not None) == (client == "bedrock")
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("client", list(CLIENTS))
-def test_timeout(sim: Simulator, cap: Capture, mode: str, client: str) -> None:
-    scenario = Scenario(tokens=4, stall_at=1, stall=1.0)
-    run = drive(sim, mode, "full", scenario, factory=CLIENTS[client][0], timeout=0.3, max_retries=0)
-    assert isinstance(run.error, anthropic.APITimeoutError | httpx2.TimeoutException), repr(run.error)
-    cap.wait(1, calls=1)
-    (record,) = cap.records
-    assert record.outcome is Outcome.TIMEOUT
-    assert cap.sample("llmtap_streams_total", outcome="timeout") == 1
-
-
-@pytest.mark.parametrize("client", list(CLIENTS))
-def test_cancelled(sim: Simulator, cap: Capture, client: str) -> None:
-    run = drive(sim, "async", "cancel", Scenario(tokens=40, gap=0.01), factory=CLIENTS[client][0])
-    assert run.extra.get("cancelled")
-    cap.wait(1, calls=1)
-    assert [r.outcome for r in cap.records] == [Outcome.CANCELLED]
-
-
 def test_no_secrets_in_telemetry(sim: Simulator, cap: Capture) -> None:
     for client in CLIENTS:
-        assert drive(sim, "sync", "full", Scenario(tokens=2), factory=CLIENTS[client][0]).error is None
+        assert drive(sim, "sync", "stream", Scenario(tokens=2), client).error is None
     cap.wait(2, calls=2)
     assert len(cap.spans()) == 2  # positive control: both calls were seen
     text = repr([s.attributes for s in cap.spans()]) + repr(cap.records)
@@ -304,12 +195,16 @@ def test_model_from_the_url_is_decoded_and_bounded() -> None:
     assert len(bedrock_provider.PROVIDER.model_from_path(f"/model/{long}/invoke") or "") == 256
 
 
-def _other(name: str, **auth: Any) -> Any:
-    def factory(sim: Simulator, mode: str, **kwargs: Any) -> Any:
-        cls = getattr(anthropic, name if mode == "sync" else "Async" + name)
-        return cls(base_url=sim.base_url, max_retries=2, **auth, **kwargs)
+def _other(name: str, **auth: Any) -> type[Sdk]:
+    """An adapter of another cloud client class of the ``anthropic`` package."""
 
-    return factory
+    class Other(Anthropic):
+        _class = name
+
+        def _auth(self) -> dict[str, Any]:
+            return {"base_url": self.config.base_url, **auth}
+
+    return Other
 
 
 OTHER_CLIENTS = {
@@ -324,10 +219,10 @@ OTHER_CLIENTS = {
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("client", list(OTHER_CLIENTS))
-def test_other_cloud_clients_speak_the_messages_api(sim: Simulator, cap: Capture, mode: str, client: str) -> None:
+def test_other_cloud_clients_speak_the_messages_api(sim: Simulator, cap: Capture, mode: Mode, client: str) -> None:
     """Their hosts are matched above; here their real clients, through the simulator's /v1/messages
     (a local base URL, so the provider name is the parser's), stream and retry as the first-party one."""
-    run = drive(sim, mode, "full", Scenario(tokens=3, fail=1, retry_after=0.01), factory=OTHER_CLIENTS[client])
+    run = drive(sim, mode, "stream", Scenario(tokens=3, fail=1, retry_after=0.01), OTHER_CLIENTS[client])
     assert run.error is None, repr(run.error)
     cap.wait(2, calls=1)
     assert [r.outcome for r in cap.records] == [Outcome.REJECTED, Outcome.COMPLETED]
@@ -336,12 +231,10 @@ def test_other_cloud_clients_speak_the_messages_api(sim: Simulator, cap: Capture
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("client", "expected"), [("vertex", "RESOURCE_EXHAUSTED"), ("bedrock", "ThrottlingException")])
-def test_quota_error_type(sim: Simulator, cap: Capture, mode: str, client: str, expected: str) -> None:
+def test_quota_error_type(sim: Simulator, cap: Capture, mode: Mode, client: str, expected: str) -> None:
     """A 429 the SDK gives up on: Vertex's comes from Google's front end (a google.rpc body), Bedrock's
     type is in x-amzn-errortype; both are the record's error.type, documented values both."""
-    run = drive(
-        sim, mode, "full", Scenario(tokens=2, fail=1, fail_status=429), factory=CLIENTS[client][0], max_retries=0
-    )
+    run = drive(sim, mode, "stream", Scenario(tokens=2, fail=1, fail_status=429), client, max_retries=0)
     assert isinstance(run.error, anthropic.RateLimitError), repr(run.error)
     cap.wait(1, calls=1)
     (record,) = cap.records

@@ -18,18 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import itertools
 from typing import Any
 
-import aiohttp
-import httpx
 import httpx2
 import pytest
 from google import genai
 from google.genai import errors, types
 
-from llmtap import Outcome
+from llmtap import Outcome, _drive
 from llmtap._core.record import FAILED
+from llmtap._drive import Action, fresh_model, served_for
 from llmtap.simulator import Scenario, Served, Simulator
 from llmtap.testing import Capture
 
@@ -37,107 +35,40 @@ SECRET = "AIzaSy-llmtap-test-secret-key-0123456789"
 MODES = ["sync", "async", "aiohttp"]
 # google-genai subclasses aiohttp.ClientSession, which aiohttp warns about
 pytestmark = pytest.mark.filterwarnings("ignore:Inheritance class AiohttpClientSession:DeprecationWarning")
-_serial = itertools.count()
-
-
-class TransportError(Exception):
-    """Stands for the transport error of the mode's client: httpx2's, or aiohttp's ``ClientError``."""
-
-
-def _raised_as(error: BaseException | None, expected: type[BaseException], mode: str) -> bool:
-    if expected is TransportError:
-        expected = aiohttp.ClientError if mode == "aiohttp" else httpx2.TransportError
-    return isinstance(error, expected)
 
 
 def _model() -> str:
     """A model name unique to one call: served records of earlier tests can never be mistaken for ours."""
-    return f"gemini-test-{next(_serial)}"
+    return fresh_model("gemini-test")
 
 
-def _options(
-    sim: Simulator, mode: str, scenario: Scenario, *, transport: str = "httpx2", **extra: Any
-) -> types.HttpOptions:
-    options: dict[str, Any] = {"base_url": sim.base_url, "headers": scenario.headers(), **extra}
-    if mode == "async" and transport == "httpx2":
+def _options(sim: Simulator, mode: str, scenario: Scenario) -> types.HttpOptions:
+    """The client options of ``mode`` (for the tests that make their own client)."""
+    options: dict[str, Any] = {"base_url": sim.base_url, "headers": scenario.headers()}
+    if mode == "async":
         options["async_client_args"] = {"transport": httpx2.AsyncHTTPTransport()}
-    elif transport == "httpx":  # the httpx (1.x) backend, sync and async
-        options["client_args"] = {"transport": httpx.HTTPTransport()}
-        options["async_client_args"] = {"transport": httpx.AsyncHTTPTransport()}
     return types.HttpOptions(**options)
 
 
 def drive(
-    sim: Simulator, mode: str, action: str, scenario: Scenario, model: str, **options: Any
-) -> tuple[list[str], BaseException | None]:
-    """One SDK call; returns the text pieces the app received and the exception it saw, if any."""
-    client = genai.Client(api_key=SECRET, http_options=_options(sim, mode, scenario, **options))
-    got: list[str] = []
-
-    def sync_body() -> None:
-        if action == "create":
-            got.append(client.models.generate_content(model=model, contents="hi").text or "")
-        elif action == "stream":
-            got.extend(chunk.text or "" for chunk in client.models.generate_content_stream(model=model, contents="hi"))
-        elif action in ("break", "close"):
-            stream = client.models.generate_content_stream(model=model, contents="hi")
-            for chunk in stream:
-                got.append(chunk.text or "")
-                if len(got) == 2:
-                    break
-            if action == "close":
-                stream.close()  # type: ignore[attr-defined]  # a generator, typed as an Iterator
-            del stream
-        else:
-            raise AssertionError(action)
-
-    async def async_body() -> None:
-        aio = client.aio
-        try:
-            if action == "create":
-                got.append((await aio.models.generate_content(model=model, contents="hi")).text or "")
-            elif action == "stream":
-                async for chunk in await aio.models.generate_content_stream(model=model, contents="hi"):
-                    got.append(chunk.text or "")
-            elif action in ("break", "close"):
-                stream = await aio.models.generate_content_stream(model=model, contents="hi")
-                async for chunk in stream:
-                    got.append(chunk.text or "")
-                    if len(got) == 2:
-                        break
-                if action == "close":
-                    # it closes only the SDK's outer generator; the response is still finalised
-                    # later, when the event loop shuts its async generators down
-                    await stream.aclose()  # type: ignore[attr-defined]  # an async generator
-            else:
-                raise AssertionError(action)
-        finally:
-            await aio.aclose()
-
-    try:
-        if mode == "sync":
-            sync_body()
-        else:
-            if mode == "aiohttp":
-                assert client._api_client._use_aiohttp()
-            asyncio.run(async_body())
-    except Exception as exc:
-        return got, exc
-    finally:
-        client.close()
-        gc.collect()
-    return got, None
+    sim: Simulator, mode: str, action: Action, scenario: Scenario, model: str, *, transport: str | None = None,
+    max_retries: int = 0, timeout: float | None = None, **options: Any,
+) -> tuple[list[str], BaseException | None]:  # fmt: skip
+    """One SDK call in ``mode`` (sync, async through httpx2, aiohttp); returns the text pieces the app
+    received and the exception it saw, if any."""
+    if mode == "aiohttp":
+        mode, transport = "async", None
+    elif mode == "async" and transport is None:
+        transport = "httpx2"
+    result = _drive.drive("gemini", sim.base_url, action, mode="async" if mode == "async" else "sync", model=model,
+                          api_key=SECRET, headers=scenario.headers(), transport=transport, max_retries=max_retries,
+                          timeout=timeout, options=options)  # fmt: skip
+    return result.pieces, result.error
 
 
 def _served(sim: Simulator, model: str, count: int) -> list[Served]:
     """This call's served records (a handler of an earlier test may still be logging its own)."""
-    total = count
-    while True:
-        snapshot = sim.wait_served(total)
-        mine = [s for s in snapshot if s.model == model]
-        if len(mine) >= count:
-            return mine
-        total = len(snapshot) + 1
+    return served_for(sim, model, count)
 
 
 def _check_common(cap: Capture, sim: Simulator, model: str, expected: list[Outcome]) -> list[Served]:
@@ -169,55 +100,12 @@ def _check_common(cap: Capture, sim: Simulator, model: str, expected: list[Outco
     return served
 
 
-CASES: list[tuple[str, str, Scenario, list[Outcome], type[BaseException] | None]] = [
-    # name, action, scenario, outcomes, exception the app sees
-    ("completed", "stream", Scenario(tokens=5), [Outcome.COMPLETED], None),
-    ("non_stream", "create", Scenario(tokens=5), [Outcome.COMPLETED], None),
-    ("gzip", "stream", Scenario(tokens=5, gzip=True), [Outcome.COMPLETED], None),
-    ("incomplete", "stream", Scenario(tokens=5, no_stop=True), [Outcome.INCOMPLETE], None),
-    ("error_chunk", "stream", Scenario(tokens=5, error_event_at=2), [Outcome.SERVER_ERROR], errors.ServerError),
-    ("error_status", "create", Scenario(tokens=5, error_event_at=2), [Outcome.REJECTED], errors.ServerError),
-    ("429", "stream", Scenario(fail=1, fail_status=429), [Outcome.REJECTED], errors.ClientError),
-    ("503", "create", Scenario(fail=1, fail_status=503), [Outcome.REJECTED], errors.ServerError),
-    ("dropped", "stream", Scenario(tokens=5, drop_at=2), [Outcome.CONNECTION_ERROR], TransportError),
-    # the app leaves the loop early and drops the generator: the SDK closes the response only when
-    # the generator is finalised, which llmtap reports as abandoned (not client_closed)
-    ("break", "break", Scenario(tokens=40, gap=0.002), [Outcome.ABANDONED], None),
-    ("dropped_unary", "create", Scenario(tokens=5, drop_at=2), [Outcome.CONNECTION_ERROR], TransportError),
-]
-
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(("name", "action", "scenario", "expected", "raises"), CASES, ids=[c[0] for c in CASES])
-def test_outcome(
-    sim: Simulator,
-    cap: Capture,
-    mode: str,
-    name: str,
-    action: str,
-    scenario: Scenario,
-    expected: list[Outcome],
-    raises: type[BaseException] | None,
-) -> None:
-    model = _model()
-    got, error = drive(sim, mode, action, scenario, model)
-    if raises is None:
-        assert error is None, repr(error)
-    else:
-        assert _raised_as(error, raises, mode), repr(error)
-    _check_common(cap, sim, model, expected)
-    if action in ("break", "close"):
-        assert got == ["tok0 ", "tok1 "]
-    elif raises is None:
-        assert "".join(got) == scenario.expected_text()
-
-
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(
     ("action", "stop_reason", "finish"), [("stream", "max_tokens", "MAX_TOKENS"), ("create", "refusal", "SAFETY")]
 )
 def test_tokens_first_token_and_stop_reason(
-    sim: Simulator, cap: Capture, mode: str, action: str, stop_reason: str, finish: str
+    sim: Simulator, cap: Capture, mode: str, action: Action, stop_reason: str, finish: str
 ) -> None:
     model = _model()
     scenario = Scenario(tokens=6, ttft=0.05, gap=0.005, input=300, cache_read=120, reasoning=9, stop_reason=stop_reason)
@@ -269,22 +157,13 @@ def test_retry_options_attempts_are_separate_calls(
     """google-genai retries only with ``retry_options``; its attempts are not linked into one call, and
     since it sends no ``x-stainless-retry-count``, the simulator's ``fail`` fails every attempt."""
     model = _model()
-    retry = types.HttpRetryOptions(attempts=3, initial_delay=0.001, max_delay=0.001, jitter=0)
     scenario = Scenario(fail=1, fail_status=status, retry_after=0.01)
-    _, error = drive(sim, mode, "stream", scenario, model, retry_options=retry)
+    _, error = drive(sim, mode, "stream", scenario, model, max_retries=2)
     assert isinstance(error, errors.APIError) and error.code == status
     _check_common(cap, sim, model, [Outcome.REJECTED] * 3)
     assert all(r.error_type == error_type for r in cap.records)
     assert all(r.retry_after == 0.01 for r in cap.records)
     assert cap.sample("llmtap_retries_total") == 0
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_timeout(sim: Simulator, cap: Capture, mode: str) -> None:
-    model = _model()
-    _, error = drive(sim, mode, "stream", Scenario(tokens=4, stall_at=1, stall=0.4), model, timeout=150)
-    assert isinstance(error, TimeoutError if mode == "aiohttp" else httpx2.TimeoutException), repr(error)
-    _check_common(cap, sim, model, [Outcome.TIMEOUT])
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -331,51 +210,6 @@ def test_async_default_aiohttp_and_httpx2_are_both_seen(sim: Simulator, cap: Cap
     assert len(_served(sim, model, 4)) == 4 and len(cap.records) == 4  # once each, never twice
     assert {r.provider for r in cap.records} == {"gcp.gemini"}
     assert cap.sample("llmtap_streams_in_flight") == 0
-
-
-def test_aiohttp_cancelled_while_streaming(sim: Simulator, cap: Capture) -> None:
-    """The task reading google-genai's aiohttp stream is cancelled after the first chunk: cancelled."""
-    model = _model()
-    scenario = Scenario(tokens=40, gap=0.01)
-
-    async def main() -> list[str]:
-        client = genai.Client(api_key=SECRET, http_options=_options(sim, "aiohttp", scenario))
-        got: list[str] = []
-        first = asyncio.Event()
-
-        async def read() -> None:
-            async for chunk in await client.aio.models.generate_content_stream(model=model, contents="hi"):
-                got.append(chunk.text or "")
-                first.set()
-
-        task = asyncio.create_task(read())
-        await first.wait()
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        await client.aio.aclose()
-        return got
-
-    got = asyncio.run(main())
-    assert 1 <= len(got) < 40
-    _check_common(cap, sim, model, [Outcome.CANCELLED])
-    (served,) = _served(sim, model, 1)
-    assert served.outcome_sent == "client_disconnected"
-
-
-@pytest.mark.parametrize(
-    ("mode", "expected"),
-    [("sync", Outcome.CLIENT_CLOSED), ("async", Outcome.ABANDONED), ("aiohttp", Outcome.ABANDONED)],
-)
-def test_app_closing_the_stream(sim: Simulator, cap: Capture, mode: str, expected: Outcome) -> None:
-    """``break``, then ``close()``: the sync SDK closes the response at once (its generators unwind),
-    which is ``client_closed`` as for every SDK; the async one's ``aclose()`` closes only its outer
-    generator and leaves the response to the event loop's finalisation: ``abandoned``. Dropping the
-    generator instead of closing it is ``abandoned`` in both (``test_outcome[break]``)."""
-    model = _model()
-    got, error = drive(sim, mode, "close", Scenario(tokens=40, gap=0.002), model)
-    assert error is None and got == ["tok0 ", "tok1 "]
-    _check_common(cap, sim, model, [expected])
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -40,6 +40,8 @@ from prometheus_client import CollectorRegistry
 import llmtap
 from llmtap import Outcome
 from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
+from llmtap._drive import HELD as DRIVER_HELD
+from llmtap._drive import Action, Config, Mode, Result, Sdk, adapter, arun, run
 from llmtap._instrumentor import LlmtapInstrumentor
 from llmtap._log import internal_errors
 from llmtap.simulator import Scenario, Simulator
@@ -58,7 +60,6 @@ STALL = float(os.environ.get("LLMTAP_SOAK_STALL", "60"))  # seconds without any 
 # objects the test's sink allocates under its lock per record (see Tally)
 SINK_WORK = int(os.environ.get("LLMTAP_SOAK_SINK_WORK", "2000"))
 GC_THRESHOLD = tuple(int(n) for n in os.environ.get("LLMTAP_SOAK_GC", "200,2,2").split(","))
-REQUEST: dict[str, Any] = {"max_tokens": 64, "messages": [{"role": "user", "content": "x"}]}
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ class Plan:
     kind: str
     scenario: Scenario
     outcomes: tuple[Outcome, ...]  # of its attempts, in order
+    action: Action = "stream"  # what the app does with the call (llmtap._drive.ACTIONS)
+    early: int = 2  # content pieces read before it leaves early (close, drop_read, hold)
     in_cycle: bool = False  # the app abandons the stream in a reference cycle (the server may finish it)
     modes: tuple[bool, ...] = (False, True)  # run in a thread (False), as an async task (True)
 
@@ -77,7 +80,7 @@ class Plan:
 
 
 C, E, A, R = Outcome.COMPLETED, Outcome.SERVER_ERROR, Outcome.ABANDONED, Outcome.REJECTED
-HELD = Scenario(stall_at=3, stall=600.0, stall_until_closed=True)  # 600 s: only a cap
+HELD = DRIVER_HELD.replace(stall=600.0)  # the driver's held stream; 600 s: only a cap
 PLANS: dict[str, tuple[Plan, float]] = {
     "completed": (Plan("completed", Scenario(tokens=6), (C,)), 0.30),
     "retry_529": (Plan("retry_529", Scenario(tokens=4, fail=1, fail_status=529, retry_after=0.001), (R, C)), 0.08),
@@ -87,28 +90,36 @@ PLANS: dict[str, tuple[Plan, float]] = {
     "no_stop": (Plan("no_stop", Scenario(tokens=6, no_stop=True), (Outcome.INCOMPLETE,)), 0.10),
     # the server holds the stream after 3 deltas until the app has left (HELD), so its end cannot have
     # arrived before, however late the app's thread or loop is scheduled
-    "close": (Plan("close", HELD.replace(tokens=20), (Outcome.CLIENT_CLOSED,)), 0.10),
+    "close": (Plan("close", HELD.replace(tokens=20), (Outcome.CLIENT_CLOSED,), "close"), 0.10),
+    # read into its first delta, then dropped: the SDK's generator is finalised and closes the response
     "drop_unread": (
-        Plan("drop_unread", HELD.replace(tokens=21), (Outcome.ABANDONED,), modes=(False,)),
+        Plan("drop_unread", HELD.replace(tokens=21), (Outcome.ABANDONED,), "drop_read", early=1, modes=(False,)),
         0.06,
     ),
     "cancel": (
-        Plan("cancel", HELD.replace(tokens=22), (Outcome.CANCELLED,), modes=(True,)),
+        Plan("cancel", HELD.replace(tokens=22), (Outcome.CANCELLED,), "cancel", modes=(True,)),
         0.06,
     ),
     "timeout": (Plan("timeout", Scenario(headers_delay=2.0), (Outcome.TIMEOUT,)), 0.03),
-    "nonstream": (Plan("nonstream", Scenario(tokens=6), (C,)), 0.03),
+    "nonstream": (Plan("nonstream", Scenario(tokens=6), (C,), "create"), 0.03),
     # abandoned in a reference cycle: only the cyclic collector finds them. Unread (the SDK's generator
     # never started): nothing closes the response, llmtap's finaliser must end the attempt (and the
     # leaked pooled connection is the app's; kept few). Partly read (async only: a sync one would have
     # the collector close the response through httpcore's pool lock, the same hazard outside llmtap).
-    "cycle_unread": (Plan("cycle_unread", Scenario(tokens=24), (A,), in_cycle=True), 0.02),
+    "cycle_unread": (Plan("cycle_unread", Scenario(tokens=24), (A,), "hold", early=0, in_cycle=True), 0.02),
     "retry_cycle": (
-        Plan("retry_cycle", Scenario(tokens=26, fail=1, fail_status=429, retry_after=0.001), (R, A), in_cycle=True),
+        Plan(
+            "retry_cycle",
+            Scenario(tokens=26, fail=1, fail_status=429, retry_after=0.001),
+            (R, A),
+            "hold",
+            early=0,
+            in_cycle=True,
+        ),
         0.01,
     ),
     "cycle_partly": (
-        Plan("cycle_partly", HELD.replace(tokens=25), (A,), in_cycle=True, modes=(True,)),
+        Plan("cycle_partly", HELD.replace(tokens=25), (A,), "hold", in_cycle=True, modes=(True,)),
         0.04,
     ),
 }
@@ -156,80 +167,30 @@ class Cycles:
 CYCLES = Cycles()
 
 
-def run_sync(clients: dict[str, anthropic.Anthropic], plan: Plan) -> None:
-    client: Any = clients["timeout" if plan.kind == "timeout" else "retrying"]
-    extra = {"extra_headers": plan.scenario.headers(), "model": f"soak-{plan.kind}"}  # the model names the kind
-    try:
-        if plan.kind == "nonstream":
-            client.messages.create(**REQUEST, **extra)
-            return
-        stream = client.messages.create(**REQUEST, stream=True, **extra)
-        if plan.kind == "close":
-            for n, _ in enumerate(stream):
-                if n == 2:
-                    break
-            stream.close()
-        elif plan.kind == "drop_unread":
-            iterator = iter(stream)
-            next(iterator)
-            next(iterator)
-            del iterator, stream  # the generator is finalised: the SDK closes the response in a finally
-        elif plan.in_cycle:
-            CYCLES.abandon(stream)
-            APP_SAW[(plan.kind, "abandoned")] += 1
-            return
-        else:
-            for _ in stream:
-                pass
+def _saw(plan: Plan, result: Result) -> None:
+    """What the app got: ok, a stream it abandoned in a cycle, or the error the SDK raised (its errors
+    for error events, drops and timeouts; anything else is raised: the app would not have caught it)."""
+    if result.error is not None:
+        if not isinstance(result.error, anthropic.APIError | httpx2.HTTPError):
+            raise result.error
+        APP_SAW[(plan.kind, type(result.error).__name__)] += 1
+    elif plan.action == "hold":
+        CYCLES.abandon(*result.value)  # the stream (and its iterator, when read) in a reference cycle
+        APP_SAW[(plan.kind, "abandoned")] += 1
+    else:
         APP_SAW[(plan.kind, "ok")] += 1
-    except (anthropic.APIError, httpx2.HTTPError) as exc:  # what the app sees of error events, drops, timeouts
-        APP_SAW[(plan.kind, type(exc).__name__)] += 1
 
 
-async def run_async(clients: dict[str, anthropic.AsyncAnthropic], plan: Plan) -> None:
-    client: Any = clients["timeout" if plan.kind == "timeout" else "retrying"]
-    extra = {"extra_headers": plan.scenario.headers(), "model": f"soak-{plan.kind}"}  # the model names the kind
-    try:
-        if plan.kind == "nonstream":
-            await client.messages.create(**REQUEST, **extra)
-            return
-        stream = await client.messages.create(**REQUEST, stream=True, **extra)
-        if plan.kind == "close":
-            n = 0
-            async for _ in stream:
-                n += 1
-                if n == 3:
-                    break
-            await stream.close()
-        elif plan.kind == "cancel":
-            started = asyncio.Event()
+def run_sync(clients: dict[str, Sdk], plan: Plan) -> None:
+    client = clients["timeout" if plan.kind == "timeout" else "retrying"]
+    # the model names the kind
+    _saw(plan, run(client, plan.action, f"soak-{plan.kind}", headers=plan.scenario.headers(), early=plan.early))
 
-            async def read() -> None:
-                async for _ in stream:
-                    started.set()
 
-            task = asyncio.create_task(read())
-            await started.wait()
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        elif plan.kind == "cycle_partly":
-            events = stream.__aiter__()
-            await events.__anext__()
-            await events.__anext__()
-            CYCLES.abandon(stream, events)
-            APP_SAW[(plan.kind, "abandoned")] += 1
-            return
-        elif plan.in_cycle:
-            CYCLES.abandon(stream)
-            APP_SAW[(plan.kind, "abandoned")] += 1
-            return
-        else:
-            async for _ in stream:
-                pass
-        APP_SAW[(plan.kind, "ok")] += 1
-    except (anthropic.APIError, httpx2.HTTPError) as exc:  # what the app sees of error events, drops, timeouts
-        APP_SAW[(plan.kind, type(exc).__name__)] += 1
+async def run_async(clients: dict[str, Sdk], plan: Plan) -> None:
+    client = clients["timeout" if plan.kind == "timeout" else "retrying"]
+    result = await arun(client, plan.action, f"soak-{plan.kind}", headers=plan.scenario.headers(), early=plan.early)
+    _saw(plan, result)
 
 
 # -- accounting ---------------------------------------------------------------------------------------
@@ -339,6 +300,14 @@ def _drain(registry: CollectorRegistry) -> None:
         pass
 
 
+def _clients(base_url: str, mode: Mode) -> dict[str, Sdk]:
+    """The app's anthropic clients: one retrying with patience, one with a short read timeout."""
+    return {
+        "retrying": adapter("anthropic", Config(base_url, mode, api_key="k", max_retries=3, timeout=PATIENT)),
+        "timeout": adapter("anthropic", Config(base_url, mode, api_key="k", max_retries=0, timeout=READ_TIMEOUT)),
+    }
+
+
 def soak(total: int, trace_memory: bool) -> SoakResult:
     work = plans(total)
     attempts = sum(p.attempts for p, _ in work)
@@ -368,10 +337,7 @@ def soak(total: int, trace_memory: bool) -> SoakResult:
             extra_sinks=[recording],
         )
         cleanup.callback(instrumentor.uninstrument)
-        sync_clients = {
-            "retrying": anthropic.Anthropic(api_key="k", base_url=sim.base_url, max_retries=3, timeout=PATIENT),
-            "timeout": anthropic.Anthropic(api_key="k", base_url=sim.base_url, max_retries=0, timeout=READ_TIMEOUT),
-        }
+        sync_clients = _clients(sim.base_url, "sync")
         for client in sync_clients.values():
             cleanup.callback(client.close)
         cleanup.enter_context(inside.installed())
@@ -394,14 +360,7 @@ def soak(total: int, trace_memory: bool) -> SoakResult:
                 finished()
 
         async def async_all(items: list[Plan]) -> None:
-            clients = {
-                "retrying": anthropic.AsyncAnthropic(
-                    api_key="k", base_url=sim.base_url, max_retries=3, timeout=PATIENT
-                ),
-                "timeout": anthropic.AsyncAnthropic(
-                    api_key="k", base_url=sim.base_url, max_retries=0, timeout=READ_TIMEOUT
-                ),
-            }
+            clients = _clients(sim.base_url, "async")
             gate = asyncio.Semaphore(16)
 
             async def one(plan: Plan) -> None:

@@ -34,22 +34,26 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 import llmtap
 from llmtap._core.record import FAILED
+from llmtap._drive import Action, Config, Mode, Sdk, adapter, arun, run
 from llmtap.simulator import Scenario, Simulator
 
 __all__ = ["DEMO_FOR", "MIXES", "MIX_HELP", "DemoError", "run_demo"]
 
 MODELS = ("claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-1")
-PARAMS: dict[str, Any] = {"max_tokens": 256, "messages": [{"role": "user", "content": "Tell me a story."}]}
+OPENAI_MODELS = ("gpt-4o-mini", "gpt-5")
+PROMPT = "Tell me a story."
 
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind of traffic: what the server does and what the app does with the stream."""
+    """One kind of traffic: what the server does and what the app does with the call (a driver action)."""
 
     name: str
     weight: float
-    action: str  # stream | create | break | abandon | cancel | timeout
+    action: Action
     scenario: Callable[[random.Random], Scenario]
+    #: the call goes through a client with a 1 s timeout and no retries
+    slow: bool = False
 
 
 def _normal(rng: random.Random) -> Scenario:
@@ -78,9 +82,9 @@ KINDS: tuple[Kind, ...] = (
     Kind("dropped", 2, "stream", _with(drop_at=4)),
     Kind("incomplete", 2, "stream", _with(no_stop=True)),
     Kind("stall", 2, "stream", _with(stall_at=3, stall=1.2)),
-    Kind("timeout", 1, "timeout", _with(stall_at=2, stall=3.0)),
-    Kind("client_closed", 4, "break", _with(tokens=80, gap=0.02)),
-    Kind("abandoned", 2, "abandon", _with(tokens=80, gap=0.02)),
+    Kind("timeout", 1, "stream", _with(stall_at=2, stall=3.0), slow=True),
+    Kind("client_closed", 4, "close", _with(tokens=80, gap=0.02)),
+    Kind("abandoned", 2, "drop_read", _with(tokens=80, gap=0.02)),
     Kind("cancelled", 2, "cancel", _with(tokens=80, gap=0.02)),
     Kind("low_headroom", 2, "stream", _with(ratelimit_remaining=25)),
 )
@@ -96,134 +100,56 @@ MIX_HELP: dict[str, str] = {
     "faults": "failures weighted up, so a short run shows every outcome and the alert conditions hold",
 }
 
+#: the workers: (SDK adapters with their share of the calls, models, async); the openai worker sends
+#: Chat Completions (with usage) and the Responses API
+_SYNC_ANTHROPIC = ({"anthropic": 1.0}, MODELS)
+_OPENAI = ({"openai-chat": 0.7, "openai-responses": 0.3}, OPENAI_MODELS)
+
 
 class DemoError(Exception):
     """The demo cannot start (a port is taken, Prometheus failed, a package is missing); the message says why."""
 
 
-def _pick(rng: random.Random, mix: str, allow: set[str]) -> Kind:
+def _pick(rng: random.Random, mix: str, is_async: bool) -> Kind:
+    """A kind of the mix the worker can do: async workers cancel, sync ones drop streams and time out."""
     weights = MIXES[mix]
-    kinds = [k for k in KINDS if k.action in allow]
+    kinds = [k for k in KINDS if (k.action != "drop_read" and not k.slow if is_async else k.action != "cancel")]
     return rng.choices(kinds, [weights.get(k.name, k.weight) for k in kinds])[0]
 
 
-def _sync_worker(base_url: str, mix: str, stop: threading.Event, seed: int, pace: float) -> None:
-    import anthropic
+def _clients(base_url: str, sdks: dict[str, float], mode: Mode) -> tuple[dict[str, Sdk], dict[str, Sdk]]:
+    """Per SDK: a client retrying twice, and one with a 1 s timeout and no retries (``slow`` kinds)."""
+    normal = {n: adapter(n, Config(base_url, mode, api_key="demo-key", max_retries=2)) for n in sdks}
+    slow = {n: adapter(n, Config(base_url, mode, api_key="demo-key", max_retries=0, timeout=1.0)) for n in sdks}
+    return normal, slow
 
+
+def _sync_worker(
+    base_url: str, mix: str, stop: threading.Event, seed: int, pace: float, sdks: dict[str, float],
+    models: tuple[str, ...],
+) -> None:  # fmt: skip
+    """Calls through the sync clients until ``stop``; the demo's app ignores its errors (llmtap counts them)."""
     rng = random.Random(seed)
-    client = anthropic.Anthropic(base_url=base_url, api_key="demo-key", max_retries=2)
-    slow = anthropic.Anthropic(base_url=base_url, api_key="demo-key", max_retries=0, timeout=1.0)
-    allow = {"stream", "create", "break", "abandon", "timeout"}
+    normal, slow = _clients(base_url, sdks, "sync")
+    names, shares = list(sdks), list(sdks.values())
     while not stop.is_set():
-        kind = _pick(rng, mix, allow)
-        headers = kind.scenario(rng).headers()
-        model = rng.choice(MODELS)
-        try:
-            if kind.action == "create":
-                client.messages.create(model=model, extra_headers=headers, **PARAMS)
-            elif kind.action == "timeout":
-                for _ in slow.messages.create(model=model, stream=True, extra_headers=headers, **PARAMS):
-                    pass
-            elif kind.action == "abandon":
-                stream = client.messages.create(model=model, stream=True, extra_headers=headers, **PARAMS)
-                next(iter(stream))
-                del stream
-                gc.collect()
-            else:
-                with client.messages.stream(model=model, extra_headers=headers, **PARAMS) as stream:
-                    for i, _ in enumerate(stream.text_stream):
-                        if kind.action == "break" and i == 5:
-                            break
-        except Exception:
-            pass  # the demo's app ignores its errors; llmtap counts them
+        kind = _pick(rng, mix, False)
+        sdk = (slow if kind.slow else normal)[rng.choices(names, shares)[0]]
+        run(sdk, kind.action, rng.choice(models), headers=kind.scenario(rng).headers(), early=5, prompt=PROMPT)
         stop.wait(rng.expovariate(1 / pace))
-    client.close()
-    slow.close()
-
-
-OPENAI_MODELS = ("gpt-4o-mini", "gpt-5")
-
-
-def _openai_worker(base_url: str, mix: str, stop: threading.Event, seed: int, pace: float) -> None:
-    """The openai SDK: Chat Completions (with usage) and the Responses API, same traffic kinds."""
-    import openai
-
-    rng = random.Random(seed)
-    client = openai.OpenAI(base_url=base_url + "/v1", api_key="demo-key", max_retries=2)
-    slow = openai.OpenAI(base_url=base_url + "/v1", api_key="demo-key", max_retries=0, timeout=1.0)
-    allow = {"stream", "create", "break", "abandon", "timeout"}
-    while not stop.is_set():
-        kind = _pick(rng, mix, allow)
-        headers = kind.scenario(rng).headers()
-        model = rng.choice(OPENAI_MODELS)
-        use = slow if kind.action == "timeout" else client
-        chat = rng.random() < 0.7
-        try:
-            if chat:
-                messages: Any = [{"role": "user", "content": "Tell me a story."}]
-                if kind.action == "create":
-                    use.chat.completions.create(model=model, messages=messages, extra_headers=headers)
-                    continue
-                stream: Any = use.chat.completions.create(
-                    model=model, messages=messages, stream=True, stream_options={"include_usage": True},
-                    extra_headers=headers,
-                )  # fmt: skip
-            else:
-                if kind.action == "create":
-                    use.responses.create(model=model, input="Tell me a story.", extra_headers=headers)
-                    continue
-                stream = use.responses.create(model=model, input="Tell me a story.", stream=True, extra_headers=headers)
-            if kind.action == "abandon":
-                next(iter(stream))
-                del stream
-                gc.collect()
-                continue
-            for i, _ in enumerate(stream):
-                if kind.action == "break" and i == 5:
-                    break
-            stream.close()
-        except Exception:
-            pass
-        finally:
-            stop.wait(rng.expovariate(1 / pace))
-    client.close()
-    slow.close()
+    for client in (*normal.values(), *slow.values()):
+        client.close()
 
 
 async def _async_worker(base_url: str, mix: str, stop: threading.Event, seed: int, pace: float) -> None:
-    import anthropic
-
+    """The async ``anthropic`` client, in one event loop: the kinds an async app adds (cancellation)."""
     rng = random.Random(seed)
-    client = anthropic.AsyncAnthropic(base_url=base_url, api_key="demo-key", max_retries=2)
-    allow = {"stream", "create", "break", "cancel"}
-
-    async def consume(model: str, headers: dict[str, str], limit: int | None) -> None:
-        async with client.messages.stream(model=model, extra_headers=headers, **PARAMS) as stream:
-            i = 0
-            async for _ in stream.text_stream:
-                i += 1
-                if limit is not None and i >= limit:
-                    break
-
+    sdk = adapter("anthropic", Config(base_url, "async", api_key="demo-key", max_retries=2))
     while not stop.is_set():
-        kind = _pick(rng, mix, allow)
-        headers = kind.scenario(rng).headers()
-        model = rng.choice(MODELS)
-        try:
-            if kind.action == "create":
-                await client.messages.create(model=model, extra_headers=headers, **PARAMS)
-            elif kind.action == "cancel":
-                task = asyncio.create_task(consume(model, headers, None))
-                await asyncio.sleep(rng.uniform(0.4, 1.2))
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            else:
-                await consume(model, headers, 5 if kind.action == "break" else None)
-        except Exception:
-            pass
+        kind = _pick(rng, mix, True)
+        await arun(sdk, kind.action, rng.choice(MODELS), headers=kind.scenario(rng).headers(), early=5, prompt=PROMPT)
         await asyncio.sleep(rng.expovariate(1 / pace))
-    await client.close()
+    await sdk.close()
 
 
 # -- the live view ----------------------------------------------------------------------------------
@@ -541,9 +467,10 @@ def run_demo(
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         cleanup.callback(signal.signal, signal.SIGTERM, previous)
         threads = [
-            threading.Thread(target=_sync_worker, args=(sim.base_url, mix, stop, seed + i, pace), daemon=True)
+            threading.Thread(target=_sync_worker, args=(sim.base_url, mix, stop, seed + i, pace, *_SYNC_ANTHROPIC),
+                             daemon=True)
             for i in range(workers)
-        ]
+        ]  # fmt: skip
         threads += [
             threading.Thread(
                 target=lambda i=i: asyncio.run(_async_worker(sim.base_url, mix, stop, seed + 100 + i, pace)),
@@ -552,7 +479,9 @@ def run_demo(
             for i in range(max(1, workers // 2))
         ]
         threads += [
-            threading.Thread(target=_openai_worker, args=(sim.base_url, mix, stop, seed + 200 + i, pace), daemon=True)
+            threading.Thread(
+                target=_sync_worker, args=(sim.base_url, mix, stop, seed + 200 + i, pace, *_OPENAI), daemon=True
+            )
             for i in range(max(1, workers // 2))
         ]
         for thread in threads:

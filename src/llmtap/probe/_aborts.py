@@ -2,20 +2,19 @@
 both sides (llmtap's outcome, the client's exception, the status, final usage, the server's view).
 
 Each way is one row of :data:`MODES`: how it is done, the outcome llmtap should record, and the
-function that does it.
+driver's action (:mod:`llmtap._drive`) that does it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from llmtap._core.record import Outcome
+from llmtap._drive import Action, Case, Mode, case
 
-from ._driver import SdkDriver, exception_name, prompt
+from ._driver import exception_name, prompt
 from ._report import AbortResult
 from ._session import Session
 from ._words import plural
@@ -23,95 +22,40 @@ from ._words import plural
 __all__ = ["MODES", "AbortMode", "run"]
 
 
-@dataclass
-class _Try:
-    """One abort attempt as the client saw it."""
-
-    #: the SDK client's timeout (a number, or the SDK's Timeout for the read-timeout mode)
-    timeout: Any
-    token_seen: bool = False
-
-
-def _to_first_token(driver: SdkDriver, events: Any, attempt: _Try) -> None:
-    for event in events:
-        if driver.is_content(event):
-            attempt.token_seen = True
-            return
-
-
-def _close(s: Session, model: str, attempt: _Try) -> None:
-    with s.driver.client(timeout=attempt.timeout) as client:
-        stream = s.driver.open(client, model, s.options.max_tokens, prompt(0))
-        _to_first_token(s.driver, stream, attempt)
-        stream.close()
-
-
-def _drop(s: Session, model: str, attempt: _Try) -> None:
-    with s.driver.client(timeout=attempt.timeout) as client:
-        stream = s.driver.open(client, model, s.options.max_tokens, prompt(0))
-        iterator = iter(stream)
-        _to_first_token(s.driver, iterator, attempt)
-        del stream, iterator
-        gc.collect()
-
-
-def _read_until_timeout(s: Session, model: str, attempt: _Try) -> None:
-    with s.driver.client(timeout=attempt.timeout) as client:
-        for event in s.driver.open(client, model, s.options.max_tokens, prompt(0)):
-            attempt.token_seen = attempt.token_seen or s.driver.is_content(event)
-
-
-def _cancel(s: Session, model: str, attempt: _Try) -> None:
-    asyncio.run(_cancel_task(s, model, attempt))
-
-
-async def _cancel_task(s: Session, model: str, attempt: _Try) -> None:
-    """A task reads the stream; it is cancelled once the first content token arrived (or it ended).
-    Whatever the task raised (CancelledError above all) is raised here."""
-    first = asyncio.Event()
-
-    async def consume() -> None:
-        stream = await s.driver.aopen(client, model, s.options.max_tokens, prompt(0))
-        async for event in stream:
-            if s.driver.is_content(event):
-                first.set()
-
-    client = s.driver.async_client(timeout=attempt.timeout)
-    try:
-        task = asyncio.create_task(consume())
-        waiter = asyncio.create_task(first.wait())
-        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
-        task.cancel()
-        attempt.token_seen = first.is_set()
-        await task
-    finally:
-        await client.close()
-
-
 @dataclass(frozen=True)
 class AbortMode:
+    """One way to end a stream early: a case of the driver's table (:data:`llmtap._drive.CASES`), whose
+    action and mode the probe does, on its own endpoint, and whose outcome llmtap should record."""
+
     name: str
-    #: the outcome llmtap should record
-    expected: Outcome
-    #: does it: opens a stream of the model and ends it early
-    act: Callable[[Session, str, _Try], None]
+    case: Case
     #: how it is done, in words (``{read_ms}`` and ``{why}`` are the read timeout and its reason)
     how: str
     #: the mode sets a read timeout (the other modes use the budget's request timeout)
     read_timeout: bool = False
 
+    @property
+    def expected(self) -> Outcome:
+        return self.case.outcomes[-1]
+
+    @property
+    def action(self) -> Action:
+        return self.case.action
+
+    @property
+    def mode(self) -> Mode:
+        return self.case.modes[0]
+
 
 # fmt: off
 MODES: tuple[AbortMode, ...] = (
-    AbortMode("close",   Outcome.CLIENT_CLOSED, _close,
-              "read until the first content token, then stream.close()"),
-    AbortMode("cancel",  Outcome.CANCELLED,     _cancel,
+    AbortMode("close",   case("client_closed"), "read until the first content token, then stream.close()"),
+    AbortMode("cancel",  case("cancelled"),
               "asyncio task reading the stream, cancelled after the first content token"),
-    AbortMode("drop",    Outcome.ABANDONED,     _drop,
+    AbortMode("drop",    case("abandoned_mid"),
               "read until the first content token, then drop the stream unclosed (del + gc)"),
-    AbortMode("timeout", Outcome.TIMEOUT,       _read_until_timeout,
-              "read timeout of {read_ms:.0f} ms ({why}), no retries", read_timeout=True),
+    AbortMode("timeout", case("timeout"),       "read timeout of {read_ms:.0f} ms ({why}), no retries",
+              read_timeout=True),
 )
 # fmt: on
 
@@ -127,24 +71,21 @@ def run(s: Session, model: str, min_ttft: float | None) -> list[AbortResult]:
             break
         s.progress("aborts", i, len(MODES))
         total = s.budget.request_timeout()
-        attempt = _Try(s.driver.timeout(read, total) if mode.read_timeout else total)
-        results.append(_one(s, mode, model, attempt, mode.how.format(read_ms=read * 1000, why=why)))
+        timeout = s.driver.timeout(read, total) if mode.read_timeout else total
+        results.append(_one(s, mode, model, timeout, mode.how.format(read_ms=read * 1000, why=why)))
     s.progress("aborts", len(MODES), len(MODES))
     return results
 
 
-def _one(s: Session, mode: AbortMode, model: str, attempt: _Try, how: str) -> AbortResult:
+def _one(s: Session, mode: AbortMode, model: str, timeout: Any, how: str) -> AbortResult:
     before = len(s.capture.records)
-    raised: BaseException | None = None
-    try:
-        mode.act(s, model, attempt)
-    except (Exception, asyncio.CancelledError) as exc:
-        raised = exc
-    gc.collect()
+    result = s.driver.call(mode.action, model, s.options.max_tokens, prompt(0), timeout=timeout, mode=mode.mode)
     records = s.records_since(before)
+    raised = asyncio.CancelledError() if result.cancelled else result.error
     exc_name = exception_name(raised) if raised is not None else None
+    token_seen = result.first_token
     if not records:
-        return AbortResult(mode.name, how, "not recorded", mode.expected.value, exc_name, None, attempt.token_seen,
+        return AbortResult(mode.name, how, "not recorded", mode.expected.value, exc_name, None, token_seen,
                            False, None, None, None, "llmtap recorded no attempt")  # fmt: skip
     record = records[0]
     served = s.served(record.request_id)
@@ -165,7 +106,7 @@ def _one(s: Session, mode: AbortMode, model: str, attempt: _Try, how: str) -> Ab
         expected=mode.expected.value,
         client_exception=exc_name,
         status=status,
-        first_token_seen=attempt.token_seen or record.first_token_at is not None,
+        first_token_seen=token_seen or record.first_token_at is not None,
         final_usage=final_usage,
         input_tokens=record.usage.input_tokens,
         output_tokens=record.usage.output_tokens,

@@ -1,12 +1,15 @@
-"""One official SDK (anthropic or openai) pointed at one endpoint: clients whose every response is
-shown to a callback, streaming requests, and plain words for what the SDK raised."""
+"""One official SDK (anthropic or openai) pointed at one endpoint, through the driver's adapters
+(:mod:`llmtap._drive`): clients whose every response is shown to a callback, the probe's requests, and
+plain words for what the SDK raised."""
 
 from __future__ import annotations
 
 import socket
 import ssl
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
+
+from llmtap._drive import SDKS, Action, Config, Mode, OnResponse, Result, Sdk, adapter, drive, run
 
 __all__ = ["SdkDriver", "connect_cause", "exception_name", "prompt"]
 
@@ -14,9 +17,6 @@ _FILLER = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hot
            "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango", "uniform", "victor",
            "whiskey", "xray", "yankee", "zulu")  # fmt: skip
 _INSTRUCTION = "Count upward from 1, one number per line, and do not stop until you are cut off."
-
-#: on_response(status, header items)
-OnResponse = Callable[[int, list[tuple[str, str]]], None]
 
 
 def prompt(words: int) -> str:
@@ -63,85 +63,68 @@ def connect_cause(exc: BaseException) -> str:
 
 
 class SdkDriver:
-    """One SDK pointed at one endpoint; every HTTP response's status and headers go to ``on_response``."""
+    """One SDK pointed at one endpoint; every HTTP response's status and headers go to ``on_response``.
+
+    ``provider``: ``anthropic`` (the anthropic SDK), ``openai`` or ``openai-compatible`` (the openai
+    SDK's Chat Completions; ``max_tokens`` is sent as ``max_completion_tokens`` to OpenAI itself).
+    """
 
     def __init__(self, provider: str, base_url: str, api_key: str, on_response: OnResponse) -> None:
         self.provider = provider
         self.base_url = base_url
         self._key = api_key
         self._on_response = on_response
-        if provider == "anthropic":
-            import anthropic
+        self._sdk = "anthropic" if provider == "anthropic" else "openai-chat"
+        self.sdk_name = SDKS[self._sdk].package()
 
-            self.sdk: Any = anthropic
-            self.sdk_name = f"anthropic {anthropic.__version__}"
-        else:
-            import openai
+    def _config(self, timeout: Any, max_retries: int, mode: Mode = "sync") -> Config:
+        return Config(self.base_url, mode, api_key=self._key, max_retries=max_retries, timeout=timeout,
+                      on_response=self._on_response, exact_url=True)  # fmt: skip
 
-            self.sdk = openai
-            self.sdk_name = f"openai {openai.__version__}"
-
-    def _hook(self, response: Any) -> None:
-        self._on_response(response.status_code, response.headers.multi_items())
-
-    async def _ahook(self, response: Any) -> None:
-        self._hook(response)
-
-    def client(self, timeout: Any, max_retries: int = 0) -> Any:
-        http = self.sdk.DefaultHttpxClient(event_hooks={"response": [self._hook]})
-        cls = self.sdk.Anthropic if self.provider == "anthropic" else self.sdk.OpenAI
-        return cls(
-            base_url=self.base_url, api_key=self._key, timeout=timeout, max_retries=max_retries, http_client=http
-        )
-
-    def async_client(self, timeout: Any, max_retries: int = 0) -> Any:
-        http = self.sdk.DefaultAsyncHttpxClient(event_hooks={"response": [self._ahook]})
-        cls = self.sdk.AsyncAnthropic if self.provider == "anthropic" else self.sdk.AsyncOpenAI
-        return cls(
-            base_url=self.base_url, api_key=self._key, timeout=timeout, max_retries=max_retries, http_client=http
-        )
+    def sdk(self, timeout: Any, max_retries: int = 0) -> Sdk:
+        """A sync client (the caller closes it)."""
+        return adapter(self._sdk, self._config(timeout, max_retries))
 
     def timeout(self, read: float, total: float) -> Any:
         """The SDK's timeout object: ``read`` seconds between bytes, ``total`` for everything else."""
-        return self.sdk.Timeout(total, read=read)
+        sdk = self.sdk(total)
+        try:
+            return sdk.timeout(read, total)
+        finally:
+            sdk.close()
 
-    def _params(self, model: str, max_tokens: int, text: str, headers: dict[str, str] | None) -> dict[str, Any]:
-        params: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": text}], "stream": True}
-        if headers:
-            params["extra_headers"] = headers
-        if self.provider == "anthropic":
-            params["max_tokens"] = max_tokens
-        else:
-            params["stream_options"] = {"include_usage": True}
-            params["max_completion_tokens" if self.provider == "openai" else "max_tokens"] = max_tokens
-        return params
+    def params(self, max_tokens: int, text: str) -> dict[str, Any]:
+        """The request's parameters for the adapter: the prompt and the token limit under the name the
+        endpoint takes."""
+        key = "max_completion_tokens" if self.provider == "openai" else "max_tokens"
+        return {"prompt": text, key: max_tokens}
 
-    def _endpoint(self, client: Any) -> Any:
-        return client.messages if self.provider == "anthropic" else client.chat.completions
+    def stream(
+        self, sdk: Sdk, model: str, max_tokens: int, text: str, headers: Mapping[str, str] | None = None
+    ) -> Result:
+        """A stream read to its end with the client ``sdk``; what the SDK raised is in ``error``."""
+        return run(sdk, "stream", model, headers=headers, **self.params(max_tokens, text))
 
-    def open(self, client: Any, model: str, max_tokens: int, text: str, headers: dict[str, str] | None = None) -> Any:
-        """Start a stream (the SDK returns once the headers are in)."""
-        return self._endpoint(client).create(**self._params(model, max_tokens, text, headers))
+    def call(self, action: Action, model: str, max_tokens: int, text: str, *, timeout: Any, mode: Mode = "sync",
+             early: int = 1) -> Result:  # fmt: skip
+        """``action`` (:data:`llmtap._drive.ACTIONS`) with a client of its own, no retries, closed after."""
+        return drive(self._sdk, self.base_url, action, mode=mode, model=model, early=early,
+                     params=self.params(max_tokens, text), api_key=self._key, max_retries=0, timeout=timeout,
+                     on_response=self._on_response, exact_url=True)  # fmt: skip
 
-    async def aopen(self, client: Any, model: str, max_tokens: int, text: str) -> Any:
-        return await self._endpoint(client).create(**self._params(model, max_tokens, text, None))
-
-    def is_content(self, event: Any) -> bool:
-        """The event carries content (the first such event is the first token)."""
-        if self.provider == "anthropic":
-            return getattr(event, "type", None) == "content_block_delta"
-        choices: Any = getattr(event, "choices", None)
-        return bool(choices) and bool(getattr(choices[0].delta, "content", None))
-
-    def get_metrics_endpoint(self, client: Any) -> str:
+    def get_metrics_endpoint(self, timeout: float) -> str:
         """GET <base>/v1/metrics (the endpoint some articles describe) and say what came back."""
         path = "/v1/metrics" if self.provider == "anthropic" else "/metrics"
         import httpx2
 
+        sdk = self.sdk(timeout)
         try:
-            response = client.get(path, cast_to=httpx2.Response)
+            response = sdk.client.get(path, cast_to=httpx2.Response)
             return f"GET {path} answered {response.status_code}"
-        except self.sdk.APIStatusError as exc:
-            return f"GET {path} answered {exc.status_code}"
         except Exception as exc:
-            return f"GET {path} failed: {exception_name(exc)}"
+            status = getattr(exc, "status_code", None)
+            return (
+                f"GET {path} answered {status}" if status is not None else f"GET {path} failed: {exception_name(exc)}"
+            )
+        finally:
+            sdk.close()

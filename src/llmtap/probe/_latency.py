@@ -7,9 +7,9 @@ from __future__ import annotations
 import random
 import statistics
 from collections import Counter
-from typing import Any
 
 from llmtap._core.record import AttemptRecord, Outcome
+from llmtap._drive import Sdk
 from llmtap.simulator import Scenario
 
 from ._driver import connect_cause, exception_name, prompt
@@ -50,31 +50,30 @@ def measure(s: Session, model: str) -> tuple[ModelLatency, list[Sample]]:
     o = s.options
     steps = plan(o.requests, o.max_tokens, o.prompt_words, o.seed)
     samples: list[Sample] = []
-    with s.driver.client(timeout=s.budget.request_timeout()) as client:
-        _warm_up(s, client, model)
+    sdk = s.driver.sdk(timeout=s.budget.request_timeout())
+    try:
+        _warm_up(s, sdk, model)
         for i, (max_tokens, words) in enumerate(steps):
             if not s.budget.allow("latency"):
                 break
             s.progress(f"latency {model}", i, len(steps))
             before = len(s.capture.records)
-            try:
-                timed = client.with_options(timeout=s.budget.request_timeout())
-                for _ in s.driver.open(timed, model, max_tokens, prompt(words)):
-                    pass
-            except Exception as exc:
-                s.notes.append(f"latency request {i + 1} ({model}): {exception_name(exc)}")
+            timed = sdk.with_options(timeout=s.budget.request_timeout())
+            error = s.driver.stream(timed, model, max_tokens, prompt(words)).error
+            if error is not None:
+                s.notes.append(f"latency request {i + 1} ({model}): {exception_name(error)}")
             samples.extend(_sample(s, model, max_tokens, words, r) for r in s.records_since(before))
         s.progress(f"latency {model}", len(steps), len(steps))
+    finally:
+        sdk.close()
     return model_latency(s, model, samples), samples
 
 
-def _warm_up(s: Session, client: Any, model: str) -> None:
+def _warm_up(s: Session, sdk: Sdk, model: str) -> None:
     """One request (not counted) opens the connection: DNS, TCP, TLS. The SDK may retry it twice."""
     calls, responses = len(s.capture.calls), s.headers.responses
-    try:
-        for _ in s.driver.open(client.with_options(max_retries=2), model, 1, prompt(0)):
-            pass
-    except Exception as exc:
+    exc = s.driver.stream(sdk.with_options(max_retries=2), model, 1, prompt(0)).error
+    if exc is not None:
         call = s.calls_since(calls)
         status = getattr(exc, "status_code", None)
         if s.headers.responses == responses:

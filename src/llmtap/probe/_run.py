@@ -123,8 +123,7 @@ def _abort_phase(s: Session, model: str, samples: list[Sample]) -> list[AbortRes
 
 
 def _ask_metrics_endpoint(s: Session) -> str:
-    with s.driver.client(timeout=s.budget.request_timeout(10)) as client:
-        return s.driver.get_metrics_endpoint(client)
+    return s.driver.get_metrics_endpoint(s.budget.request_timeout(10))
 
 
 def _capture(stack: contextlib.ExitStack, base_url: str, registry: CollectorRegistry | None) -> Capture:

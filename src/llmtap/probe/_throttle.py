@@ -32,12 +32,13 @@ def _told(s: Session, model: str) -> ThrottleReport:
     told = Scenario.parse(s.options.sim_scenario).replace(fail=2, fail_status=429, retry_after=0.25)
     before = len(s.capture.calls)
     s.progress("throttle", 0, 1)
+    sdk = s.driver.sdk(timeout=s.budget.request_timeout(), max_retries=_RETRIES)
     try:
-        with s.driver.client(timeout=s.budget.request_timeout(), max_retries=_RETRIES) as client:
-            for _ in s.driver.open(client, model, 8, prompt(0), told.headers()):
-                pass
-    except Exception as exc:
-        s.notes.append(f"throttle call: {exception_name(exc)}")
+        error = s.driver.stream(sdk, model, 8, prompt(0), told.headers()).error
+    finally:
+        sdk.close()
+    if error is not None:
+        s.notes.append(f"throttle call: {exception_name(error)}")
     s.progress("throttle", 1, 1)
     how = f"the simulator was told to answer 429 twice with retry-after 0.25 s (SDK max_retries={_RETRIES})"
     return _report(s, s.calls_since(before), how)
@@ -54,12 +55,11 @@ def _burst(s: Session, model: str) -> ThrottleReport:
         nonlocal done
         if found.is_set() or not s.budget.allow("throttle"):
             return
+        sdk = s.driver.sdk(timeout=s.budget.request_timeout(30), max_retries=_RETRIES)
         try:
-            with s.driver.client(timeout=s.budget.request_timeout(30), max_retries=_RETRIES) as client:
-                for _event in s.driver.open(client, model, 1, "Say OK."):
-                    pass
-        except Exception:
-            pass  # failures are what this phase provokes; llmtap's records say what they were
+            s.driver.stream(sdk, model, 1, "Say OK.")  # failures are what this phase provokes: llmtap's records
+        finally:  # say what they were
+            sdk.close()
         with lock:
             done += 1
             s.progress("throttle", done, n)

@@ -1,0 +1,38 @@
+"""One driver of the official SDKs, for the tests, the demo, the probe, the soak and the benchmarks.
+
+* :mod:`._sdks`: one adapter per SDK (make a client for a base URL; create, stream, close a stream);
+* :mod:`._actions`: what an app does with a call (read to the end, close early, drop, cancel, ...),
+  written once for every adapter, sync and async;
+* :mod:`._cases`: the table of scenario actions and the outcomes llmtap must record for them;
+* :mod:`._served`: for tests, a model name per call and the simulator's records of that call.
+
+The SDKs are imported only when an adapter is made.
+"""
+
+from ._actions import ACTIONS, Action, Result, arun, drive, run
+from ._cases import CASES, HELD, Case, Raised, case, cases
+from ._sdks import SDKS, Config, Mode, OnResponse, Sdk, adapter
+from ._served import fresh_model, served_for
+
+__all__ = [
+    "ACTIONS",
+    "CASES",
+    "HELD",
+    "SDKS",
+    "Action",
+    "Case",
+    "Config",
+    "Mode",
+    "OnResponse",
+    "Raised",
+    "Result",
+    "Sdk",
+    "adapter",
+    "arun",
+    "case",
+    "cases",
+    "drive",
+    "fresh_model",
+    "run",
+    "served_for",
+]

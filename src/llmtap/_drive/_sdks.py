@@ -1,0 +1,623 @@
+"""One adapter per official SDK: make a client for a base URL, start a call, read a stream, close.
+
+Every adapter hides its SDK's spelling behind the same few methods, so the code that drives a
+scenario (:mod:`._actions`) is written once for every SDK, sync and async. In async mode the methods
+return what the SDK returns there (awaitables, async iterators); :mod:`._actions` awaits them. The SDK
+is imported when an adapter is made, never at import of this module.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+__all__ = ["SDKS", "Config", "Mode", "OnResponse", "Sdk", "adapter"]
+
+Mode = Literal["sync", "async"]
+#: on_response(status, header items): every HTTP response the client receives (the probe's view)
+OnResponse = Callable[[int, list[tuple[str, str]]], None]
+
+
+@dataclass(frozen=True)
+class Config:
+    """How to make one client."""
+
+    #: the server's root URL (the simulator's ``base_url``); adapters add ``/v1`` where their SDK wants it
+    base_url: str
+    mode: Mode = "sync"
+    api_key: str = "sk-test-secret"
+    max_retries: int = 0
+    #: seconds, or the SDK's own timeout object (:meth:`Sdk.timeout`)
+    timeout: Any = 10.0
+    #: sent with every request (a scenario's ``headers()``)
+    headers: Mapping[str, str] = field(default_factory=dict)
+    #: the HTTP library under the SDK when it can choose (``httpx2``, ``httpx``, ``aiohttp``); None: its default
+    transport: str | None = None
+    #: shown every HTTP response (the anthropic, Bedrock, Vertex, OpenAI and Groq adapters: an httpx event hook)
+    on_response: OnResponse | None = None
+    #: more keyword arguments for the SDK's client (``open_telemetry=``, ``http_options`` fields, ...)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    #: ``base_url`` is the SDK's own base URL, given as is (an endpoint's ``https://host/v1``); else the
+    #: server's root, to which the adapter adds the path its SDK expects (``/v1`` for OpenAI's)
+    exact_url: bool = False
+
+
+class Sdk:
+    """One client of one SDK. Subclasses say how their SDK spells each step."""
+
+    #: the adapter's name (:data:`SDKS`)
+    name: ClassVar[str]
+    #: the ``gen_ai.provider.name`` llmtap records for it against the simulator
+    provider: ClassVar[str]
+    #: the simulator's name of the wire format (``Served.api``)
+    api: ClassVar[str]
+    #: the request path the simulator serves it on (None: it depends on the model)
+    path: ClassVar[str | None] = None
+    #: the SDK links its retries into one logical call (llmtap hooks its retry loop)
+    linked_retries: ClassVar[bool] = True
+    #: the SDK sends ``x-stainless-retry-count``, so the simulator's ``fail=N`` fails N attempts only
+    retry_header: ClassVar[bool] = True
+    #: the transports the tests drive it through, per mode (None: the SDK's default)
+    transports: ClassVar[Mapping[Mode, tuple[str | None, ...]]] = {"sync": (None,), "async": (None,)}
+    model: ClassVar[str] = "test-model"
+    #: the record's operation (``gen_ai.operation.name``)
+    operation: ClassVar[str] = "chat"
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.is_async = config.mode == "async"
+        self.client: Any = self._client()
+
+    # -- what each SDK spells its own way --------------------------------------------------------------
+
+    def _client(self) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def package(cls) -> str:
+        """The SDK's package (and version, where the adapter knows it)."""
+        return cls.name
+
+    def create(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        """A non-streaming call (an awaitable in async mode); returns the SDK's response."""
+        raise NotImplementedError
+
+    def open(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        """Start a stream (an awaitable of it in async mode)."""
+        raise NotImplementedError
+
+    def helper(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        """The SDK's streaming helper (a context manager whose events are read like a stream's)."""
+        raise NotImplementedError(f"{self.name} has no stream helper")
+
+    def raw(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        """The raw response of a streaming call (its ``parse()`` is the stream)."""
+        raise NotImplementedError(f"{self.name} has no raw response")
+
+    def events(self, stream: Any) -> Any:
+        """The stream's events (an async iterable in async mode)."""
+        return stream
+
+    def close_stream(self, stream: Any) -> Any:
+        """Close a stream before its end (an awaitable in async mode)."""
+        return stream.close()
+
+    def piece(self, event: Any) -> str | None:
+        """The text a stream event carries, None for events without content."""
+        raise NotImplementedError
+
+    def text(self, response: Any) -> str:
+        """The text of a non-streaming response."""
+        raise NotImplementedError
+
+    def close(self) -> Any:
+        """Close the client (an awaitable in async mode)."""
+        return self.client.close()
+
+    def timeout(self, read: float, total: float) -> Any:
+        """The SDK's timeout: ``read`` seconds between bytes, ``total`` for everything else."""
+        return total
+
+    def with_options(self, **options: Any) -> Sdk:
+        """This adapter over ``client.with_options(**options)`` (Stainless SDKs: the same connections,
+        another timeout or retry count); closing either closes both."""
+        twin = copy.copy(self)
+        twin.client = self.client.with_options(**options)
+        return twin
+
+    @classmethod
+    def classify(cls, exc: BaseException) -> str:
+        """What the app saw, in the table's words (:class:`._cases.Raised`): ``status`` (an HTTP error
+        status or an in-band error the SDK raises), ``timeout``, ``connection``, else ``other``."""
+        if _is(exc, _TIMEOUTS):
+            return "timeout"
+        if _is(exc, _CONNECTION):
+            return "connection"
+        if cls._is_status(exc):
+            return "status"
+        return "other"
+
+    @classmethod
+    def _is_status(cls, exc: BaseException) -> bool:
+        return False
+
+    # -- shared helpers --------------------------------------------------------------------------------
+
+    def _hooked_http(self, sdk: Any) -> Any:
+        """The Stainless SDKs' default HTTP client, with ``on_response`` as an event hook (or None)."""
+        if self.config.on_response is None:
+            return None
+        on_response = self.config.on_response
+
+        def hook(response: Any) -> None:
+            on_response(response.status_code, response.headers.multi_items())
+
+        async def ahook(response: Any) -> None:
+            hook(response)
+
+        if self.is_async:
+            return sdk.DefaultAsyncHttpxClient(event_hooks={"response": [ahook]})
+        return sdk.DefaultHttpxClient(event_hooks={"response": [hook]})
+
+
+def _names(exc: BaseException) -> Iterable[str]:
+    return (f"{c.__module__.split('.')[0]}.{c.__name__}" for c in type(exc).__mro__)
+
+
+def _is(exc: BaseException, names: frozenset[str]) -> bool:
+    return any(n in names for n in _names(exc))
+
+
+# by name, so that classifying imports no SDK; the cause chain is not followed (what the app caught)
+_TIMEOUTS = frozenset(
+    {"builtins.TimeoutError", "httpx.TimeoutException", "httpx2.TimeoutException", "anthropic.APITimeoutError",
+     "openai.APITimeoutError", "groq.APITimeoutError", "aiohttp.ServerTimeoutError"}
+)  # fmt: skip
+_CONNECTION = frozenset(
+    {"httpx.TransportError", "httpx2.TransportError", "aiohttp.ClientError", "anthropic.APIConnectionError",
+     "openai.APIConnectionError", "groq.APIConnectionError"}
+)  # fmt: skip
+
+
+def _headers(extra: Mapping[str, str] | None) -> dict[str, Any]:
+    return {"extra_headers": dict(extra)} if extra else {}
+
+
+async def _ready(value: Any) -> Any:
+    return value
+
+
+# -- Anthropic: first party, Bedrock, Vertex ----------------------------------------------------------
+
+
+class Anthropic(Sdk):
+    name = "anthropic"
+    provider = "anthropic"
+    api = "anthropic"
+    path: ClassVar[str | None] = "/v1/messages"
+    model = "claude-test"
+    _class = "Anthropic"
+
+    def _client(self) -> Any:
+        import anthropic
+
+        cls = getattr(anthropic, ("Async" if self.is_async else "") + self._class)
+        kwargs: dict[str, Any] = {
+            "max_retries": self.config.max_retries,
+            "timeout": self.config.timeout,
+            "default_headers": dict(self.config.headers),
+        }
+        http = self._hooked_http(anthropic)
+        if http is not None:
+            kwargs["http_client"] = http
+        return cls(**self._auth(), **kwargs, **self.config.options)
+
+    def _auth(self) -> dict[str, Any]:
+        return {"base_url": self.config.base_url, "api_key": self.config.api_key}
+
+    @classmethod
+    def package(cls) -> str:
+        """The SDK's package and version: ``anthropic 0.75.0``."""
+        import anthropic
+
+        return f"anthropic {anthropic.__version__}"
+
+    def _params(self, model: str, headers: Mapping[str, str] | None, params: dict[str, Any]) -> dict[str, Any]:
+        params.setdefault("max_tokens", 64)
+        params.setdefault("messages", [{"role": "user", "content": params.pop("prompt", "hi")}])
+        return {"model": model, **params, **_headers(headers)}
+
+    def create(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        return self.client.messages.create(**self._params(model, headers, params))
+
+    def open(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        return self.client.messages.create(stream=True, **self._params(model, headers, params))
+
+    def helper(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        """The SDK's ``messages.stream()`` context manager."""
+        return self.client.messages.stream(**self._params(model, headers, params))
+
+    def piece(self, event: Any) -> str | None:
+        if getattr(event, "type", None) != "content_block_delta":
+            return None
+        return getattr(event.delta, "text", None) or getattr(event.delta, "partial_json", None) or ""
+
+    def text(self, response: Any) -> str:
+        return "".join(getattr(block, "text", "") for block in response.content)
+
+    def timeout(self, read: float, total: float) -> Any:
+        import anthropic
+
+        return anthropic.Timeout(total, read=read)
+
+    @classmethod
+    def _is_status(cls, exc: BaseException) -> bool:
+        return _is(exc, frozenset({"anthropic.APIError"}))
+
+
+class Bedrock(Anthropic):
+    name = "bedrock"
+    provider = "aws.bedrock"
+    api = "bedrock"
+    path = None  # /model/{model}/invoke[-with-response-stream]
+    _class = "AnthropicBedrock"
+
+    def _auth(self) -> dict[str, Any]:
+        # the SDK signs with SigV4 locally (botocore); the simulator never checks
+        return {"base_url": self.config.base_url, "aws_region": "us-east-1", "aws_access_key": "AKIDEXAMPLE",
+                "aws_secret_key": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"}  # fmt: skip
+
+
+class Vertex(Anthropic):
+    name = "vertex"
+    provider = "gcp.vertex_ai"
+    api = "vertex"
+    path = None
+    _class = "AnthropicVertex"
+
+    def _auth(self) -> dict[str, Any]:
+        return {"base_url": self.config.base_url + "/v1", "region": "us-east5", "project_id": "proj-1",
+                "access_token": "ya29.secret"}  # fmt: skip
+
+
+# -- OpenAI: Chat Completions and Responses; Groq speaks Chat too -------------------------------------
+
+
+class OpenAIChat(Sdk):
+    name = "openai-chat"
+    provider = "openai"
+    api = "openai-chat"
+    path = "/v1/chat/completions"
+    model = "gpt-test"
+    _package = "openai"
+    _class = "OpenAI"
+    _suffix = "/v1"
+
+    def _client(self) -> Any:
+        import importlib
+
+        sdk = importlib.import_module(self._package)
+        kwargs: dict[str, Any] = {
+            "base_url": self.config.base_url + ("" if self.config.exact_url else self._suffix),
+            "api_key": self.config.api_key,
+            "max_retries": self.config.max_retries,
+            "timeout": self.config.timeout,
+            "default_headers": dict(self.config.headers),
+        }
+        http = self._hooked_http(sdk)
+        if http is not None:
+            kwargs["http_client"] = http
+        return getattr(sdk, ("Async" if self.is_async else "") + self._class)(**kwargs, **self.config.options)
+
+    @classmethod
+    def package(cls) -> str:
+        """The SDK's package and version: ``openai 2.8.0``."""
+        import importlib
+
+        return f"{cls._package} {importlib.import_module(cls._package).__version__}"
+
+    @property
+    def resource(self) -> Any:
+        return self.client.chat.completions
+
+    def _params(self, model: str, headers: Mapping[str, str] | None, params: dict[str, Any], stream: bool) -> Any:
+        params.setdefault("messages", [{"role": "user", "content": params.pop("prompt", "hi")}])
+        if stream:
+            params.setdefault("stream_options", {"include_usage": True})
+        if params.get("stream_options") is None:
+            params.pop("stream_options", None)
+        return {"model": model, **params, **_headers(headers)}
+
+    def create(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        return self.resource.create(**self._params(model, headers, params, False))
+
+    def open(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        return self.resource.create(stream=True, **self._params(model, headers, params, True))
+
+    def helper(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        """The SDK's ``.stream()`` context manager."""
+        return self.resource.stream(**self._params(model, headers, params, True))
+
+    def raw(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        """``with_raw_response.create(stream=True)``: the raw response, whose ``parse()`` is the stream."""
+        return self.resource.with_raw_response.create(stream=True, **self._params(model, headers, params, True))
+
+    def piece(self, event: Any) -> str | None:
+        if getattr(event, "type", None) == "content.delta":  # the .stream() helper's events
+            return str(event.delta)
+        choices = getattr(event, "choices", None)
+        return (choices[0].delta.content or None) if choices else None
+
+    def text(self, response: Any) -> str:
+        return str(response.choices[0].message.content)
+
+    def timeout(self, read: float, total: float) -> Any:
+        import openai
+
+        return openai.Timeout(total, read=read)
+
+    @classmethod
+    def _is_status(cls, exc: BaseException) -> bool:
+        return _is(exc, frozenset({f"{cls._package}.APIError"}))
+
+
+class OpenAIResponses(OpenAIChat):
+    name = "openai-responses"
+    api = "openai-responses"
+    path = "/v1/responses"
+
+    @property
+    def resource(self) -> Any:
+        return self.client.responses
+
+    def _params(self, model: str, headers: Mapping[str, str] | None, params: dict[str, Any], stream: bool) -> Any:
+        params.pop("stream_options", None)
+        if "max_tokens" in params:
+            params["max_output_tokens"] = params.pop("max_tokens")
+        params.setdefault("input", params.pop("prompt", "hi"))
+        return {"model": model, **params, **_headers(headers)}
+
+    def piece(self, event: Any) -> str | None:
+        return event.delta if getattr(event, "type", None) == "response.output_text.delta" else None
+
+    def text(self, response: Any) -> str:
+        return str(response.output_text)
+
+
+class Groq(OpenAIChat):
+    name = "groq"
+    path = "/openai/v1/chat/completions"
+    model = "groq-test"
+    _package = "groq"
+    _class = "Groq"
+    _suffix = ""
+
+    def _params(self, model: str, headers: Mapping[str, str] | None, params: dict[str, Any], stream: bool) -> Any:
+        params.setdefault("max_tokens", 64)
+        return super()._params(model, headers, params, False)
+
+    def timeout(self, read: float, total: float) -> Any:
+        import groq
+
+        return groq.Timeout(total, read=read)
+
+
+# -- Google Gen AI ------------------------------------------------------------------------------------
+
+
+class Gemini(Sdk):
+    """google-genai: sync through httpx2 (or httpx); async through aiohttp by default (when importable),
+    or httpx2 / httpx when their transport is passed. It retries only with ``retry_options`` and links
+    no retries (each attempt is its own call); ``max_retries`` > 0 means that many retries."""
+
+    name = "gemini"
+    provider = "gcp.gemini"
+    operation = "generate_content"
+    api = "gemini"
+    model = "gemini-test"
+    linked_retries = False
+    retry_header = False
+    #: (``httpx`` works too, sync and async: it is chosen by passing its transports)
+    transports: ClassVar[Mapping[Mode, tuple[str | None, ...]]] = {"sync": (None,), "async": ("httpx2", None)}
+
+    def _client(self) -> Any:
+        from google import genai
+        from google.genai import types
+
+        options: dict[str, Any] = {"base_url": self.config.base_url, "headers": dict(self.config.headers)}
+        if self.config.max_retries:
+            options["retry_options"] = types.HttpRetryOptions(
+                attempts=self.config.max_retries + 1, initial_delay=0.001, max_delay=0.001, jitter=0
+            )
+        if self.config.timeout is not None:
+            options["timeout"] = int(self.config.timeout * 1000)  # milliseconds
+        transport = self.config.transport
+        if transport == "httpx2" and self.is_async:
+            import httpx2
+
+            options["async_client_args"] = {"transport": httpx2.AsyncHTTPTransport()}
+        elif transport == "httpx":
+            import httpx
+
+            options["client_args"] = {"transport": httpx.HTTPTransport()}
+            options["async_client_args"] = {"transport": httpx.AsyncHTTPTransport()}
+        options.update(self.config.options)
+        return genai.Client(api_key=self.config.api_key, http_options=types.HttpOptions(**options))
+
+    @property
+    def uses_aiohttp(self) -> bool:
+        return bool(self.is_async and self.client._api_client._use_aiohttp())
+
+    def _models(self) -> Any:
+        return self.client.aio.models if self.is_async else self.client.models
+
+    def _config(self, headers: Mapping[str, str] | None) -> dict[str, Any]:
+        if not headers:
+            return {}
+        from google.genai import types
+
+        return {"config": types.GenerateContentConfig(http_options=types.HttpOptions(headers=dict(headers)))}
+
+    def create(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        return self._models().generate_content(
+            model=model, contents=params.get("prompt", "hi"), **self._config(headers)
+        )
+
+    def open(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        models = self._models()
+        return models.generate_content_stream(model=model, contents=params.get("prompt", "hi"), **self._config(headers))
+
+    def close_stream(self, stream: Any) -> Any:
+        # a generator: the sync one closes the response as it unwinds; the async one's aclose() closes
+        # only the SDK's outer generator (the response is left to the event loop's finalisation)
+        return stream.aclose() if self.is_async else stream.close()
+
+    def piece(self, event: Any) -> str | None:
+        return event.text or ""
+
+    def text(self, response: Any) -> str:
+        return response.text or ""
+
+    def close(self) -> Any:
+        if self.is_async:
+            return self._aclose()
+        self.client.close()
+        return None
+
+    async def _aclose(self) -> None:
+        await self.client.aio.aclose()
+        self.client.close()
+
+    @classmethod
+    def _is_status(cls, exc: BaseException) -> bool:
+        return _is(exc, frozenset({"google.APIError"}))
+
+
+# -- Mistral, Cohere ----------------------------------------------------------------------------------
+
+
+class Mistral(Sdk):
+    """mistralai (Speakeasy): httpx2, retries only with a ``retry_config`` (hooked), no retry header;
+    its clients are made here (it would otherwise make its own) and closed by :meth:`close`."""
+
+    name = "mistral"
+    provider = "openai"
+    api = "openai-chat"
+    path = "/v1/chat/completions"
+    model = "mistral-test"
+    retry_header = False
+
+    def _client(self) -> Any:
+        import httpx2
+        from mistralai.client import Mistral as Client
+        from mistralai.client.utils import BackoffStrategy, RetryConfig
+
+        self._http: Any = (httpx2.AsyncClient if self.is_async else httpx2.Client)(timeout=self.config.timeout)
+        retry = (
+            RetryConfig("backoff", BackoffStrategy(5, 10, 1.5, 100), retry_connection_errors=False)
+            if self.config.max_retries
+            else None
+        )
+        clients: dict[str, Any] = {"async_client": self._http} if self.is_async else {"client": self._http}
+        return Client(
+            api_key=self.config.api_key,
+            server_url=self.config.base_url,
+            timeout_ms=int(self.config.timeout * 1000),
+            retry_config=retry,
+            **clients,
+            **self.config.options,
+        )
+
+    def _params(self, model: str, headers: Mapping[str, str] | None, params: dict[str, Any]) -> dict[str, Any]:
+        params.setdefault("max_tokens", 64)
+        params.setdefault("messages", [{"role": "user", "content": params.pop("prompt", "hi")}])
+        return {"model": model, **params, "http_headers": {**self.config.headers, **(headers or {})}}
+
+    def create(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        call = self.client.chat.complete_async if self.is_async else self.client.chat.complete
+        return call(**self._params(model, headers, params))
+
+    def open(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        call = self.client.chat.stream_async if self.is_async else self.client.chat.stream
+        return call(**self._params(model, headers, params))
+
+    def close_stream(self, stream: Any) -> Any:
+        return stream.close() if self.is_async else stream.__exit__(None, None, None)
+
+    def piece(self, event: Any) -> str | None:
+        choices = event.data.choices
+        return (choices[0].delta.content or None) if choices else None
+
+    def text(self, response: Any) -> str:
+        return str(response.choices[0].message.content)
+
+    def close(self) -> Any:
+        return self._http.aclose() if self.is_async else self._http.close()
+
+    @classmethod
+    def _is_status(cls, exc: BaseException) -> bool:
+        return _is(exc, frozenset({"mistralai.SDKError", "mistralai.MistralError"}))
+
+
+class Cohere(Sdk):
+    """cohere (Fern), Chat v2: httpx; ``request()`` retries by calling itself (hooked), ``stream()`` never
+    retries; no retry header. Its HTTP client is made here and closed by :meth:`close`."""
+
+    name = "cohere"
+    provider = "cohere"
+    api = "cohere-chat"
+    path = "/v2/chat"
+    model = "cohere-test"
+    retry_header = False
+
+    def _client(self) -> Any:
+        import cohere
+        import httpx
+
+        self._http: Any = (httpx.AsyncClient if self.is_async else httpx.Client)(timeout=self.config.timeout)
+        cls: Any = cohere.AsyncClientV2 if self.is_async else cohere.ClientV2
+        return cls(api_key=self.config.api_key, base_url=self.config.base_url, timeout=self.config.timeout,
+                   httpx_client=self._http, **self.config.options)  # fmt: skip
+
+    def _params(self, model: str, headers: Mapping[str, str] | None, params: dict[str, Any]) -> dict[str, Any]:
+        params.setdefault("max_tokens", 64)
+        params.setdefault("messages", [{"role": "user", "content": params.pop("prompt", "hi")}])
+        options = {"additional_headers": {**self.config.headers, **(headers or {})},
+                   "max_retries": self.config.max_retries}  # fmt: skip
+        return {"model": model, **params, "request_options": options}
+
+    def create(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        return self.client.chat(**self._params(model, headers, params))
+
+    def open(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        stream = self.client.chat_stream(**self._params(model, headers, params))
+        return _ready(stream) if self.is_async else stream  # an async generator, not an awaitable
+
+    def close_stream(self, stream: Any) -> Any:
+        return stream.aclose() if self.is_async else stream.close()
+
+    def piece(self, event: Any) -> str | None:
+        return str(event.delta.message.content.text) if event.type == "content-delta" else None
+
+    def text(self, response: Any) -> str:
+        return str(response.message.content[0].text)
+
+    def close(self) -> Any:
+        return self._http.aclose() if self.is_async else self._http.close()
+
+    @classmethod
+    def _is_status(cls, exc: BaseException) -> bool:
+        return _is(exc, frozenset({"cohere.ApiError"}))
+
+
+#: every adapter by name
+SDKS: dict[str, type[Sdk]] = {
+    cls.name: cls for cls in (Anthropic, Bedrock, Vertex, OpenAIChat, OpenAIResponses, Gemini, Groq, Mistral, Cohere)
+}
+
+
+def adapter(sdk: str | type[Sdk], config: Config) -> Sdk:
+    """A client of the SDK ``sdk`` (a key of :data:`SDKS`, or an adapter class) made from ``config``."""
+    return (SDKS[sdk] if isinstance(sdk, str) else sdk)(config)
