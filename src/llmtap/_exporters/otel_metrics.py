@@ -58,6 +58,7 @@ from llmtap._core.metrics import (
     Measurement,
     base_key,
 )
+from llmtap._exporters import _otel_fork
 from llmtap._exporters._health import register_otel
 from llmtap._version import __version__
 
@@ -298,6 +299,7 @@ def _shared(meter_provider: MeterProvider | None, namespace: str) -> _Shared:
         by_namespace = _shared_by_provider.setdefault(provider, {})
         shared = by_namespace.get(namespace)
         if shared is None:
+            _otel_fork.guard(provider)  # no fork inside its collection or export (gunicorn --preload)
             meter = metrics.get_meter("llmtap", __version__, meter_provider=provider)
             shared = by_namespace[namespace] = _Shared(meter, namespace)
         return shared
