@@ -22,6 +22,7 @@ from llmtap._core.metrics import (
     switched_off,
 )
 from llmtap._core.record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord, Cost, Outcome, RateLimit, Usage
+from llmtap._providers._base import Header
 
 GAPS = (3, 2) + (0,) * (len(CHUNK_GAP_BUCKETS) - 2) + (1,)
 
@@ -37,6 +38,16 @@ def start(**changes: Any) -> AttemptStart:
     return AttemptStart(**fields)
 
 
+# the rate-limit header values as the observer keeps them (resource, Header kind, raw value): read back as
+# (RateLimit("requests", 50.0, 49.0, None), RateLimit("tokens", None, 1000.0, 7.0))
+RAW_LIMITS = (
+    ("requests", int(Header.LIMIT), b"50"),
+    ("requests", int(Header.REMAINING), b"49"),
+    ("tokens", int(Header.REMAINING), b"1000"),
+    ("tokens", int(Header.RESET_IN), b"7s"),
+)
+
+
 def record(**changes: Any) -> AttemptRecord:
     """A streamed attempt that makes every measurement an attempt can make."""
     fields: dict[str, Any] = start()._asdict()
@@ -45,7 +56,7 @@ def record(**changes: Any) -> AttemptRecord:
         first_chunk_at=0.2, first_token_at=0.3, ended_at=2.0, chunks=7, max_gap=3.0, stalls=1,
         gap_bucket_counts=GAPS, gap_sum=3.05, usage=Usage(100, 20, 30, 40, 5), stop_reasons=("end_turn",),
         response_id="r", response_model="m-2025", request_id="q", retry_after=1.5, server_time=None,
-        rate_limits=(RateLimit("requests", 50.0, 49.0, None), RateLimit("tokens", None, 1000.0, 7.0)),
+        rate_limit_headers=RAW_LIMITS,
         parse_errors=2, cost=Cost(0.1, 0.2, 0.03, 0.04, 0.05),
     )  # fmt: skip
     fields.update(changes)
@@ -253,3 +264,7 @@ def test_both_prometheus_adapters_expose_the_same(monkeypatch: pytest.MonkeyPatc
     sample = folded.registry.get_sample_value("llmtap_attempts_total", {**base, "status_code": "200", "error_type": ""})
     assert sample == 2.0 and isinstance(sample, float)  # floats, as prometheus-client's own values
     assert exposed == feed(objects)
+
+
+def test_the_records_rate_limits_read_back_from_the_raw_header_values() -> None:
+    assert record().rate_limits == (RateLimit("requests", 50.0, 49.0, None), RateLimit("tokens", None, 1000.0, 7.0))
