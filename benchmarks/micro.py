@@ -26,6 +26,7 @@ from prometheus_client import CollectorRegistry
 import llmtap
 from llmtap._core import handoff as _handoff
 from llmtap._core.endpoints import PROVIDERS
+from llmtap._core.metrics import INSTRUMENTS
 from llmtap._core.observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._core.record import AttemptRecord, AttemptStart
 from llmtap._exporters.otel_metrics import OtelMetricsExporter
@@ -103,14 +104,44 @@ def a_record() -> AttemptRecord:
     return record
 
 
+def a_json_record() -> AttemptRecord:
+    """A non-streaming Message with the simulator's headers (12 rate-limit values) and body."""
+    import json
+
+    now = time.time()
+    ctx = Context(
+        path="/v1/messages",
+        body={},
+        scenario=Scenario(tokens=5, input=472),
+        request_id="req_1",
+        model=START.request_model,
+        stream=False,
+        received_at=time.perf_counter(),
+        ratelimit=RateLimitSnapshot(4000, 3999, 2_400_000, 2_398_000, 2_000_000, 1_999_000, 400_000, 399_000, 7.0, now),
+    )
+    api = AnthropicMessages(ctx)
+    headers = [(b"content-type", b"application/json")]
+    headers += [(k.encode(), v.encode()) for k, v in api.common_headers()]
+    observer = AttemptObserver(JSON_START, PROVIDER, CONFIG)
+    observer.on_response(200, headers, 0.0)
+    observer.on_chunk(json.dumps(api.json_body()).encode(), 0.01)
+    record = observer.end(Ending.EOF, 0.02)
+    assert record is not None and record.rate_limits and record.usage.output_tokens, record
+    return record
+
+
+JSON_START = START._replace(request_stream=False)
+
+
 def sink_time(sink: object, record: AttemptRecord) -> Callable[[int], float]:
     start, end = sink.start, sink.end  # type: ignore[attr-defined]
+    begun = START if record.request_stream else JSON_START
 
     def run(loops: int) -> float:
         clock = time.perf_counter
         t0 = clock()
         for _ in range(loops):
-            end(record, start(START))
+            end(record, start(begun))
         return clock() - t0
 
     return run
@@ -199,13 +230,17 @@ def main() -> None:
     runner.bench_time_func("observer, per event (5 events per read)", observer_time(fives, HEADERS), inner_loops=n)
     runner.bench_time_func("observer, per event (gzip)", observer_time(gzipped(events), GZIP_HEADERS), inner_loops=n)
     record = a_record()
+    # the instruments a default Settings() leaves off (cost, the latest semconv generation), as the tap does
+    off = tuple(i.name for i in INSTRUMENTS if i.requires or i.semconv_version == "latest")
     sinks = {
-        "prometheus": PrometheusExporter(CollectorRegistry()),
-        "otel metrics": OtelMetricsExporter(MeterProvider(metric_readers=[InMemoryMetricReader()])),
+        "prometheus": PrometheusExporter(CollectorRegistry(), exclude=off),
+        "otel metrics": OtelMetricsExporter(MeterProvider(metric_readers=[InMemoryMetricReader()]), exclude=off),
         "spans": TracingExporter(TracerProvider()),
     }
+    json_record = a_json_record()
     for name, sink in sinks.items():
         runner.bench_time_func(f"sink end(), per attempt: {name}", sink_time(sink, record))
+        runner.bench_time_func(f"sink end(), per non-stream attempt: {name}", sink_time(sink, json_record))
     runner.bench_time_func("hook on non-LLM traffic, per request", passthrough_time())
     runner.bench_time_func("hand-off of a dropped stream (in the collector)", handoff_time())
     runner.bench_time_func("aiohttp readany(), per read: bare", aiohttp_read_time(observed=False))

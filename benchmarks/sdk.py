@@ -48,6 +48,8 @@ CONFIGS: tuple[str, ...] = (
     "prometheus",
     "spans",
     "otel_metrics",
+    "prom_spans",
+    "otlp",
     "all",
     "anthropic_tracing",
 )
@@ -57,6 +59,8 @@ CONFIG_TITLES: dict[str, str] = {
     "prometheus": "+ Prometheus",
     "spans": "+ spans (BatchSpanProcessor)",
     "otel_metrics": "+ OTel metrics",
+    "prom_spans": "Prometheus + spans (as most apps run it)",
+    "otlp": "OTel metrics + spans (the OTLP path)",
     "all": "all (Prometheus + spans + OTel metrics)",
     "anthropic_tracing": "Anthropic SDK's own tracing",
 }
@@ -174,10 +178,10 @@ def configure(config: str, base_url: str) -> Configured:
         trace.set_tracer_provider(provider)
         out.providers.append(provider)
         return out
-    metrics = config in ("prometheus", "all")
-    traces = config in ("spans", "all")
-    otel_metrics = config in ("otel_metrics", "all")
-    if config not in ("core", "prometheus", "spans", "otel_metrics", "all"):
+    metrics = config in ("prometheus", "prom_spans", "all")
+    traces = config in ("spans", "prom_spans", "otlp", "all")
+    otel_metrics = config in ("otel_metrics", "otlp", "all")
+    if config not in ("core", "prometheus", "spans", "otel_metrics", "prom_spans", "otlp", "all"):
         raise SystemExit(f"unknown configuration {config!r}")
     kwargs: dict[str, Any] = {}
     if metrics:
@@ -789,7 +793,9 @@ def check_controls(rounds: list[dict[str, dict[str, Any]]]) -> None:
                 and checks.get("llmtap_attempts_seen") != 2
             ):
                 raise SystemExit(f"{config}: llmtap did not observe the probe requests: {checks}")
-            if config in ("spans", "all", "anthropic_tracing") and not checks.get("spans_exported"):
+            if config in ("spans", "prom_spans", "otlp", "all", "anthropic_tracing") and not checks.get(
+                "spans_exported"
+            ):
                 raise SystemExit(f"{config}: no span was exported: {checks}")
 
 

@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from llmtap._core.framer import SseFramer
 from llmtap._core.observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._core.record import AttemptRecord, AttemptStart
 from llmtap._providers._base import Provider
@@ -34,7 +35,8 @@ class Fed:
 
     @property
     def _pending(self) -> bytes:
-        return self.observer._pending
+        framer = self.observer._framer
+        return framer.pending if isinstance(framer, SseFramer) else b""
 
     def _keep(self, record: AttemptRecord | None) -> None:
         if record is not None:

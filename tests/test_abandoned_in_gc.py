@@ -89,7 +89,7 @@ SHAPES: dict[str, int] = {"unread": 0, "partly_read": 1}
 LOCKS: dict[str, Callable[[Tap, LockedSink], Any] | None] = {
     "no_lock": None,
     "sink_lock": lambda tap, sink: sink.lock,
-    "call_duration_labels_lock": lambda tap, sink: tap.prometheus.call_duration._lock,  # type: ignore[union-attr]
+    "prometheus_fold_lock": lambda tap, sink: tap.prometheus._store._lock,  # type: ignore[union-attr]
 }
 
 

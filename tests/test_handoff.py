@@ -88,13 +88,6 @@ def _otel_sdk_lock(provider: MeterProvider) -> Any:
     return lock
 
 
-def _first_value_lock(cap: Capture) -> Any:
-    prometheus = cap.tap.prometheus
-    assert prometheus is not None
-    metric = prometheus.streams.labels("anthropic", "chat", "claude-x", Outcome.ABANDONED.value)
-    return metric._value._lock
-
-
 # Every lock the ending path (bounds, exporters, the call, the log limiter, the hand-off itself) can
 # take, by a name and how to reach it from a live capture.
 LOCKS: dict[str, Callable[[Capture, MeterProvider], Any]] = {
@@ -104,9 +97,8 @@ LOCKS: dict[str, Callable[[Capture, MeterProvider], Any]] = {
     "bounds: error type": lambda cap, _: cap.tap._bounds.error_type._lock,
     "bounds: server": lambda cap, _: cap.tap._bounds._server._lock,
     "prometheus exporter": lambda cap, _: cap.tap.prometheus._lock,  # type: ignore[union-attr]
-    "prometheus family labels()": lambda cap, _: cap.tap.prometheus.streams._lock,  # type: ignore[union-attr]
-    "prometheus call family labels()": lambda cap, _: cap.tap.prometheus.call_duration._lock,  # type: ignore[union-attr]
-    "prometheus value": lambda cap, _: _first_value_lock(cap),
+    "prometheus fold": lambda cap, _: cap.tap.prometheus._store._lock,  # type: ignore[union-attr]
+    "prometheus scrape": lambda cap, _: cap.tap.prometheus._store._scrape_lock,  # type: ignore[union-attr]
     "prometheus registry": lambda cap, _: cap.registry._lock,
     "otel exporter": lambda cap, _: next(s for s in cap.tap.sinks if s.name == "otel_metrics")._lock,  # type: ignore[attr-defined]
     "otel sdk": lambda _, provider: _otel_sdk_lock(provider),
@@ -138,11 +130,11 @@ import gc, sys, threading, httpx, llmtap
 from llmtap._core import handoff as _handoff
 from llmtap.simulator import Simulator
 from llmtap.testing import capture
-from tests.test_handoff import REQUEST, _abandon_in_a_cycle, _first_value_lock
+from tests.test_handoff import REQUEST, _abandon_in_a_cycle
 if sys.argv[1] == "undone":
     _handoff.defer = lambda tap, attempt, ending, at, exc: tap._end(attempt, ending, at, exc)
 with Simulator() as sim, capture(llmtap.Settings(base_urls=(sim.base_url,))) as cap, httpx.Client() as client:
-    lock = _first_value_lock(cap)
+    lock = cap.tap.prometheus._store._lock  # the lock every attempt's end takes
     def work():
         gc.disable()
         _abandon_in_a_cycle(client, sim.base_url + "/v1/messages")

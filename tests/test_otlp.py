@@ -394,14 +394,10 @@ def test_instrument_names_translate_to_the_native_names(namespace: str) -> None:
     provider = MeterProvider(metric_readers=[PrometheusMetricReader(registry=registry)])
     try:
         exporter = OtelMetricsExporter(provider, namespace=namespace)
-        base = exporter._base(("anthropic", "chat", "m"))  # pre-creates the counters at 0
-        for name in dir(exporter):
-            instrument = getattr(exporter, name)
-            if hasattr(instrument, "record"):
-                instrument.record(1.0, base)
-            elif hasattr(instrument, "add"):
-                instrument.add(1, base)
-        exporter._rate_limits[("anthropic", "chat", "m", "requests")] = [10.0, 5.0, 1.0]
+        one = [  # one measurement of every instrument, its attributes all set
+            (spec.key, 1.0, ("x",) * len(exporter.mapping.attributes[spec.key])) for spec in INSTRUMENTS
+        ]
+        exporter._write(("anthropic", "chat", "m"), one, None)
         translated = families(registry)
     finally:
         provider.shutdown()
@@ -443,7 +439,7 @@ def test_gaps_are_recorded_at_collection_not_at_the_attempts_end() -> None:
         provider="anthropic", operation="chat", request_model="m", server_address="h", server_port=443,
         request_stream=True, outcome=Outcome.COMPLETED, status_code=200, streamed=True, started_at=0.0,
         first_chunk_at=0.1, first_token_at=0.2, ended_at=5.0, chunks=7, max_gap=3.0, stalls=0,
-        gap_bucket_counts=counts, gap_sum=3.05, usage=Usage(), stop_reasons=(), rate_limits=(), parse_errors=0,
+        gap_bucket_counts=counts, gap_sum=3.05, usage=Usage(), stop_reasons=(), rate_limit_headers=(), parse_errors=0,
     )  # fmt: skip
     record = AttemptRecord._make(fields[f] for f in AttemptRecord._fields)
     reader = InMemoryMetricReader()
@@ -451,13 +447,14 @@ def test_gaps_are_recorded_at_collection_not_at_the_attempts_end() -> None:
     try:
         exporter = OtelMetricsExporter(provider)
         recorded: list[float] = []
-        original = exporter._gap.record
+        gap = exporter.instruments["gap"]
+        original = gap.record
 
         def spy(value: float, attributes: Any = None) -> None:
             recorded.append(value)
             original(value, attributes)
 
-        exporter._gap.record = spy
+        gap.record = spy
         exporter.end(record, None)
         exporter.end(record, None)
         assert recorded == []  # nothing per gap on the application's thread

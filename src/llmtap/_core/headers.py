@@ -1,4 +1,9 @@
-"""Parsing of response header values that providers declare (see ``Provider.headers``).
+"""Response headers: the one walk over them on the request path (:func:`read_headers`), and the
+parsing of the values providers declare (see ``Provider.headers``).
+
+Write cheap, read expensive: the walk keeps what the request path needs (content type and encoding,
+``retry-after``, the request id, server time, error type) and only *checks* rate-limit values, which it
+keeps raw; :func:`rate_limits` converts them when a reader asks (``AttemptRecord.rate_limits``).
 
 Rate-limit reset values repeat across responses (the same timestamp or duration for a second or
 more), so both parsers are memoised in small bounded dicts.
@@ -6,12 +11,29 @@ more), so both parsers are memoised in small bounded dicts.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+import time
+from collections.abc import Sequence
 from datetime import datetime
 from email.utils import parsedate_to_datetime
+from typing import NamedTuple
 
-__all__ = ["duration", "finite", "parse_duration", "reset_at", "retry_after_seconds"]
+from llmtap._log import log_once
+from llmtap._providers._base import Facts, Header, Provider
+
+__all__ = [
+    "RawRateLimit",
+    "ResponseHeaders",
+    "duration",
+    "finite",
+    "parse_duration",
+    "rate_limits",
+    "read_headers",
+    "reset_at",
+    "retry_after_seconds",
+]
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -96,3 +118,147 @@ def duration(value: bytes) -> float:
             _duration_memo.clear()
         seconds = _duration_memo[value] = parse_duration(value.decode("ascii"))
     return seconds
+
+
+# -- the walk on the request path ------------------------------------------------------------------
+
+RawRateLimit = tuple[str, int, bytes | None]
+"""One rate-limit header as the walk keeps it: resource, :class:`Header` kind (``LIMIT`` ...``RESET_IN``)
+and the raw value, checked (``None``: it was garbage, counted as a parse error; the resource still shows)."""
+
+# Header kinds as plain ints: enum member lookups cost more than the whole comparison on this path
+_RESET_AT, _RESET_IN, _REQUEST_ID, _SERVER_TIME_MS, _ERROR_TYPE = (
+    int(Header.RESET_AT),
+    int(Header.RESET_IN),
+    int(Header.REQUEST_ID),
+    int(Header.SERVER_TIME_MS),
+    int(Header.ERROR_TYPE),
+)
+# generic headers, after the provider's Header kinds in the same table
+_CONTENT_TYPE, _CONTENT_ENCODING, _RETRY_AFTER_MS, _RETRY_AFTER = range(100, 104)
+_GENERIC_HEADERS: dict[bytes, tuple[int, str]] = {
+    b"content-type": (_CONTENT_TYPE, ""),
+    b"content-encoding": (_CONTENT_ENCODING, ""),
+    b"retry-after-ms": (_RETRY_AFTER_MS, ""),
+    b"retry-after": (_RETRY_AFTER, ""),
+}
+_MAX_PLAIN_DIGITS = 300  # float() of longer digit strings overflows to inf
+
+
+@functools.cache
+def _header_table(provider: Provider) -> dict[bytes, tuple[int, str]]:
+    """Lower-case header name -> (what it is, resource): one dict lookup per response header."""
+    declared = {name: (int(kind), resource) for name, (kind, resource) in provider.headers.items()}
+    return {**declared, **_GENERIC_HEADERS}
+
+
+class ResponseHeaders(NamedTuple):
+    """What the walk over one response's headers found (besides what it wrote into the attempt's facts)."""
+
+    content_type: bytes
+    """Lower-cased (``b""``: none)."""
+    encoding: bytes
+    """Every ``content-encoding`` value, joined with commas as the client joins them."""
+    retry_after: float | None
+    """Seconds (``retry-after-ms`` wins over ``retry-after``), never negative."""
+    rate_limits: tuple[RawRateLimit, ...]
+    errors: int
+    """Values that could not be parsed (each logged once per kind of header)."""
+
+
+def _checked(kind: int, value: bytes) -> bytes:
+    """``value`` if it will convert (:func:`rate_limits`), else ``ValueError``; reset values are parsed
+    through their memo (so the conversion finds them there)."""
+    if kind == _RESET_AT:
+        reset_at(value)
+    elif kind == _RESET_IN:
+        duration(value)
+    else:
+        finite(value)
+    return value
+
+
+def read_headers(provider: Provider, raw_headers: Sequence[tuple[bytes, bytes]], facts: Facts) -> ResponseHeaders:
+    """Walk the raw response headers once: the request id, server time and error type go into ``facts``,
+    the rest is returned. A value that does not parse is counted and logged, never raised."""
+    content_type = b""
+    encoding = b""
+    retry_after = retry_after_ms = None
+    limits: list[RawRateLimit] = []
+    errors = 0
+    now_unix = 0.0
+    get = _header_table(provider).get
+    for raw_name, value in raw_headers:
+        spec = get(raw_name)  # most names come lower-case (HTTP/2 always): no copy needed
+        if spec is None:
+            if raw_name.islower():
+                continue
+            spec = get(raw_name.lower())
+            if spec is None:
+                continue
+        kind, resource = spec
+        if kind <= _RESET_IN and (
+            (value.isdigit() and len(value) < _MAX_PLAIN_DIGITS)  # a limit or what remains: plainly a number
+            if kind < _RESET_AT
+            else value in (_reset_memo if kind == _RESET_AT else _duration_memo)  # a reset parsed before
+        ):
+            limits.append((resource, kind, value))
+            continue
+        try:
+            if kind <= _RESET_IN:
+                try:
+                    limits.append((resource, kind, _checked(kind, value)))
+                except ValueError:
+                    limits.append((resource, kind, None))
+                    raise
+            elif kind == _CONTENT_TYPE:
+                content_type = value.lower()
+            elif kind == _CONTENT_ENCODING:
+                encoding = encoding + b"," + value if encoding else value  # as the client joins them
+            elif kind == _REQUEST_ID:
+                facts.request_id = value.decode("ascii", "replace")
+            elif kind == _SERVER_TIME_MS:
+                facts.server_time = finite(value) / 1000.0
+            elif kind == _ERROR_TYPE:
+                facts.error_type = value.partition(b":")[0].decode("ascii").strip() or None
+            elif kind == _RETRY_AFTER_MS:
+                retry_after_ms = finite(value) / 1000.0
+            else:
+                now_unix = now_unix or time.time()
+                retry_after = retry_after_seconds(value, now_unix)
+        except (ValueError, UnicodeDecodeError):
+            errors += 1
+            log_once(
+                "header",
+                "llmtap: could not parse response header %r from %s; ignored",
+                raw_name.decode("latin-1"),
+                provider.name,
+            )
+    # every value is parsed (a garbage one is a parse error); retry-after-ms is the more precise
+    wait = retry_after_ms if retry_after_ms is not None else retry_after
+    return ResponseHeaders(content_type, encoding, None if wait is None else max(wait, 0.0), tuple(limits), errors)
+
+
+# -- read expensive: the conversion, when a reader asks --------------------------------------------
+
+
+def rate_limits(raw: tuple[RawRateLimit, ...], at_unix: float) -> tuple[tuple[str, list[float | None]], ...]:
+    """The rate limits of checked raw values: per resource (in the order first seen) its limit, remaining
+    and seconds to reset (from ``at_unix``, the wall clock when the headers arrived; never negative)."""
+    out: dict[str, list[float | None]] = {}
+    for resource, kind, value in raw:
+        slot = out.get(resource)
+        if slot is None:
+            slot = out[resource] = [None, None, None]
+        if value is None:
+            continue
+        if kind < _RESET_AT:
+            slot[kind] = float(value)
+        elif kind == _RESET_AT:
+            when = _reset_memo.get(value)
+            seconds = (reset_at(value) if when is None else when) - at_unix
+            slot[2] = seconds if seconds > 0.0 else 0.0
+        else:
+            known = _duration_memo.get(value)
+            slot[2] = duration(value) if known is None else known
+    return tuple(out.items())

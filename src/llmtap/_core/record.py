@@ -5,6 +5,9 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, NamedTuple
 
+from llmtap._core.headers import RawRateLimit
+from llmtap._core.headers import rate_limits as _convert_rate_limits
+
 if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext
 
@@ -173,7 +176,8 @@ class AttemptRecord(NamedTuple):
     response_id: str | None
     response_model: str | None
     request_id: str | None
-    rate_limits: tuple[RateLimit, ...]
+    rate_limit_headers: tuple[RawRateLimit, ...]
+    """The rate-limit header values as they came (checked, not converted): read :attr:`rate_limits`."""
     retry_after: float | None
     """Seconds the server advised to wait (``retry-after-ms`` / ``retry-after``)."""
     server_time: float | None
@@ -184,6 +188,22 @@ class AttemptRecord(NamedTuple):
     span_context: SpanContext | None = None
     """The attempt's sampled span (``Settings.exemplars``): the metric exporters attach it to their
     histograms as an exemplar, so a dashboard jumps from a latency spike to the trace."""
+
+    @property
+    def rate_limits(self) -> tuple[RateLimit, ...]:
+        """The rate limits the response headers reported, per resource: converted from
+        :attr:`rate_limit_headers` on every read (so the request path never pays for it)."""
+        global _last_converted
+        raw = self.rate_limit_headers
+        if not raw:
+            return ()
+        at_unix = self.start_unix_ns / 1e9 + ((self.headers_at or self.started_at) - self.started_at)
+        last = _last_converted  # one read of the global: a consistent triple whatever other threads do
+        if last[0] is raw and last[1] == at_unix:
+            return last[2]  # the same record read again (each exporter reads it)
+        limits = tuple(RateLimit(resource, *values) for resource, values in _convert_rate_limits(raw, at_unix))
+        _last_converted = (raw, at_unix, limits)
+        return limits
 
     @property
     def stop_reason(self) -> str | None:
@@ -211,6 +231,10 @@ class AttemptRecord(NamedTuple):
     def is_error(self) -> bool:
         """A rejection or a service-side failure (the span gets status ERROR); app-side aborts are not errors."""
         return self.outcome in FAILED
+
+
+_last_converted: tuple[object, float, tuple[RateLimit, ...]] = ((), 0.0, ())
+"""The last :attr:`AttemptRecord.rate_limits` converted, by the identity of its raw values."""
 
 
 class CallRecord(NamedTuple):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, NamedTuple
 
-from llmtap._core.metrics import INSTRUMENTS, Instrument
+from llmtap._core.metrics import switched_off
 from llmtap._exporters._base import Sink
 
 if TYPE_CHECKING:
@@ -44,17 +44,6 @@ class Exporters(NamedTuple):
             raise error
 
 
-def _wanted(instrument: Instrument, settings: Settings) -> bool:
-    """Whether the settings turn ``instrument`` on (its ``requires`` flag, its semconv version)."""
-    if instrument.requires and not getattr(settings, instrument.requires):
-        return False
-    if instrument.semconv_version == "legacy":
-        return settings.genai_semconv != "latest"
-    if instrument.semconv_version == "latest":
-        return settings.genai_semconv != "default"
-    return True
-
-
 def build(
     settings: Settings,
     *,
@@ -72,7 +61,7 @@ def build(
         meter_provider: for the OpenTelemetry metrics (default: the global meter provider).
     """
     # instruments whose Settings flag is off are never created
-    exclude = (*settings.exclude_metrics, *(i.name for i in INSTRUMENTS if not _wanted(i, settings)))
+    exclude = (*settings.exclude_metrics, *sorted(switched_off(settings)))
     sinks: list[Sink] = []
     prometheus: PrometheusExporter | None = None
     spans: TracingExporter | None = None

@@ -72,7 +72,6 @@ class Facts:
         "final",
         "input_tokens",
         "output_tokens",
-        "rate_limits",
         "reasoning_tokens",
         "rejected",
         "request_id",
@@ -97,8 +96,6 @@ class Facts:
         self.response_model: str | None = None
         self.request_id: str | None = None
         self.error_type: str | None = None
-        # resource -> [limit, remaining, reset_seconds]
-        self.rate_limits: dict[str, list[float | None]] = {}
         self.final = False
         """The provider's terminal success event (or a whole success body) was parsed."""
         self.server_error = False
@@ -154,6 +151,11 @@ class Provider(abc.ABC):
     """Byte strings at least one of which appears in every SSE event the parser needs once the first
     content token has been seen (the terminal and error events among them). Chunks containing none
     of them are only framed, never parsed: this is what keeps the per-event cost near zero."""
+    quiet_events: tuple[bytes, ...] = ()
+    """Beginnings of SSE events the parser never needs once the first content token has been seen (the
+    ``event:`` line and the start of the ``data:`` payload up to its type): a read that is exactly one
+    such event (one ``data:`` line) is skipped with one prefix test instead of the search for
+    :attr:`markers`. Each must leave no room for a marker that matters in the rest of the event."""
     input_includes_cache: bool = True
     """Whether the provider's reported input tokens already include cache reads and writes (OpenAI)
     or not (Anthropic). The record always carries the total."""

@@ -106,6 +106,8 @@ class AnthropicMessages(Provider):
     name = "anthropic"
     operation = "chat"
     markers = (b"message_", b'"error"')
+    # the text, thinking and tool-argument deltas: most events of a stream
+    quiet_events = (b'event: content_block_delta\ndata: {"type":"content_block_delta",',)
     input_includes_cache = False
     path_suffixes: tuple[str, ...] = ("/messages",)
     headers = HEADERS

@@ -1,0 +1,68 @@
+"""The record builder: one attempt's start value, timing and facts made into its immutable record."""
+
+from __future__ import annotations
+
+from llmtap._core.gaps import GapCounter
+from llmtap._core.headers import RawRateLimit
+from llmtap._core.record import AttemptRecord, AttemptStart, Outcome, Usage
+from llmtap._providers._base import Facts
+
+__all__ = ["build_record"]
+
+
+def build_record(
+    start: AttemptStart,
+    outcome: Outcome,
+    error_type: str | None,
+    *,
+    status: int | None,
+    streamed: bool,
+    headers_at: float | None,
+    first_token_at: float | None,
+    ended_at: float,
+    gaps: GapCounter,
+    facts: Facts,
+    input_includes_cache: bool,
+    rate_limit_headers: tuple[RawRateLimit, ...],
+    retry_after: float | None,
+    parse_errors: int,
+) -> AttemptRecord:
+    """The record; its ``cost`` and ``span_context`` are left for the tap (``Settings.cost``,
+    ``Settings.exemplars``). ``parse_errors`` is the observer's count: values the provider parser
+    refused (:attr:`Facts.rejected`) are added here."""
+    input_tokens = facts.input_total(input_includes_cache)
+    return AttemptRecord._make(
+        (
+            *start,
+            outcome,
+            status,
+            error_type,
+            streamed,
+            headers_at,
+            gaps.first,
+            first_token_at,
+            ended_at,
+            gaps.chunks,
+            gaps.max,
+            gaps.stalls,
+            gaps.bucket_counts(),
+            gaps.sum,
+            Usage(
+                input_tokens,
+                facts.output_tokens,
+                facts.cache_read_tokens,
+                facts.cache_write_tokens,
+                facts.reasoning_tokens,
+            ),
+            tuple(reason for _, reason in sorted(facts.stop_reasons.items())),
+            facts.response_id,
+            facts.response_model,
+            facts.request_id,
+            rate_limit_headers,
+            retry_after,
+            facts.server_time,
+            parse_errors + facts.rejected,
+            None,  # cost: priced by the tap (Settings.cost)
+            None,  # span_context: set by the tap (Settings.exemplars)
+        )
+    )

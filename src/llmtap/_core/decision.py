@@ -1,0 +1,136 @@
+"""How an attempt ended: what ended its body (an :class:`Ending`, or the exception it raised) and what the
+response said, turned into an :class:`~llmtap.Outcome` and an ``error.type``. Decided here only, by one
+table (:data:`TABLE`)."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+
+from llmtap._core.record import Outcome
+
+__all__ = ["TABLE", "Ending", "Heard", "classify_exception", "decide"]
+
+
+class Ending(enum.Enum):
+    """What ended an attempt's body, as the shells see it. :func:`decide` turns it into an
+    :class:`~llmtap.Outcome` together with what the parsed events said."""
+
+    TERMINAL = "terminal"
+    """The provider's terminal event (``message_stop``, ``[DONE]``, ``response.completed``, Gemini's
+    ``finishReason`` chunk) or an in-band error event was parsed: the attempt ends there, whatever the
+    SDK does next (reads on, closes, raises, or leaves the response to the garbage collector)."""
+    EOF = "eof"
+    """The body was read to its end."""
+    CLOSED = "closed"
+    """The app (or the SDK on its behalf) closed the response."""
+    DROPPED = "dropped"
+    """The response was closed only because the app dropped it (its generator was finalised), or the
+    garbage collector found it unclosed."""
+    RAISED = "raised"
+    """An exception came out of the transport (before the headers or while reading the body)."""
+    INTERNAL = "internal"
+    """llmtap itself failed mid-attempt: the books are closed with what is known so far."""
+
+
+class Heard(enum.Enum):
+    """What the response said, as far as it was read."""
+
+    NOTHING = "nothing"
+    """No response (no status line)."""
+    REJECTED = "rejected"
+    """An HTTP error status (non-2xx)."""
+    ERROR = "error"
+    """A 2xx whose body carried an error (an in-band error event or error body)."""
+    FINAL = "final"
+    """A 2xx whose terminal event (or whole success body) was parsed."""
+    STREAM = "stream"
+    """A 2xx event stream without its terminal event (so far)."""
+    BODY = "body"
+    """A 2xx plain body without a success body parsed (so far)."""
+
+
+def classify_exception(exc: BaseException) -> tuple[Outcome, str]:
+    """Map an exception out of the HTTP stack to an outcome and an ``error.type`` value."""
+    if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+        return Outcome.CANCELLED, type(exc).__name__
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if "TimeoutException" in names or isinstance(exc, TimeoutError):
+        return Outcome.TIMEOUT, type(exc).__name__
+    if "Cancelled" in names:  # trio / anyio cancellation
+        return Outcome.CANCELLED, type(exc).__name__
+    return Outcome.CONNECTION_ERROR, type(exc).__name__
+
+
+class _Why(enum.Enum):
+    """Where ``error.type`` comes from when the provider gave no word of its own (its word wins, except
+    for a completed attempt, which never has one)."""
+
+    NEVER = "never"
+    STATUS = "status"
+    EXCEPTION = "exception"
+    """The raised exception's class name (``None``: nothing was raised)."""
+    INCOMPLETE = "incomplete_stream"
+    NONE = "none"
+
+
+ANY = None
+"""A wildcard in :data:`TABLE`."""
+
+# The first row that matches decides. "How it ended" is the Ending, except for Ending.RAISED, whose
+# exception's class (classify_exception) takes its place.
+# fmt: off
+TABLE: tuple[tuple[Heard | None, Ending | Outcome | None, Outcome, _Why], ...] = (
+    # what was heard  how it ended              outcome                   error.type, else
+    (Heard.REJECTED,  ANY,                      Outcome.REJECTED,         _Why.STATUS),     # refused before an answer
+    (Heard.ERROR,     ANY,                      Outcome.SERVER_ERROR,     _Why.EXCEPTION),  # an error inside one
+    (Heard.FINAL,     Outcome.CANCELLED,        Outcome.CANCELLED,        _Why.NONE),
+    (Heard.FINAL,     ANY,                      Outcome.COMPLETED,        _Why.NEVER),
+    (ANY,             Outcome.CANCELLED,        Outcome.CANCELLED,        _Why.NONE),
+    (ANY,             Outcome.TIMEOUT,          Outcome.TIMEOUT,          _Why.EXCEPTION),
+    (ANY,             Outcome.CONNECTION_ERROR, Outcome.CONNECTION_ERROR, _Why.EXCEPTION),
+    (Heard.STREAM,    Ending.EOF,               Outcome.INCOMPLETE,       _Why.INCOMPLETE),
+    (ANY,             Ending.EOF,               Outcome.COMPLETED,        _Why.NEVER),      # a plain body, read whole
+    (ANY,             Ending.CLOSED,            Outcome.CLIENT_CLOSED,    _Why.NONE),
+    (ANY,             Ending.DROPPED,           Outcome.ABANDONED,        _Why.NONE),
+    (Heard.NOTHING,   ANY,                      Outcome.CONNECTION_ERROR, _Why.EXCEPTION),  # internal, no response
+    (ANY,             ANY,                      Outcome.COMPLETED,        _Why.NEVER),      # internal: what is known
+)
+# fmt: on
+
+
+def heard(status: int | None, server_error: bool, final: bool, streamed: bool) -> Heard:
+    """What the response said: its status, then what its parsed body said."""
+    if status is None:
+        return Heard.NOTHING
+    if not 200 <= status < 300:
+        return Heard.REJECTED
+    if server_error:
+        return Heard.ERROR
+    if final:
+        return Heard.FINAL
+    return Heard.STREAM if streamed else Heard.BODY
+
+
+def decide(
+    said: Heard, ending: Ending, exc: BaseException | None, status: int | None, provider_error_type: str | None
+) -> tuple[Outcome, str | None]:
+    """The outcome and ``error.type`` of an attempt (``exc``: the exception of :attr:`Ending.RAISED`)."""
+    how: Ending | Outcome = ending
+    raised: str | None = None
+    if ending is Ending.RAISED and exc is not None:
+        how, raised = classify_exception(exc)
+    outcome, why = next(  # the last row matches everything
+        (outcome, why) for row, end, outcome, why in TABLE if row in (ANY, said) and end in (ANY, how)
+    )
+    if why is _Why.NEVER:
+        return outcome, None
+    if provider_error_type:
+        return outcome, provider_error_type
+    if why is _Why.STATUS:
+        return outcome, str(status)
+    if why is _Why.EXCEPTION:
+        return outcome, raised
+    if why is _Why.INCOMPLETE:
+        return outcome, why.value
+    return outcome, None

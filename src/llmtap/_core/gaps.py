@@ -1,0 +1,81 @@
+"""Chunk timing of one attempt: first and last arrival, and the gaps between chunks (pre-bucketed
+counts, sum, maximum, stalls).
+
+A gap is the time between two consecutive body chunks. This runs once per chunk, so it does the least
+it can: a gap at or below everything notable so far (the first bucket's bound, the stall threshold and
+the longest gap yet) costs one subtraction and one comparison; the first bucket's count and the sum
+are derived when read (``chunks - 1`` minus the other counts; ``last - first``).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+__all__ = ["GapCounter"]
+
+
+class GapCounter:
+    """Counts chunks and the gaps between them: :meth:`tick` once per chunk, with its arrival time.
+
+    :meth:`bucket_counts` gives the number of gaps ``<= bounds[i]`` (and above the bound before it), the
+    last count being the ``+Inf`` bucket, as a Prometheus histogram counts them.
+    """
+
+    __slots__ = (
+        "_bounds",
+        "_cap",
+        "_counts",
+        "_first_bound",
+        "_low",
+        "_stall",
+        "chunks",
+        "first",
+        "last",
+        "max",
+        "stalls",
+    )
+
+    def __init__(self, bounds: tuple[float, ...], stall_threshold: float) -> None:
+        self._bounds = bounds
+        self._first_bound = bounds[0] if bounds else float("inf")
+        self._stall = stall_threshold
+        self._cap = min(self._first_bound, stall_threshold)
+        self._low = 0.0
+        """Gaps above this need more than counting: min(longest gap yet, first bound, stall threshold)."""
+        self._counts = [0] * (len(bounds) + 1)  # the first one derived when read
+        self.chunks = 0
+        self.first: float | None = None
+        """When the first chunk arrived."""
+        self.last = 0.0
+        """When the last chunk arrived."""
+        self.max = 0.0
+        """The longest gap."""
+        self.stalls = 0
+        """Gaps longer than the stall threshold."""
+
+    def tick(self, now: float) -> None:
+        """One chunk arrived at ``now``: the gap since the previous one (if any) is counted."""
+        if self.chunks:
+            gap = now - self.last
+            if gap > self._low:
+                if gap > self._first_bound:
+                    self._counts[bisect_left(self._bounds, gap)] += 1
+                if gap > self._stall:
+                    self.stalls += 1
+                if gap > self.max:
+                    self.max = gap
+                    self._low = gap if gap < self._cap else self._cap
+        else:
+            self.first = now
+        self.chunks += 1
+        self.last = now
+
+    @property
+    def sum(self) -> float:
+        """The sum of the gaps: the time from the first chunk to the last."""
+        return 0.0 if self.first is None else self.last - self.first
+
+    def bucket_counts(self) -> tuple[int, ...]:
+        counts = self._counts
+        gaps = max(self.chunks - 1, 0)
+        return (gaps - sum(counts), *counts[1:])

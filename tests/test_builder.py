@@ -1,0 +1,62 @@
+"""The record builder: a start value, timing and facts made into the immutable record."""
+
+from __future__ import annotations
+
+from llmtap import Outcome
+from llmtap._core.builder import build_record
+from llmtap._core.gaps import GapCounter
+from llmtap._core.record import AttemptRecord, RateLimit, Usage
+from llmtap._providers._base import MAX_COUNT, Facts
+
+from ._replay import START
+
+
+def _facts(**values: object) -> Facts:
+    facts = Facts()
+    for name, value in values.items():
+        setattr(facts, name, value)
+    return facts
+
+
+def _build(facts: Facts, includes_cache: bool, parse_errors: int = 0, **more: object) -> AttemptRecord:
+    gaps = GapCounter((0.1,), 1.0)
+    for now in (1.0, 1.05, 3.0):
+        gaps.tick(now)
+    kwargs: dict[str, object] = dict(
+        status=200, streamed=True, headers_at=0.5, first_token_at=1.05, ended_at=3.5, gaps=gaps, facts=facts,
+        input_includes_cache=includes_cache, rate_limit_headers=(), retry_after=None, parse_errors=parse_errors,
+    )  # fmt: skip
+    kwargs.update(more)
+    return build_record(START, Outcome.COMPLETED, None, **kwargs)  # type: ignore[arg-type]
+
+
+def test_the_record_begins_with_its_start_and_carries_the_timing() -> None:
+    record = _build(Facts(), includes_cache=True)
+    assert record[: len(START)] == tuple(START)
+    assert (record.first_chunk_at, record.first_token_at, record.ended_at, record.chunks) == (1.0, 1.05, 3.5, 3)
+    assert record.gap_bucket_counts == (1, 1) and record.stalls == 1 and record.max_gap == 1.95
+    assert record.cost is None and record.span_context is None
+
+
+def test_input_includes_the_cache_whatever_the_provider_reports() -> None:
+    facts = _facts(input_tokens=10, output_tokens=3, cache_read_tokens=5, cache_write_tokens=2)
+    assert _build(facts, includes_cache=False).usage == Usage(17, 3, 5, 2, None)
+    facts = _facts(input_tokens=10, output_tokens=3, cache_read_tokens=5, cache_write_tokens=2)
+    assert _build(facts, includes_cache=True).usage == Usage(10, 3, 5, 2, None)
+
+
+def test_refused_values_are_parse_errors() -> None:
+    facts = _facts(input_tokens=MAX_COUNT, cache_read_tokens=1)  # the total overflows: refused
+    facts.count(-1)  # one more refused value
+    record = _build(facts, includes_cache=False, parse_errors=3)
+    assert record.usage.input_tokens is None and record.parse_errors == 5
+
+
+def test_stop_reasons_in_choice_order_and_rate_limits_read_from_the_raw_values() -> None:
+    facts = Facts()
+    facts.set_stop_reason("length", 1)
+    facts.set_stop_reason("stop", 0)
+    record = _build(facts, includes_cache=True, rate_limit_headers=(("requests", 0, b"50"), ("requests", 1, b"49")))
+    assert record.stop_reasons == ("stop", "length") and record.stop_reason == "stop"
+    assert record.rate_limits == (RateLimit("requests", 50.0, 49.0, None),)
+    assert _build(Facts(), includes_cache=True).rate_limits == ()

@@ -1,0 +1,79 @@
+"""The one walk over response headers, and the rate limits it keeps raw and converts when read."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from llmtap._core.headers import _RESET_AT, rate_limits, read_headers
+from llmtap._providers._base import Facts
+from llmtap._providers.anthropic import PROVIDER as ANTHROPIC
+from llmtap._providers.bedrock import PROVIDER as BEDROCK
+from llmtap._providers.openai_chat import PROVIDER as OPENAI
+
+
+def test_what_the_path_needs() -> None:
+    facts = Facts()
+    found = read_headers(
+        ANTHROPIC,
+        [
+            (b"Content-Type", b"Text/Event-Stream"),
+            (b"Content-Encoding", b"gzip"),
+            (b"content-encoding", b"br"),
+            (b"Request-Id", b"req_1"),
+            (b"retry-after", b"3"),
+            (b"retry-after-ms", b"1500"),
+            (b"x-unrelated", b"1"),
+        ],
+        facts,
+    )
+    assert found.content_type == b"text/event-stream" and found.encoding == b"gzip,br"
+    assert found.retry_after == 1.5 and found.errors == 0 and found.rate_limits == ()
+    assert facts.request_id == "req_1"
+
+
+def test_provider_kinds_go_into_the_facts() -> None:
+    facts = Facts()
+    read_headers(OPENAI, [(b"openai-processing-ms", b"250")], facts)
+    assert facts.server_time == 0.25
+    facts = Facts()
+    read_headers(BEDROCK, [(b"x-amzn-errortype", b"ThrottlingException:http://x")], facts)
+    assert facts.error_type == "ThrottlingException"
+
+
+def test_rate_limits_are_kept_raw_and_converted_when_read() -> None:
+    reset = b"2026-01-01T00:00:10Z"
+    headers = [
+        (b"anthropic-ratelimit-requests-limit", b"4000"),
+        (b"anthropic-ratelimit-requests-remaining", b"3999.5"),
+        (b"anthropic-ratelimit-requests-reset", reset),
+        (b"anthropic-ratelimit-tokens-limit", b"nan"),
+    ]
+    found = read_headers(ANTHROPIC, headers, Facts())
+    assert found.errors == 1  # the garbage value is counted on the path, as before
+    assert (b"4000" in [value for _, _, value in found.rate_limits]) and ("tokens", 0, None) in found.rate_limits
+    at = time.mktime((2026, 1, 1, 0, 0, 0, 0, 0, 0)) - time.timezone
+    assert rate_limits(found.rate_limits, at) == (("requests", [4000.0, 3999.5, 10.0]), ("tokens", [None, None, None]))
+    assert rate_limits(found.rate_limits, at + 60)[0][1][2] == 0.0  # a reset in the past is now
+
+
+def test_openai_durations() -> None:
+    found = read_headers(
+        OPENAI,
+        [(b"x-ratelimit-limit-requests", b"500"), (b"x-ratelimit-reset-requests", b"6m0s")],
+        Facts(),
+    )
+    assert rate_limits(found.rate_limits, 0.0) == (("requests", [500.0, None, 360.0]),)
+
+
+@pytest.mark.parametrize("value", [b"inf", b"1e999", b"x", b"9" * 400, b"\xff"])
+def test_garbage_numbers_are_parse_errors(value: bytes) -> None:
+    found = read_headers(ANTHROPIC, [(b"anthropic-ratelimit-requests-limit", value)], Facts())
+    assert found.errors == 1 and found.rate_limits == (("requests", 0, None),)
+
+
+@pytest.mark.parametrize("value", [b"not a date", b"\xff"])
+def test_garbage_resets_are_parse_errors(value: bytes) -> None:
+    found = read_headers(ANTHROPIC, [(b"anthropic-ratelimit-tokens-reset", value)], Facts())
+    assert found.errors == 1 and found.rate_limits == (("tokens", _RESET_AT, None),)

@@ -1,0 +1,270 @@
+"""The mapping from records to measurements (``llmtap._core.metrics.Mapping``), which both metric
+exporters consume: every instrument is produced by some record, the series that exist up front, and
+each choice the settings make. A pure unit: records in, measurements out (no wire)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import llmtap
+from llmtap._core.metrics import (
+    CHUNK_GAP_BUCKETS,
+    COST_TYPES,
+    INSTRUMENTS,
+    SEMCONV_ATTRIBUTES,
+    TOKEN_TYPES,
+    Buckets,
+    Mapping,
+    Measurement,
+    base_key,
+    switched_off,
+)
+from llmtap._core.record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord, Cost, Outcome, RateLimit, Usage
+from llmtap._providers._base import Header
+
+GAPS = (3, 2) + (0,) * (len(CHUNK_GAP_BUCKETS) - 2) + (1,)
+
+
+def start(**changes: Any) -> AttemptStart:
+    fields: dict[str, Any] = {
+        "provider": "anthropic", "operation": "chat", "request_model": "m", "server_address": "api.example",
+        "server_port": 443, "url_path": "/v1/messages", "method": "POST", "request_stream": True,
+        "request_max_tokens": 8, "resend_count": 0, "retry_reason": None, "call_id": "c", "attributes": (),
+        "attribute_labels": (), "started_at": 0.0, "start_unix_ns": 0,
+    }  # fmt: skip
+    fields.update(changes)
+    return AttemptStart(**fields)
+
+
+# the rate-limit header values as the observer keeps them (resource, Header kind, raw value): read back as
+# (RateLimit("requests", 50.0, 49.0, None), RateLimit("tokens", None, 1000.0, 7.0))
+RAW_LIMITS = (
+    ("requests", int(Header.LIMIT), b"50"),
+    ("requests", int(Header.REMAINING), b"49"),
+    ("tokens", int(Header.REMAINING), b"1000"),
+    ("tokens", int(Header.RESET_IN), b"7s"),
+)
+
+
+def record(**changes: Any) -> AttemptRecord:
+    """A streamed attempt that makes every measurement an attempt can make."""
+    fields: dict[str, Any] = start()._asdict()
+    fields.update(
+        outcome=Outcome.COMPLETED, status_code=200, error_type=None, streamed=True, headers_at=0.1,
+        first_chunk_at=0.2, first_token_at=0.3, ended_at=2.0, chunks=7, max_gap=3.0, stalls=1,
+        gap_bucket_counts=GAPS, gap_sum=3.05, usage=Usage(100, 20, 30, 40, 5), stop_reasons=("end_turn",),
+        response_id="r", response_model="m-2025", request_id="q", retry_after=1.5, server_time=None,
+        rate_limit_headers=RAW_LIMITS,
+        parse_errors=2, cost=Cost(0.1, 0.2, 0.03, 0.04, 0.05),
+    )  # fmt: skip
+    fields.update(changes)
+    return AttemptRecord(**fields)
+
+
+def call(**changes: Any) -> CallRecord:
+    fields: dict[str, Any] = {
+        "call_id": "c", "provider": "anthropic", "operation": "chat", "request_model": "m", "attempts": 2,
+        "outcome": Outcome.COMPLETED, "started_at": 0.0, "ended_at": 3.0, "first_token_at": 0.5,
+    }  # fmt: skip
+    fields.update(changes)
+    return CallRecord(**fields)
+
+
+def everything(mapping: Mapping) -> list[Measurement]:
+    """What a retried stream, its record (priced), an unpriced record and its call make."""
+    return [
+        *mapping.start(start(retry_reason="429")),
+        *mapping.end(record(), in_flight=True),
+        *mapping.rate_limits(record()),
+        *mapping.end(record(cost=None)),
+        *mapping.call_end(call()),
+    ]
+
+
+def test_every_instrument_is_produced_by_some_record() -> None:
+    measured = {name for name, _, _ in everything(Mapping())}
+    assert measured == {i.key for i in INSTRUMENTS}
+
+
+@pytest.mark.parametrize("semconv_attributes", [False, True])
+def test_labels_match_the_attribute_names(semconv_attributes: bool) -> None:
+    mapping = Mapping(semconv_attributes=semconv_attributes)
+    for name, _, labels in [*everything(mapping), *mapping.initial]:
+        assert len(labels) == len(mapping.attributes[name]), name
+
+
+def test_one_streamed_attempt_measures_what_the_native_exporter_always_did() -> None:
+    out = Mapping().end(record(), in_flight=True)
+    assert ("in_flight", -1, ()) in out
+    assert ("attempts", 1, ("200", "")) in out
+    assert ("duration", 2.0, ("",)) in out
+    assert ("ttfc", 0.2, ()) in out and ("ttft", 0.3, ()) in out
+    assert ("gap", Buckets(GAPS, 3.05, 3.0), ()) in out  # pre-bucketed: one measurement, not one per gap
+    assert ("streams", 1, ("completed",)) in out
+    assert ("stalls", 1, ()) in out and ("parse_errors", 2, ()) in out and ("retry_after", 1.5, ()) in out
+    assert [(v, labels) for name, v, labels in out if name == "tokens"] == [
+        (100, ("input",)), (20, ("output",)), (30, ("cache_read",)), (40, ("cache_write",)), (5, ("reasoning",))
+    ]  # fmt: skip
+    assert [(v, labels) for name, v, labels in out if name == "usage"] == [(100, ("input",)), (20, ("output",))]
+    assert [(v, labels) for name, v, labels in out if name == "cost"] == list(
+        zip((0.1, 0.2, 0.03, 0.04), ((t,) for t in COST_TYPES), strict=True)
+    )
+    assert ("cost_savings", 0.05, ()) in out and ("stop_reasons", 1, ("end_turn",)) in out
+    assert not any(name.startswith("ratelimit") for name, _, _ in out)  # converted when read: rate_limits()
+
+
+def test_a_failed_json_attempt() -> None:
+    failed = record(
+        streamed=False, request_stream=False, status_code=529, error_type="overloaded_error",
+        outcome=Outcome.REJECTED, usage=Usage(), stop_reasons=(), cost=None, parse_errors=0, stalls=0,
+    )  # fmt: skip
+    out = Mapping().end(failed)
+    assert {name for name, _, _ in out} == {"attempts", "duration", "retry_after"}
+    assert ("attempts", 1, ("529", "overloaded_error")) in out
+    assert ("duration", 2.0, ("overloaded_error",)) in out
+    # no response at all: the status label is empty; a stream request counts its outcome
+    out = Mapping().end(record(streamed=False, status_code=None, error_type="ConnectError", usage=Usage()))
+    assert ("attempts", 1, ("", "ConnectError")) in out and ("streams", 1, ("completed",)) in out
+
+
+def test_rate_limits_are_the_values_given() -> None:
+    assert Mapping().rate_limits(record()) == [
+        ("ratelimit_limit", 50.0, ("requests",)),
+        ("ratelimit_remaining", 49.0, ("requests",)),
+        ("ratelimit_remaining", 1000.0, ("tokens",)),
+        ("ratelimit_reset", 7.0, ("tokens",)),
+    ]
+    assert Mapping().rate_limited
+    assert not Mapping(["ratelimit_limit", "ratelimit_remaining", "ratelimit_reset"]).rate_limited
+
+
+def test_start_counts_retries_and_streams_in_flight() -> None:
+    mapping = Mapping()
+    assert mapping.start(start()) == [("in_flight", 1, ())]
+    assert mapping.start(start(request_stream=False, retry_reason="timeout")) == [("retries", 1, ("timeout",))]
+    assert mapping.start(start(request_stream=None)) == []
+    assert ("in_flight", -1, ()) not in mapping.end(record())  # its start counted none
+
+
+def test_call_end() -> None:
+    assert Mapping().call_end(call()) == [("call_duration", 3.0, ("completed",)), ("call_ttft", 0.5, ())]
+    assert Mapping().call_end(call(first_token_at=None, outcome=Outcome.TIMEOUT)) == [
+        ("call_duration", 3.0, ("timeout",))
+    ]
+
+
+def test_pre_created_series() -> None:
+    initial = {(name, labels) for name, value, labels in Mapping().initial if value == 0}
+    assert initial == {
+        ("attempts", ("200", "")),
+        ("retries", ("429",)),
+        ("retries", ("529",)),
+        *(("streams", (o.value,)) for o in ALL_OUTCOMES),
+        *(("tokens", (t,)) for t in TOKEN_TYPES),
+        ("in_flight", ()),
+        ("stalls", ()),
+        ("parse_errors", ()),
+        ("unpriced", ()),
+    }
+    assert len(Mapping().initial) == len(initial)
+    unpriced = {name for name, _, _ in Mapping(["cost"]).initial}
+    assert "unpriced" not in unpriced and "attempts" in unpriced  # cost off: no unpriced series
+
+
+def test_excluded_instruments_make_no_measurements() -> None:
+    mapping = Mapping(["llmtap.retry_after", "llmtap_tokens_total", "llmtap_streams", "stalls"])
+    names = {name for name, _, _ in [*everything(mapping), *mapping.initial]}
+    assert names == {i.key for i in INSTRUMENTS} - {"retry_after", "tokens", "streams", "stalls"}
+    assert {i.key for i in mapping.instruments} == names
+    with pytest.raises(ValueError, match="unknown metric name"):
+        Mapping(["llmtap_nope"])
+
+
+def test_semconv_attributes_only_on_the_semconv_histograms() -> None:
+    mapping = Mapping(semconv_attributes=True)
+    for spec in INSTRUMENTS:
+        assert (mapping.attributes[spec.key][-3:] == SEMCONV_ATTRIBUTES) is spec.semconv, spec.key
+        assert Mapping().attributes[spec.key] == spec.attributes
+    out = mapping.end(record(error_type="overloaded_error"))
+    assert ("duration", 2.0, ("overloaded_error", "api.example", 443, "m-2025")) in out
+    assert ("usage", 100, ("input", "api.example", 443, "m-2025")) in out
+    assert ("ttft", 0.3, ()) in out  # not a semconv instrument
+    assert ("ttfc", 0.2, ("api.example", 443, "")) in mapping.end(record(response_model=None))
+
+
+@pytest.mark.parametrize(
+    ("generation", "present", "absent"),
+    [
+        ("default", {"usage"}, {"inference_input", "inference_output"}),
+        ("latest", {"inference_input", "inference_output"}, {"usage"}),
+        ("both", {"usage", "inference_input", "inference_output"}, set()),
+    ],
+)
+def test_genai_semconv_generations(generation: str, present: set[str], absent: set[str]) -> None:
+    settings = llmtap.Settings(genai_semconv=generation, cost=False)  # type: ignore[arg-type]
+    off = switched_off(settings)
+    assert {"cost", "cost_savings", "unpriced"} <= off
+    names = {name for name, _, _ in Mapping(off).end(record(error_type="x"))}
+    assert present <= names and not absent & names
+    if "inference_input" in present:
+        assert ("inference_input", 100, ("x",)) in Mapping(off).end(record(error_type="x"))
+
+
+def test_cost_on_prices_or_counts_the_unpriced() -> None:
+    assert switched_off(llmtap.Settings(cost=True)) == {
+        "inference_input",
+        "inference_output",
+    }
+    mapping = Mapping()
+    assert ("unpriced", 1, ()) in mapping.end(record(cost=None))
+    assert not [m for m in mapping.end(record(cost=None, usage=Usage(0, 0))) if m[0] == "unpriced"]  # no tokens
+    assert not [m for m in mapping.end(record()) if m[0] == "unpriced"]
+
+
+def test_base_key_carries_the_attribute_labels() -> None:
+    assert base_key(record(attribute_labels=("search", ""))) == ("anthropic", "chat", "m", "search", "")
+    assert base_key(call()) == ("anthropic", "chat", "m")
+
+
+@pytest.mark.parametrize("created_series", [False, True])
+def test_both_prometheus_adapters_expose_the_same(monkeypatch: pytest.MonkeyPatch, created_series: bool) -> None:
+    """The folding collector (built at scrape) and the metric objects multiprocess mode writes through
+    expose the same text for the same records: one mapping, two adapters."""
+    from prometheus_client import CollectorRegistry, generate_latest, values
+
+    from llmtap._exporters.prometheus import PrometheusExporter, _Folded, _Objects
+
+    def feed(exporter: PrometheusExporter) -> str:
+        for attempt, ended in [
+            (start(retry_reason="429"), record()),
+            (start(request_stream=False), record(streamed=False, request_stream=False, cost=None)),
+            (start(attribute_labels=()), record(status_code=529, error_type="overloaded_error", usage=Usage())),
+        ]:
+            exporter.end(ended, exporter.start(attempt))
+        exporter.call_end(call())
+        lines = generate_latest(exporter.registry).decode().splitlines()
+        lines = [line.rsplit(" ", 1)[0] if "_created{" in line else line for line in lines]  # times differ
+        return "\n".join(sorted(lines))
+
+    folded = PrometheusExporter(CollectorRegistry(), created_series=created_series)
+    assert isinstance(folded._store, _Folded)
+
+    class _Mutex(values.MutexValue):
+        """A value class other than prometheus-client's own: the exporter takes it for multiprocess mode."""
+
+    monkeypatch.setattr(values, "ValueClass", _Mutex)
+    objects = PrometheusExporter(CollectorRegistry(), created_series=created_series)
+    assert isinstance(objects._store, _Objects)
+    exposed = feed(folded)
+    assert "llmtap_ratelimit_remaining" in exposed and 'le="+Inf"' in exposed  # positive control
+    assert ("_created{" in exposed) is created_series
+    base = {"gen_ai_provider_name": "anthropic", "gen_ai_operation_name": "chat", "gen_ai_request_model": "m"}
+    sample = folded.registry.get_sample_value("llmtap_attempts_total", {**base, "status_code": "200", "error_type": ""})
+    assert sample == 2.0 and isinstance(sample, float)  # floats, as prometheus-client's own values
+    assert exposed == feed(objects)
+
+
+def test_the_records_rate_limits_read_back_from_the_raw_header_values() -> None:
+    assert record().rate_limits == (RateLimit("requests", 50.0, 49.0, None), RateLimit("tokens", None, 1000.0, 7.0))
