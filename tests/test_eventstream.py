@@ -26,7 +26,7 @@ from llmtap.simulator._clouds import encode_event_stream_message
 from tests.support.fixtures import recorded_fixtures, require_fixtures
 from tests.support.replay import START, load
 
-from . import test_first_output as first_output
+from . import test_providers as first_output
 
 EVENT = {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}
 
@@ -257,7 +257,7 @@ def test_bedrock_chunk_with_escaped_slashes_is_read() -> None:
 
 
 # The one TTFT rule and the terminal-event ending, with the same table of event kinds as every other
-# provider (tests/test_first_output.py): Claude's events, framed as Bedrock and as Vertex send them.
+# provider (tests/test_providers.py): Claude's events, framed as Bedrock and as Vertex send them.
 CLAUDE_KINDS = [
     pytest.param(kind, event, id=f"{kind}-{n}")
     for kind in first_output.KINDS
