@@ -6,7 +6,7 @@
 - :func:`internal_error`: llmtap *itself* failed (a sink raised, a parser bug, the clock). Every
   occurrence is counted by where it happened (:data:`INTERNAL_WHERE`) and logged at most once per
   :data:`LOG_INTERVAL` seconds per ``where``, with the number not logged since the last line.
-- :func:`label_overflow`: a label value was replaced by the overflow value (see ``_bounds.py``).
+- :func:`label_overflow`: a label value was replaced by the overflow value (see ``_core/bounds.py``).
 
 The counts are plain ints under a lock, read only when metrics are collected
 (``llmtap_internal_errors_total{where}``, ``llmtap_label_overflows_total{label}``), so the request

@@ -174,7 +174,7 @@ class OtelMetricsExporter:
         return True if attempt.request_stream else None
 
     def end(self, record: AttemptRecord, state: object) -> None:
-        limits = record if self._rate_limited and record.rate_limits else None
+        limits = record if self._rate_limited and record.rate_limit_headers else None  # converted at collection
         self._write(base_key(record), self.mapping.end(record, state is not None), record.span_context, limits)
 
     def call_end(self, record: CallRecord) -> None:

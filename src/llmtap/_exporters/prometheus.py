@@ -139,7 +139,7 @@ class PrometheusExporter:
 
     def end(self, record: AttemptRecord, state: object) -> None:
         key = self._base(base_key(record))
-        limits = record if self._rate_limited and record.rate_limits else None
+        limits = record if self._rate_limited and record.rate_limit_headers else None  # converted at collection
         self._write(key, self.mapping.end(record, state is not None), record.span_context, limits)
 
     def call_end(self, record: CallRecord) -> None:

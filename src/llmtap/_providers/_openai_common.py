@@ -37,4 +37,4 @@ def apply_error(facts: Facts, error: Any) -> None:
         kind = error.get("code") or error.get("type")
         if kind == "error":  # flat Responses error event: {"type":"error","code":...}
             kind = error.get("code") or None
-    facts.error_type = str(kind) if kind else "error"  # bounded and sanitised in _bounds.py
+    facts.error_type = str(kind) if kind else "error"  # bounded and sanitised in _core/bounds.py
