@@ -120,9 +120,7 @@ def decide(
     raised: str | None = None
     if ending is Ending.RAISED and exc is not None:
         how, raised = classify_exception(exc)
-    outcome, why = next(  # the last row matches everything
-        (outcome, why) for row, end, outcome, why in TABLE if row in (ANY, said) and end in (ANY, how)
-    )
+    outcome, why = _ROWS[said, how]
     if why is _Why.NEVER:
         return outcome, None
     if provider_error_type:
@@ -134,3 +132,14 @@ def decide(
     if why is _Why.INCOMPLETE:
         return outcome, why.value
     return outcome, None
+
+
+def _first_row(said: Heard, how: Ending | Outcome) -> tuple[Outcome, _Why]:
+    """The first row of :data:`TABLE` matching ``said`` and ``how`` (the last row matches everything)."""
+    return next((outcome, why) for row, end, outcome, why in TABLE if row in (ANY, said) and end in (ANY, how))
+
+
+_ROWS: dict[tuple[Heard, Ending | Outcome], tuple[Outcome, _Why]] = {
+    (said, how): _first_row(said, how) for said in Heard for how in (*Ending, *Outcome)
+}
+""":data:`TABLE` looked up once per pair at import (a few dozen pairs), not scanned per attempt."""
