@@ -26,10 +26,11 @@ def build_record(
     rate_limit_headers: tuple[RawRateLimit, ...],
     retry_after: float | None,
     parse_errors: int,
+    span_context: object = None,
 ) -> AttemptRecord:
-    """The record; its ``cost`` and ``span_context`` are left for the tap (``Settings.cost``,
-    ``Settings.exemplars``). ``parse_errors`` is the observer's count: values the provider parser
-    refused (:attr:`Facts.rejected`) are added here."""
+    """The record; its ``cost`` is left for the tap (``Settings.cost``); ``span_context`` is the sampled
+    span's context the tap found at the start (``Settings.exemplars``). ``parse_errors`` is the observer's
+    count: values the provider parser refused (:attr:`Facts.rejected`) are added here."""
     input_tokens = facts.input_total(input_includes_cache)
     return AttemptRecord._make(
         (
@@ -63,6 +64,6 @@ def build_record(
             facts.server_time,
             parse_errors + facts.rejected,
             None,  # cost: priced by the tap (Settings.cost)
-            None,  # span_context: set by the tap (Settings.exemplars)
+            span_context,
         )
     )

@@ -71,6 +71,7 @@ class AttemptObserver:
         "provider",
         "retry_after",
         "said_end",
+        "span_context",
         "start",
         "status",
         "streamed",
@@ -96,6 +97,8 @@ class AttemptObserver:
         self._feed: Callable[[bytes], None] = _ignore
         self._framer: SseFramer | FrameFeed | None = None
         self._body: BodyBuffer | None = None
+        self.span_context: object = None
+        """The attempt's sampled span context, for the sinks' exemplars (set by the tap at the start)."""
 
     # -- response headers ---------------------------------------------------------------------
 
@@ -261,4 +264,5 @@ class AttemptObserver:
             rate_limit_headers=self._rate_limits,
             retry_after=self.retry_after,
             parse_errors=self.parse_errors + (framer.errors if framer is not None else 0),
+            span_context=self.span_context,
         )

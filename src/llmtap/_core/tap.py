@@ -30,7 +30,7 @@ from llmtap._core.bounds import RecordBounds, sanitize
 from llmtap._core.calls import CURRENT_CALL, Call, call_record
 from llmtap._core.endpoints import PROVIDERS, EndpointMatcher, UnobservedHosts, sdk_endpoint
 from llmtap._core.observer import AttemptObserver, Ending, ObserverConfig
-from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord, Usage
+from llmtap._core.record import AttemptStart, CallRecord, Usage
 from llmtap._core.request import UNKNOWN, info_from_content, info_from_options
 from llmtap._log import internal_error
 from llmtap._providers._base import RequestInfo
@@ -221,7 +221,16 @@ class Tap:
             except Exception as exc:
                 states.append(_FAILED)
                 internal_error("sink", "llmtap: the %s exporter failed: %r", sink.name, exc)
-        return Attempt(AttemptObserver(start, provider, self._config), call, span, tuple(states))
+        observer = AttemptObserver(start, provider, self._config)
+        if self._exemplars and span is not None:
+            # read once here, not copied into the record at its end (a 40-field replace per attempt)
+            try:
+                context = span.get_span_context()  # type: ignore[attr-defined]
+                if context.trace_flags.sampled:
+                    observer.span_context = context
+            except Exception as exc:
+                internal_error("sink", "llmtap: the %s exporter failed: %r", "tracing", exc)
+        return Attempt(observer, call, span, tuple(states))
 
     def _attributes(self, values: Mapping[str, str]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
         """The app's attributes (``values``, and the baggage keys asked for: span attributes) and the
@@ -257,8 +266,9 @@ class Tap:
             attempt.finalizer = None
         try:
             record = self._bounds.apply(record)  # every wire-valued label bounded before any sink
-            if self._pricer is not None or self._exemplars:
-                record = self._derive(attempt, record)
+            if self._pricer is not None and record.usage != _NO_USAGE:
+                model = record.response_model or record.request_model
+                record = record._replace(cost=self._pricer.price(record.provider, model, record.usage))
         except Exception as exc:
             internal_error("other", "llmtap: internal error bounding labels or pricing: %r", exc)
         span = attempt.span
@@ -285,19 +295,6 @@ class Tap:
             return
         if ended is not None:
             self._call_ended(ended)
-
-    def _derive(self, attempt: Attempt, record: AttemptRecord) -> AttemptRecord:
-        """What the record gains from the settings: its cost (``Settings.cost``) and its sampled span
-        for exemplars (``Settings.exemplars``), in one replace."""
-        changes: dict[str, Any] = {}
-        if self._pricer is not None and record.usage != _NO_USAGE:
-            model = record.response_model or record.request_model
-            changes["cost"] = self._pricer.price(record.provider, model, record.usage)
-        if self._exemplars and attempt.span is not None:
-            context = attempt.span.get_span_context()  # type: ignore[attr-defined]
-            if context.trace_flags.sampled:
-                changes["span_context"] = context
-        return record._replace(**changes) if changes else record
 
     # -- logical calls (the SDK hook) ------------------------------------------------------------
 
