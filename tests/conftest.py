@@ -11,10 +11,6 @@ import pytest
 import llmtap
 from llmtap.simulator import Simulator
 from llmtap.testing import Capture, capture
-from tests.support.fixtures import FIXTURES, require_fixtures
-
-# re-exported only for test_faults.py (edited by another branch today): delete once it imports tests.support.fixtures
-__all__ = ["FIXTURES", "require_fixtures"]
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -33,7 +33,7 @@ from llmtap._core.tap import Tap
 from llmtap._drive import Config, Sdk, adapter, run
 from llmtap._exporters import build
 from llmtap.simulator import Scenario, Simulator
-from tests._gcwatch import InsideGc
+from tests.support.gcwatch import InsideGc
 
 STALL = float(os.environ.get("LLMTAP_GC_STALL", "60"))
 # held after 3 deltas until the client has gone (2 s at most): the stream cannot end before it is

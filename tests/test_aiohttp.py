@@ -25,8 +25,7 @@ from llmtap import Outcome
 from llmtap._core import stream as _stream
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture, capture
-
-from ._rawserver import RawServer, Reply, http_response
+from tests.support.rawserver import RawServer, Reply, http_response
 
 BODY: dict[str, Any] = {
     "model": "claude-raw-aio",

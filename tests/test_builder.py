@@ -7,8 +7,7 @@ from llmtap._core.builder import build_record
 from llmtap._core.gaps import GapCounter
 from llmtap._core.record import AttemptRecord, RateLimit, Usage
 from llmtap._providers._base import MAX_COUNT, Facts
-
-from ._replay import START
+from tests.support.replay import START
 
 
 def _facts(**values: object) -> Facts:

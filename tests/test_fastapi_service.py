@@ -29,8 +29,8 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 
 from llmtap import Outcome
 from llmtap.simulator import Scenario, Served, Simulator
-from tests._deploy import Scrape, free_port, histogram_count, instances, spans, wait_http, wait_until
-from tests._otlp import Receiver, _Handler, otlp_receiver
+from tests.support.deploy import Scrape, free_port, histogram_count, instances, spans, wait_http, wait_until
+from tests.support.otlp import Receiver, _Handler, otlp_receiver
 
 SERVICE = Path(__file__).resolve().parents[1] / "examples" / "fastapi_service"
 BIN = Path(sys.executable).parent

@@ -41,9 +41,8 @@ from llmtap._log import internal_errors
 from llmtap._log import reset as reset_log
 from llmtap._providers.anthropic import AnthropicMessages
 from llmtap.testing import RecordingSink
-
-from ._rawserver import RawServer, Reply, fixture_reply, http_response
-from .conftest import FIXTURES, require_fixtures
+from tests.support.fixtures import FIXTURES, require_fixtures
+from tests.support.rawserver import RawServer, Reply, fixture_reply, http_response
 
 ROUNDS = 3
 

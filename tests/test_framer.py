@@ -11,8 +11,7 @@ from llmtap._core.endpoints import PROVIDERS
 from llmtap._core.framer import FrameFeed, SseFramer, split_events
 from llmtap._providers import bedrock
 from llmtap.simulator._clouds import encode_event_stream_message
-
-from ._replay import splits
+from tests.support.replay import splits
 
 EVENTS = [(b"message_start", b'{"a":1}'), (b"ping", b"{}"), (b"content_block_delta", b'{"t":"x"}')] * 3
 BODY = b"".join(b"event: " + name + b"\ndata: " + data + b"\n\n" for name, data in EVENTS)

@@ -86,7 +86,9 @@ def test_completed_tokens_stop_reason_and_ttft(
     assert record.response_id is not None
     if action == "stream":
         assert served.first_token_sent_at is not None and record.first_token_at is not None
-        assert 0 <= record.first_token_at - served.first_token_sent_at < 0.02  # causal and close
+        # causal, and within the attempt (no fixed tolerance: `make test` runs on busy machines; the lag's
+        # budget is a `budget` test, tests/test_ttft_accuracy.py)
+        assert served.first_token_sent_at <= record.first_token_at <= record.ended_at
     else:
         assert record.first_token_at is None
 

@@ -24,8 +24,8 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
 from llmtap._exporters import _otel_fork
 from llmtap._exporters.otel_metrics import OtelMetricsExporter
-from tests._deploy import wait_until
-from tests._otlp import Receiver, otlp_receiver
+from tests.support.deploy import wait_until
+from tests.support.otlp import Receiver, otlp_receiver
 
 PARENT = os.getpid()
 

@@ -13,9 +13,8 @@ import pytest
 from llmtap._core.observer import AttemptObserver, Ending
 from llmtap._providers import anthropic, cohere, gemini, openai_chat, openai_responses
 from llmtap._providers._base import Facts, Output, Provider
-
-from ._replay import CONFIG
-from ._replay import START as START_VALUE
+from tests.support.replay import CONFIG
+from tests.support.replay import START as START_VALUE
 
 Event = tuple[str | None, dict[str, Any] | str]
 

@@ -18,7 +18,7 @@ from tests.support.scripts import load_script
 
 
 def _load_scale() -> ModuleType:
-    """benchmarks/scale.py (``test_soak.py`` imports this from here until it imports tests.support.scripts)."""
+    """benchmarks/scale.py, loaded as a module."""
     return load_script("benchmarks/scale.py", "llmtap_bench_scale")
 
 

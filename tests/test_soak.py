@@ -45,7 +45,8 @@ from llmtap._drive import Action, Config, Mode, Result, Sdk, adapter, arun, run
 from llmtap._instrumentor import LlmtapInstrumentor
 from llmtap._log import internal_errors
 from llmtap.simulator import Scenario, Simulator
-from tests._gcwatch import InsideGc, Watchdog, gc_pressure
+from tests.support.gcwatch import InsideGc, Watchdog, gc_pressure
+from tests.support.scripts import load_script
 
 # Only the read times out, and only in the timeout kind: the request always arrives. Connecting is given
 # as long as the watchdog gives a stall (the SDK's own 5 s is a timing tolerance: on a loaded machine,
@@ -264,9 +265,7 @@ class OpenSpans(SpanProcessor):
 def _own_bytes(snapshot: tracemalloc.Snapshot) -> int:
     """Bytes currently allocated by llmtap's own code (the simulator and tests excluded), attributed by
     the package's directory as ``make scale`` does (benchmarks/scale.py)."""
-    from tests.test_scale import _load_scale  # benchmarks/sdk.py via scale.py
-
-    own = snapshot.filter_traces(_load_scale().own_code_filters())
+    own = snapshot.filter_traces(load_script("benchmarks/scale.py", "llmtap_bench_scale").own_code_filters())
     return sum(stat.size for stat in own.statistics("filename"))
 
 

@@ -22,9 +22,8 @@ from llmtap._core.record import AttemptRecord
 from llmtap._exporters.prometheus import PrometheusExporter
 from llmtap._providers import anthropic, gemini, openai_chat, openai_responses
 from llmtap._providers._base import MAX_COUNT, Provider
-
-from ._replay import make_observer
-from .test_observer import SSE, STREAM, check_complete, run
+from tests.support.replay import make_observer
+from tests.support.sse import SSE, STREAM, check_complete, run
 
 PLAIN = b'data: {"x": "h\xc3\xa9llo"}\n\n' * 50
 
