@@ -94,7 +94,8 @@ def test_completed_whatever_the_read_style(sim: Simulator, cap: Capture, reader:
     assert (record.usage.input_tokens, record.usage.output_tokens) == (40, 6)
     assert record.first_token_at is not None and record.stop_reason == "end_turn"
     assert record.parse_errors == 0
-    (served,) = sim.wait_served(1)
+    # ours by request id: an earlier test's request may finish on the shared simulator meanwhile
+    (served,) = [s for s in sim.wait_served(1) if s.request_id == record.request_id]
     assert served.outcome_sent == "completed" and served.status == record.status_code == 200
     assert cap.sample("llmtap_streams_in_flight") == 0
     assert cap.sample("llmtap_streams_total", outcome="completed") == 1
