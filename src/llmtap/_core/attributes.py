@@ -25,13 +25,15 @@ import re
 from collections.abc import Mapping
 from types import MappingProxyType, TracebackType
 
-__all__ = ["KEY_PATTERN", "attributes", "current"]
+__all__ = ["CURRENT", "KEY_PATTERN", "attributes", "current"]
 
 KEY_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 """Attribute keys: lower-case letters, digits and ``_`` (a valid Prometheus label name and OTel key)."""
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
-_CURRENT: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("llmtap_attributes", default=_EMPTY)
+CURRENT: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("llmtap_attributes", default=_EMPTY)
+"""The attributes of the innermost :class:`attributes` block (empty outside any): ``CURRENT.get()``."""
+_CURRENT = CURRENT
 
 
 def current() -> Mapping[str, str]:

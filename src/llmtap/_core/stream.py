@@ -108,7 +108,12 @@ def _end(tap: Tap, attempt: Attempt, ending: Ending, exc: BaseException | None =
     if isinstance(exc, GeneratorExit):
         return
     try:
-        tap._end(attempt, ending, _now(attempt), exc)
+        try:
+            now = _clock()
+        except Exception as clock_failed:  # an ending is never lost to the clock
+            _internal_error("clock", clock_failed)
+            now = attempt.observer.start.started_at
+        tap._end(attempt, ending, now, exc)
     except Exception as own:
         _internal_error("end", own)
 
@@ -243,11 +248,12 @@ class _Sending:
     def __init__(self, tap: Tap, attempt: Attempt) -> None:
         self.tap = tap
         self.attempt = attempt
-        try:
-            self._span_token = tap._enter(attempt)
-        except Exception as exc:
-            _internal_error("enter", exc)
-            self._span_token = None
+        self._span_token = None
+        if attempt.span is not None:
+            try:
+                self._span_token = tap._enter(attempt)
+            except Exception as exc:
+                _internal_error("enter", exc)
         self._observing = _OBSERVING.set(True)
 
     def _leave(self) -> None:
