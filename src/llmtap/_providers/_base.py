@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import enum
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["MAX_COUNT", "Facts", "Header", "Output", "Provider", "RequestInfo", "as_int"]
 
@@ -115,6 +116,19 @@ class Facts:
         if value is not None:
             self.rejected += 1
         return None
+
+    def take_counts(self, source: dict[str, Any], fields: tuple[tuple[str, str], ...]) -> None:
+        """For each ``(key, attribute)`` of ``fields``: ``source[key]``, when present, checked as :meth:`count`
+        checks it and set as ``attribute`` if valid (an absent or refused value leaves the attribute as it was).
+        One call for a whole usage object."""
+        for key, attribute in fields:
+            value = source.get(key)
+            if value is None:
+                continue
+            if type(value) is int and 0 <= value <= MAX_COUNT:
+                setattr(self, attribute, value)
+            else:
+                self.rejected += 1
 
     def input_total(self, includes_cache: bool) -> int | None:
         """Input tokens including cache reads and writes (added when the provider reports them apart)."""
