@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import json.scanner
+from collections.abc import Callable
 
 __all__ = ["loads"]
 
-_scan = json.JSONDecoder().scan_once
+# the C scanner json.loads ends in (typeshed types make_scanner as a class taking itself)
+_scan: Callable[[str, int], tuple[object, int]] = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 _WHITESPACE = " \t\n\r"
 
 

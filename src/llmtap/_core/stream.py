@@ -157,7 +157,7 @@ class _Watched:
             attempt = self._attempt
             if not attempt.observer.done:
                 _dropped(self._tap, attempt)
-        except Exception:  # noqa: S110 (inside the collector, or at exit with the modules torn down: no logging)
+        except Exception:  # inside the collector, or at exit with the modules torn down: no logging
             pass
 
 
