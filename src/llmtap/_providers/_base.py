@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import abc
 import enum
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["MAX_COUNT", "Facts", "Header", "Output", "Provider", "RequestInfo", "as_int"]
 
@@ -145,9 +144,8 @@ class Facts:
         self.stop_reasons[index] = reason
 
 
-@dataclass(frozen=True, slots=True)
-class RequestInfo:
-    """What is known about the request before it is sent."""
+class RequestInfo(NamedTuple):
+    """What is known about the request before it is sent (a tuple: made once per call, cheaply)."""
 
     model: str | None
     stream: bool | None
