@@ -14,7 +14,6 @@ def build_record(
     start: AttemptStart,
     outcome: Outcome,
     error_type: str | None,
-    *,
     status: int | None,
     streamed: bool,
     headers_at: float | None,
@@ -28,7 +27,8 @@ def build_record(
     parse_errors: int,
     span_context: object = None,
 ) -> AttemptRecord:
-    """The record; its ``cost`` is left for the tap (``Settings.cost``); ``span_context`` is the sampled
+    """The record (the observer passes everything positionally: a call with 15 keywords costs more than the
+    rest of this function); its ``cost`` is left for the tap (``Settings.cost``); ``span_context`` is the sampled
     span's context the tap found at the start (``Settings.exemplars``). ``parse_errors`` is the observer's
     count: values the provider parser refused (:attr:`Facts.rejected`) are added here."""
     input_tokens = facts.input_total(input_includes_cache)

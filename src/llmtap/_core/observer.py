@@ -250,20 +250,20 @@ class AttemptObserver:
         self._framer = None
         self._body = None
         self._feed = _ignore
-        return build_record(
+        return build_record(  # positionally, in the order of its parameters (status ... span_context)
             self.start,
             outcome,
             error_type,
-            status=status,
-            streamed=self.streamed,
-            headers_at=self.headers_at,
-            first_token_at=self.first_token_at,
-            ended_at=now,
-            gaps=self._gaps,
-            facts=facts,
-            input_includes_cache=self.provider.input_includes_cache,
-            rate_limit_headers=self._rate_limits,
-            retry_after=self.retry_after,
-            parse_errors=self.parse_errors + (framer.errors if framer is not None else 0),
-            span_context=self.span_context,
+            status,
+            self.streamed,
+            self.headers_at,
+            self.first_token_at,
+            now,
+            self._gaps,
+            facts,
+            self.provider.input_includes_cache,
+            self._rate_limits,
+            self.retry_after,
+            self.parse_errors + (framer.errors if framer is not None else 0),
+            self.span_context,
         )
