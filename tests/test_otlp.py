@@ -450,9 +450,9 @@ def test_gaps_are_recorded_at_collection_not_at_the_attempts_end() -> None:
         gap = exporter.instruments["gap"]
         original = gap.record
 
-        def spy(value: float, attributes: Any = None) -> None:
+        def spy(value: float, attributes: Any = None, context: Any = None) -> None:
             recorded.append(value)
-            original(value, attributes)
+            original(value, attributes, context)
 
         gap.record = spy
         exporter.end(record, None)
