@@ -10,8 +10,16 @@ Writes are cheap, reads expensive: the measurements come from the shared
 :class:`~llmtap._core.metrics.Mapping`. Counters and up-down counters are folded by llmtap per attribute
 set (plain arithmetic under one lock) and reported at collection by observable instruments (cumulative
 totals; the SDK turns them into deltas where the reader asks for delta temporality); the rate-limit
-gauges read the last record that had rate limits, converted at collection. Only histograms are
-recorded per value (one SDK ``record()`` each, with attribute dicts cached per label set).
+gauges read the last record that had rate limits, converted at collection. Histogram values are
+appended to their series (one attribute dict each, built once) and recorded at the next collection,
+on the reader's thread, by an observable instrument's callback, which the SDK runs before the
+collection's snapshot: each value lands, exactly once, in the interval it was measured in. The SDK
+still spends ~7 µs per value there (it cleans, sorts and hashes the attributes of every
+``record()``), but no longer inside the user's request. Recorded at once instead are: the first
+value per bucket and interval that has a sampled span (the SDK's exemplar reservoir keeps one per
+bucket; so it keeps its trace, value and time), and every value once :data:`PENDING_MAX` are pending
+(a reader that never collects costs no memory). A forked child drops its parent's pending values
+(the parent reports them).
 
 Differences from the native exporter, all invisible to the shipped queries:
 
@@ -181,7 +189,9 @@ class OtelMetricsExporter:
     # -- Sink ------------------------------------------------------------------------------------
 
     def start(self, attempt: AttemptStart) -> object:
-        self._write(base_key(attempt), self.mapping.start(attempt), None)
+        key, measurements = base_key(attempt), self.mapping.start(attempt)
+        if measurements or key not in self._seen:  # (a set read needs no lock) nothing to do otherwise
+            self._write(key, measurements, None)
         return True if attempt.request_stream else None
 
     def end(self, record: AttemptRecord, state: object) -> None:
