@@ -534,10 +534,11 @@ def spied() -> Iterator[_Spied]:
 
 
 def test_histogram_values_are_recorded_at_collection_not_at_the_attempts_end(spied: _Spied) -> None:
-    """The application's thread only appends a value; the next collection records it, into its own interval."""
+    """The application's thread only appends a value (but a series' first, which starts the SDK's series);
+    the next collection records it, into its own interval."""
     for duration in (0.5, 1.5, 2.5):
         spied.exporter.end(_a_record(duration), None)
-    assert spied.recorded == []  # nothing through the SDK on the application's thread
+    assert [v for v, _ in spied.recorded] == [0.5]  # the series' first value only, on the application's thread
     point = spied.point()
     assert [v for v, _ in spied.recorded] == [0.5, 1.5, 2.5]  # positive control: the collection recorded them
     assert (point.count, point.sum, point.min, point.max) == (3, 4.5, 0.5, 2.5)
@@ -552,13 +553,13 @@ def test_pending_histogram_values_are_bounded(spied: _Spied, monkeypatch: pytest
     from llmtap._exporters import otel_metrics
 
     monkeypatch.setattr(otel_metrics, "PENDING_MAX", 2)
-    for duration in (0.5, 1.5, 2.5, 3.5):
+    for duration in (0.5, 1.5, 2.5, 3.5, 4.5):
         spied.exporter.end(_a_record(duration), None)
-    assert [v for v, _ in spied.recorded] == [2.5, 3.5]  # the two past the bound, at once
+    assert [v for v, _ in spied.recorded] == [0.5, 3.5, 4.5]  # the series' first, and the two past the bound
     point = spied.point()
-    assert (point.count, point.sum) == (4, 8.0)  # every value counted once
+    assert (point.count, point.sum) == (5, 12.5)  # every value counted once
     spied.exporter.end(_a_record(0.5), None)
-    assert len(spied.recorded) == 4  # control: the collection emptied the pending values, 1 waits again
+    assert len(spied.recorded) == 5  # control: the collection emptied the pending values, 1 waits again
 
 
 def test_the_first_sampled_value_per_bucket_is_recorded_at_once_with_its_span(spied: _Spied) -> None:
@@ -583,7 +584,9 @@ def test_a_forked_child_does_not_report_its_parents_pending_values(spied: _Spied
     """The parent reports the values pending at the fork; the child starts with none (and its lock free)."""
     import os
 
-    spied.exporter.end(_a_record(0.5), None)
+    spied.exporter.end(_a_record(0.5), None)  # the series' first value: recorded at once
+    assert spied.point().count == 1
+    spied.exporter.end(_a_record(0.5), None)  # pending at the fork
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child

@@ -17,8 +17,9 @@ collection's snapshot: each value lands, exactly once, in the interval it was me
 still spends ~7 µs per value there (it cleans, sorts and hashes the attributes of every
 ``record()``), but no longer inside the user's request. Recorded at once instead are: the first
 value per bucket and interval that has a sampled span (the SDK's exemplar reservoir keeps one per
-bucket; so it keeps its trace, value and time), and every value once :data:`PENDING_MAX` are pending
-(a reader that never collects costs no memory). A forked child drops its parent's pending values
+bucket; so it keeps its trace, value and time), a series' first value (so the SDK's series starts
+when it did), and every value once :data:`PENDING_MAX` are pending (a reader that never collects
+costs no memory). A forked child drops its parent's pending values
 (the parent reports them).
 
 Differences from the native exporter, all invisible to the shipped queries:
@@ -220,7 +221,7 @@ class _Histogram:
     """One histogram series: its instrument and attributes (built once), its values since the last
     collection, and the buckets that already recorded this interval's exemplar."""
 
-    __slots__ = ("attributes", "bounds", "exemplar", "gaps", "instrument", "marked", "values")
+    __slots__ = ("attributes", "bounds", "exemplar", "gaps", "instrument", "marked", "started", "values")
 
     def __init__(self, instrument: Any, attributes: Attributes, bounds: list[float], exemplar: bool) -> None:
         self.instrument = instrument
@@ -230,6 +231,8 @@ class _Histogram:
         """The instrument carries the attempt's span as an exemplar."""
         self.values = array("d")
         self.marked: set[int] = set()
+        self.started = False
+        """A value was recorded into the SDK (the series exists there, with its start time)."""
         self.gaps: list[Any] | None = None
         """Pending chunk gaps: [bucket counts, sum, max] (see :func:`spread`)."""
 
@@ -322,9 +325,12 @@ class _Shared:
         """Under the lock: keep ``value`` for the next collection (None), or say it is recorded now,
         with the attempt's span (True) or without (False).
 
-        Now are: the first value of an interval, per bucket of an exemplar-carrying series, that has a
-        sampled span (the SDK's reservoir keeps one exemplar per bucket; recorded now, it keeps its
-        trace, value and time), and every value once :data:`PENDING_MAX` are pending."""
+        Now are: a series' first value (the SDK starts the series, and its start time, with it); the
+        first value of an interval, per bucket of an exemplar-carrying series, that has a sampled span
+        (the SDK's reservoir keeps one exemplar per bucket; recorded now, it keeps its trace, value and
+        time); and every value once :data:`PENDING_MAX` are pending."""
+        first = not histogram.started
+        histogram.started = True
         if sampled and histogram.exemplar:
             bucket = bisect.bisect_left(histogram.bounds, value)  # the SDK's bucket of value
             marked = histogram.marked
@@ -333,7 +339,7 @@ class _Shared:
                     self._marked.append(histogram)
                 marked.add(bucket)
                 return True
-        if self._pending >= PENDING_MAX:
+        if first or self._pending >= PENDING_MAX:
             return False
         if not histogram.values:
             self._queued.append(histogram)
