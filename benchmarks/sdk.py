@@ -667,8 +667,8 @@ def print_table(
     print("worker that builds the same application-owned registry/providers without llmtap:")
     for config, deltas in rss.items():
         if deltas:
-            mine = f"   llmtap's share {_mib(share[config])}" if share.get(config) else ""
-            print(f"  {CONFIG_TITLES[config]:<42} total {_mib(deltas):>9}{mine}")
+            own = f"   llmtap's share {_mib(share[config])}" if share.get(config) else ""
+            print(f"  {CONFIG_TITLES[config]:<42} total {_mib(deltas):>9}{own}")
 
     failed: list[str] = []
     print("\nTargets (issue 7), llmtap with metrics and spans on (configuration 'all'), CPU time:\n")
