@@ -671,7 +671,8 @@ def print_table(
             print(f"  {CONFIG_TITLES[config]:<42} total {_mib(deltas):>9}{own}")
 
     failed: list[str] = []
-    print("\nTargets (issue 7), llmtap with metrics and spans on (configuration 'all'), CPU time:\n")
+    print("\nTargets: CPU time of llmtap with metrics and spans on (configuration 'all'); peak RSS of llmtap's share")
+    print("in the two configurations apps run (issue 15):\n")
     head = f"{'workload':<40} {'target':>8} {'llmtap (all)':>26} {'Anthropic SDK tracing':>26} {'status':>7}"
     print(head)
     print("-" * len(head))
