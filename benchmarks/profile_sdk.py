@@ -3,6 +3,7 @@
     python benchmarks/profile_sdk.py request [--config all]   # cProfile of 2,000 anthropic messages.create
     python benchmarks/profile_sdk.py stream [--config all]    # cProfile of 20 anthropic streams x 2,006 events
     python benchmarks/profile_sdk.py imports [--config core]  # modules and RSS llmtap adds to the app's
+    python benchmarks/profile_sdk.py span-memory --config prom_spans  # bytes a finished span holds
 
 Start it with the simulator URL in ``LLMTAP_BENCH_URL`` or let it start a child simulator. The profile lists
 only functions in llmtap, prometheus_client and opentelemetry (the time llmtap adds), with µs per request or
@@ -168,20 +169,73 @@ def imports_attribution(config: str, base_url: str, added: Sequence[str]) -> Non
     json.dump({"steps": steps}, sys.stdout)
 
 
+def span_memory(config: str, base_url: str) -> None:
+    """Bytes one finished span holds until the application's span processor exports it (a
+    ``BatchSpanProcessor`` holds up to ``max_export_batch_size``, 512 by default, between exports): llmtap's
+    span of a non-streaming anthropic request under ``config``, against the Anthropic SDK's own span of
+    the same request (``anthropic_tracing``); tracemalloc over 500 requests, spans kept by a processor."""
+    for which in (config, "anthropic_tracing"):
+        print(json.dumps(_child(["--span-memory-child", which], base_url)))
+
+
+def span_memory_child(config: str, base_url: str) -> None:
+    import tracemalloc
+
+    from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+
+    kept: list[ReadableSpan] = []
+
+    class Keep(SpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            kept.append(span)
+
+    configured = sdk.configure(config, base_url)
+    for provider in configured.providers:
+        if hasattr(provider, "add_span_processor"):
+            provider.add_span_processor(Keep())
+    wl = sdk.Workloads(base_url, 5)
+    wl.anthropic_create(20)  # warm
+    for provider in configured.providers:
+        if hasattr(provider, "force_flush"):
+            provider.force_flush()
+    kept.clear()
+    gc.collect()
+    tracemalloc.start()
+    wl.anthropic_create(500)
+    for provider in configured.providers:  # the BatchSpanProcessor's own copies let go: only ours remain
+        if hasattr(provider, "force_flush"):
+            provider.force_flush()
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    first = kept[0] if kept else None
+    json.dump(
+        {
+            "config": config,
+            "spans": len(kept),
+            "bytes_per_span": held // max(len(kept), 1),
+            "attributes": len(first.attributes or {}) if first else 0,
+        },
+        sys.stdout,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("kind", choices=("request", "stream", "imports"))
+    parser.add_argument("kind", choices=("request", "stream", "imports", "span-memory"))
     parser.add_argument("--config", default="all", choices=sdk.CONFIGS)
     parser.add_argument("--top", type=int, default=25)
     if argv is None:
         argv = sys.argv[1:]
-    if argv and argv[0] in ("--imports-child", "--imports-attribution"):  # a fresh interpreter of imports()
+    if argv and argv[0] in ("--imports-child", "--imports-attribution", "--span-memory-child"):  # a fresh child
         import warnings
 
         warnings.simplefilter("ignore")
         child_url = os.environ["LLMTAP_BENCH_URL"]
         if argv[0] == "--imports-child":
             imports_child(argv[1], child_url)
+        elif argv[0] == "--span-memory-child":
+            span_memory_child(argv[1], child_url)
         else:
             imports_attribution(argv[1], child_url, argv[2:])
         return 0
@@ -198,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(args: argparse.Namespace, url: str) -> None:
     if args.kind == "imports":
         imports(args.config, url)
+    elif args.kind == "span-memory":
+        span_memory(args.config, url)
     else:
         profile(args.kind, args.config, url, args.top)
 
