@@ -937,7 +937,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--worker", metavar="CONFIG", help=argparse.SUPPRESS)
     parser.add_argument("--calibrate", metavar="MIN_TIME", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--plan", metavar="PATH", help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+    # "--configs a,b" as well as "--configs a b": the commas are split before argparse checks the choices
+    split: list[str] = []
+    for arg in list(sys.argv[1:] if argv is None else argv):
+        split.extend(arg.split(",") if "," in arg and not arg.startswith("-") else [arg])
+    return parser.parse_args(split)
 
 
 def _load_plan(path: str) -> Plan:
