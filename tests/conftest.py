@@ -35,6 +35,8 @@ def sim() -> Iterator[Simulator]:
 
 @pytest.fixture
 def cap(sim: Simulator) -> Iterator[Capture]:
+    """A fresh capture; the shared simulator's records start here too (``clear()`` also drops the records of
+    requests an earlier test left in flight, so what a test counts is exactly what it started)."""
     sim.clear()
     settings = llmtap.Settings(base_urls=(sim.base_url,), stall_threshold_seconds=0.15)
     with capture(settings) as captured:
