@@ -100,7 +100,7 @@ LOCKS: dict[str, Callable[[Capture, MeterProvider], Any]] = {
     "prometheus fold": lambda cap, _: cap.tap.prometheus._store._lock,  # type: ignore[union-attr]
     "prometheus scrape": lambda cap, _: cap.tap.prometheus._store._scrape_lock,  # type: ignore[union-attr]
     "prometheus registry": lambda cap, _: cap.registry._lock,
-    "otel exporter": lambda cap, _: next(s for s in cap.tap.sinks if s.name == "otel_metrics")._lock,  # type: ignore[attr-defined]
+    "otel exporter": lambda cap, _: next(s for s in cap.tap.sinks if s.name == "otel_metrics")._shared.lock,  # type: ignore[attr-defined]
     "otel sdk": lambda _, provider: _otel_sdk_lock(provider),
     "recording sink": lambda cap, _: cap._sink._cond,
     "log limiter": lambda cap, _: _log._lock,

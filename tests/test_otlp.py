@@ -450,9 +450,9 @@ def test_gaps_are_recorded_at_collection_not_at_the_attempts_end() -> None:
         gap = exporter.instruments["gap"]
         original = gap.record
 
-        def spy(value: float, attributes: Any = None) -> None:
+        def spy(value: float, attributes: Any = None, context: Any = None) -> None:
             recorded.append(value)
-            original(value, attributes)
+            original(value, attributes, context)
 
         gap.record = spy
         exporter.end(record, None)
@@ -471,6 +471,137 @@ def test_gaps_are_recorded_at_collection_not_at_the_attempts_end() -> None:
         assert "llmtap.internal.gap_flush" not in names
     finally:
         provider.shutdown()
+
+
+def _a_record(duration: float, span: Any = None) -> Any:
+    """A finished non-stream attempt of ``duration`` seconds, without usage (one histogram value)."""
+    from llmtap._core.record import AttemptRecord, Usage
+
+    fields: dict[str, object] = dict.fromkeys(AttemptRecord._fields)
+    fields.update(attributes=(), attribute_labels=())
+    fields.update(
+        provider="anthropic", operation="chat", request_model="m", server_address="h", server_port=443,
+        request_stream=False, outcome=Outcome.COMPLETED, status_code=200, streamed=False, started_at=0.0,
+        ended_at=duration, chunks=1, max_gap=0.0, stalls=0, gap_bucket_counts=(), gap_sum=0.0, usage=Usage(),
+        stop_reasons=(), rate_limit_headers=(), parse_errors=0, span_context=span,
+    )  # fmt: skip
+    return AttemptRecord._make(fields[f] for f in AttemptRecord._fields)
+
+
+@dataclass
+class _Spied:
+    exporter: Any
+    reader: Any
+    recorded: list[tuple[float, Any]]
+    """(value, context) of every SDK record() of the duration histogram."""
+
+    def point(self) -> Any:
+        """The duration histogram's data point of the next collection (None without one)."""
+        data = self.reader.get_metrics_data()
+        points = [
+            p for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+            if m.name == "gen_ai.client.operation.duration" for p in m.data.data_points
+        ]  # fmt: skip
+        assert len(points) <= 1
+        return points[0] if points else None
+
+
+@pytest.fixture
+def spied() -> Iterator[_Spied]:
+    """An OTel metrics exporter on a delta-temporality reader, its duration histogram's record() spied on."""
+    from opentelemetry.sdk.metrics import Histogram
+    from opentelemetry.sdk.metrics.export import AggregationTemporality as Temporality
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from llmtap._exporters.otel_metrics import OtelMetricsExporter
+
+    reader = InMemoryMetricReader(preferred_temporality={Histogram: Temporality.DELTA})
+    provider = MeterProvider(metric_readers=[reader])
+    exporter = OtelMetricsExporter(provider)
+    recorded: list[tuple[float, Any]] = []
+    duration = exporter.instruments["duration"]
+    original = duration.record
+
+    def spy(value: float, attributes: Any = None, context: Any = None) -> None:
+        recorded.append((value, context))
+        original(value, attributes, context)
+
+    duration.record = spy
+    try:
+        yield _Spied(exporter, reader, recorded)
+    finally:
+        provider.shutdown()
+
+
+def test_histogram_values_are_recorded_at_collection_not_at_the_attempts_end(spied: _Spied) -> None:
+    """The application's thread only appends a value (but a series' first, which starts the SDK's series);
+    the next collection records it, into its own interval."""
+    for duration in (0.5, 1.5, 2.5):
+        spied.exporter.end(_a_record(duration), None)
+    assert [v for v, _ in spied.recorded] == [0.5]  # the series' first value only, on the application's thread
+    point = spied.point()
+    assert [v for v, _ in spied.recorded] == [0.5, 1.5, 2.5]  # positive control: the collection recorded them
+    assert (point.count, point.sum, point.min, point.max) == (3, 4.5, 0.5, 2.5)
+    spied.exporter.end(_a_record(4.0), None)
+    point = spied.point()  # delta: the next interval holds only the value of its own attempt
+    assert (point.count, point.sum) == (1, 4.0)
+    assert spied.point() is None  # and an interval without attempts none
+
+
+def test_pending_histogram_values_are_bounded(spied: _Spied, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader that does not collect costs no memory: past PENDING_MAX values, they are recorded at once."""
+    from llmtap._exporters import otel_metrics
+
+    monkeypatch.setattr(otel_metrics, "PENDING_MAX", 2)
+    for duration in (0.5, 1.5, 2.5, 3.5, 4.5):
+        spied.exporter.end(_a_record(duration), None)
+    assert [v for v, _ in spied.recorded] == [0.5, 3.5, 4.5]  # the series' first, and the two past the bound
+    point = spied.point()
+    assert (point.count, point.sum) == (5, 12.5)  # every value counted once
+    spied.exporter.end(_a_record(0.5), None)
+    assert len(spied.recorded) == 5  # control: the collection emptied the pending values, 1 waits again
+
+
+def test_the_first_sampled_value_per_bucket_is_recorded_at_once_with_its_span(spied: _Spied) -> None:
+    """Exemplars keep their trace, value and time: the first value of an interval per bucket that has a
+    sampled span is recorded at the attempt's end with it; the rest wait for the collection, without."""
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    spans = [SpanContext(i, i, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED)) for i in (1, 2, 3)]
+    spied.exporter.end(_a_record(0.5, spans[0]), None)
+    spied.exporter.end(_a_record(0.5, spans[1]), None)  # the same bucket: waits
+    spied.exporter.end(_a_record(30.0, spans[2]), None)  # another bucket: at once
+    assert [v for v, _ in spied.recorded] == [0.5, 30.0]
+    point = spied.point()
+    assert point.count == 3
+    assert sorted(e.trace_id for e in point.exemplars) == [1, 3]
+    spied.exporter.end(_a_record(0.5, spans[1]), None)  # a new interval: its first value at once again
+    assert [v for v, _ in spied.recorded][-1] == 0.5 and len(spied.recorded) == 4
+    assert [e.trace_id for e in spied.point().exemplars] == [2]
+
+
+def test_a_forked_child_does_not_report_its_parents_pending_values(spied: _Spied) -> None:
+    """The parent reports the values pending at the fork; the child starts with none (and its lock free)."""
+    import os
+
+    spied.exporter.end(_a_record(0.5), None)  # the series' first value: recorded at once
+    assert spied.point().count == 1
+    spied.exporter.end(_a_record(0.5), None)  # pending at the fork
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        try:
+            spied.exporter.end(_a_record(1.5), None)
+            point = spied.point()
+            os.write(write, f"{point.count} {point.sum}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as child:
+        assert child.read() == "1 1.5"  # the child's own value only
+    os.waitpid(pid, 0)
+    point = spied.point()
+    assert (point.count, point.sum) == (1, 0.5)  # control: the parent's pending value, once, in the parent
 
 
 def test_chunk_gaps_are_recorded_over_otel_only_when_asked() -> None:
