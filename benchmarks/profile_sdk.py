@@ -2,7 +2,8 @@
 
     python benchmarks/profile_sdk.py request [--config all]   # cProfile of 2,000 anthropic messages.create
     python benchmarks/profile_sdk.py stream [--config all]    # cProfile of 20 anthropic streams x 2,006 events
-    python benchmarks/profile_sdk.py imports [--config core]  # modules and peak RSS a configuration adds
+    python benchmarks/profile_sdk.py imports [--config core]  # modules and RSS llmtap adds to the app's
+    python benchmarks/profile_sdk.py span-memory --config prom_spans  # bytes a finished span holds
 
 Start it with the simulator URL in ``LLMTAP_BENCH_URL`` or let it start a child simulator. The profile lists
 only functions in llmtap, prometheus_client and opentelemetry (the time llmtap adds), with µs per request or
@@ -13,12 +14,17 @@ per event (cProfile's own overhead inflates small functions: read the ranking, t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
+import gc
+import json
 import os
 import pstats
 import resource
+import subprocess
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -65,32 +71,174 @@ def short(filename: str) -> str:
 
 
 def imports(config: str, base_url: str) -> None:
-    import anthropic  # noqa: F401
-    import openai  # noqa: F401
+    """What ``config`` loads that its application-only worker does not (``sdk.APP_BASELINES``; the bare
+    worker for the others), each in a fresh interpreter that imported both SDKs and made the same two
+    requests: the modules, by package, with the RSS each package adds when imported in that order on top of
+    the application-only worker, then what ``instrument()`` and the requests add (llmtap's state)."""
+    app = sdk.APP_BASELINES.get(config, "baseline")
+    mine = _child(["--imports-child", config], base_url)
+    theirs = _child(["--imports-child", app], base_url)
+    added = sorted(set(mine["modules"]) - set(theirs["modules"]))
+    attribution = _child(["--imports-attribution", config, *added], base_url)
+    print(
+        f"configuration {config} over {app}: {len(added)} modules more, peak RSS "
+        f"{(mine['rss'] - theirs['rss']) / 1024:+.1f} MiB (over the bare worker: see benchmarks/sdk.py)"
+    )
+    print(f"{'modules':>8} {'RSS MiB':>8}  package (imported in this order on top of {app})")
+    for name, rss_kib, count in attribution["steps"]:
+        print(f"{count or '':>8} {rss_kib / 1024:+8.2f}  {name}")
 
-    before = set(sys.modules)
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    sdk.configure(config, base_url)
+
+def _group(name: str) -> str:
+    parts = name.split(".")
+    return ".".join(parts[:2]) if parts[0] in ("opentelemetry", "llmtap") else parts[0]
+
+
+def _child(args: list[str], base_url: str) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), *args],
+        env={**os.environ, "LLMTAP_BENCH_URL": base_url},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def _requests(base_url: str) -> None:
     wl = sdk.Workloads(base_url, 5)
     wl.anthropic_create(1)
     wl.openai_create(1)
     wl.close()
-    rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    added = sorted(set(sys.modules) - before)
-    groups: dict[str, int] = {}
+
+
+def imports_child(config: str, base_url: str) -> None:
+    import anthropic  # noqa: F401
+    import openai  # noqa: F401
+
+    sdk.configure(config, base_url)
+    _requests(base_url)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    json.dump({"modules": sorted(sys.modules), "rss": rss}, sys.stdout)
+
+
+def _rss_kib() -> float:
+    gc.collect()
+    with open("/proc/self/statm", encoding="ascii") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1024
+
+
+def imports_attribution(config: str, base_url: str, added: Sequence[str]) -> None:
+    """On top of the application-only worker: each added package's RSS (current, after a collection) as it is
+    imported, the non-llmtap ones first, then llmtap's own, then ``instrument()`` and the requests."""
+    import importlib
+
+    import anthropic  # noqa: F401
+    import openai  # noqa: F401
+
+    sdk.configure(sdk.APP_BASELINES.get(config, "baseline"), base_url)
+    _requests(base_url)
+    order: dict[str, list[str]] = {}
     for name in added:
-        top = ".".join(name.split(".")[:2]) if name.startswith("opentelemetry") else name.split(".")[0]
-        groups[top] = groups.get(top, 0) + 1
-    print(f"configuration {config}: {len(added)} modules imported, peak RSS +{(rss1 - rss0) / 1024:.1f} MiB")
-    for top, count in sorted(groups.items(), key=lambda kv: -kv[1]):
-        print(f"  {count:4d}  {top}")
+        if not name.startswith("llmtap"):
+            order.setdefault(_group(name), []).append(name)
+    steps: list[tuple[str, float, int]] = []
+    before, loaded = _rss_kib(), len(sys.modules)
+
+    def step(name: str) -> None:
+        nonlocal before, loaded
+        now = _rss_kib()
+        steps.append((name, now - before, len(sys.modules) - loaded))
+        before, loaded = now, len(sys.modules)
+
+    for group, names in order.items():
+        for name in names:
+            with contextlib.suppress(Exception):  # a module that only loads as part of another's import
+                importlib.import_module(name)
+        step(group)
+    import llmtap  # noqa: F401  (llmtap's own modules that ``import llmtap`` loads)
+
+    step("llmtap (import llmtap)")
+    lazily = [name for name in added if name.startswith("llmtap") and name not in sys.modules]
+    for name in lazily:
+        importlib.import_module(name)
+    step(f"llmtap's modules instrument() loads: {' '.join(n[7:] for n in lazily)}")
+    sdk.configure(config, base_url)
+    _requests(base_url)
+    step("instrument() + the two requests (llmtap's state)")
+    json.dump({"steps": steps}, sys.stdout)
+
+
+def span_memory(config: str, base_url: str) -> None:
+    """Bytes one finished span holds until the application's span processor exports it (a
+    ``BatchSpanProcessor`` holds up to ``max_export_batch_size``, 512 by default, between exports): llmtap's
+    span of a non-streaming anthropic request under ``config``, against the Anthropic SDK's own span of
+    the same request (``anthropic_tracing``); tracemalloc over 500 requests, spans kept by a processor."""
+    for which in (config, "anthropic_tracing"):
+        print(json.dumps(_child(["--span-memory-child", which], base_url)))
+
+
+def span_memory_child(config: str, base_url: str) -> None:
+    import tracemalloc
+
+    from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+
+    kept: list[ReadableSpan] = []
+
+    class Keep(SpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            kept.append(span)
+
+    configured = sdk.configure(config, base_url)
+    for provider in configured.providers:
+        if hasattr(provider, "add_span_processor"):
+            provider.add_span_processor(Keep())
+    wl = sdk.Workloads(base_url, 5)
+    wl.anthropic_create(20)  # warm
+    for provider in configured.providers:
+        if hasattr(provider, "force_flush"):
+            provider.force_flush()
+    kept.clear()
+    gc.collect()
+    tracemalloc.start()
+    wl.anthropic_create(500)
+    for provider in configured.providers:  # the BatchSpanProcessor's own copies let go: only ours remain
+        if hasattr(provider, "force_flush"):
+            provider.force_flush()
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    first = kept[0] if kept else None
+    json.dump(
+        {
+            "config": config,
+            "spans": len(kept),
+            "bytes_per_span": held // max(len(kept), 1),
+            "attributes": len(first.attributes or {}) if first else 0,
+        },
+        sys.stdout,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("kind", choices=("request", "stream", "imports"))
+    parser.add_argument("kind", choices=("request", "stream", "imports", "span-memory"))
     parser.add_argument("--config", default="all", choices=sdk.CONFIGS)
     parser.add_argument("--top", type=int, default=25)
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] in ("--imports-child", "--imports-attribution", "--span-memory-child"):  # a fresh child
+        import warnings
+
+        warnings.simplefilter("ignore")
+        child_url = os.environ["LLMTAP_BENCH_URL"]
+        if argv[0] == "--imports-child":
+            imports_child(argv[1], child_url)
+        elif argv[0] == "--span-memory-child":
+            span_memory_child(argv[1], child_url)
+        else:
+            imports_attribution(argv[1], child_url, argv[2:])
+        return 0
     args = parser.parse_args(argv)
     url = os.environ.get("LLMTAP_BENCH_URL")
     if url:
@@ -104,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(args: argparse.Namespace, url: str) -> None:
     if args.kind == "imports":
         imports(args.config, url)
+    elif args.kind == "span-memory":
+        span_memory(args.config, url)
     else:
         profile(args.kind, args.config, url, args.top)
 

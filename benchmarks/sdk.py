@@ -12,7 +12,9 @@ interquartile range. Method and results: ``benchmarks/README.md``.
     python benchmarks/sdk.py -o out.json  # every value as a pyperf suite (python -m pyperf stats/compare_to)
 
 The worker (``--worker CONFIG``) imports nothing of llmtap unless its configuration uses it, so the peak-RSS
-deltas show what each configuration loads.
+deltas show what each configuration loads: in total (over the bare worker) and, for the issue's two
+configurations, llmtap's own share (over a worker building the same application-owned registry and
+providers without llmtap).
 """
 
 from __future__ import annotations
@@ -52,7 +54,16 @@ CONFIGS: tuple[str, ...] = (
     "otlp",
     "all",
     "anthropic_tracing",
+    "prom_spans_app",
+    "otlp_app",
 )
+APP_BASELINES: dict[str, str] = {"prom_spans": "prom_spans_app", "otlp": "otlp_app"}
+"""llmtap configuration -> the worker that builds the same application-owned objects without llmtap (the
+Prometheus registry, the tracer and meter providers the application hands to ``instrument()``, or that
+``llmtap run``'s OpenTelemetry distro builds): peak RSS over it is llmtap's own share (its modules, wrapt, its
+exporters and their state, what the OTel SDK loads only when llmtap uses the providers). These workers are
+for peak RSS only: the CPU tables leave them out."""
+RSS_ONLY: frozenset[str] = frozenset(APP_BASELINES.values())
 CONFIG_TITLES: dict[str, str] = {
     "baseline_again": "none again (A/A: the noise floor)",
     "core": "llmtap core only",
@@ -63,6 +74,8 @@ CONFIG_TITLES: dict[str, str] = {
     "otlp": "OTel metrics + spans (the OTLP path)",
     "all": "all (Prometheus + spans + OTel metrics)",
     "anthropic_tracing": "Anthropic SDK's own tracing",
+    "prom_spans_app": "registry + TracerProvider, no llmtap",
+    "otlp_app": "MeterProvider + TracerProvider, no llmtap",
 }
 # name -> (SDK, streams?)
 WORKLOADS: dict[str, tuple[str, bool]] = {
@@ -178,6 +191,9 @@ def configure(config: str, base_url: str) -> Configured:
         trace.set_tracer_provider(provider)
         out.providers.append(provider)
         return out
+    app_only = config in RSS_ONLY
+    if app_only:  # the application's objects of this llmtap configuration, without llmtap
+        config = next(mine for mine, app in APP_BASELINES.items() if app == config)
     metrics = config in ("prometheus", "prom_spans", "all")
     traces = config in ("spans", "prom_spans", "otlp", "all")
     otel_metrics = config in ("otel_metrics", "otlp", "all")
@@ -206,6 +222,9 @@ def configure(config: str, base_url: str) -> Configured:
         meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
         kwargs["meter_provider"] = meter_provider
         out.providers.append(meter_provider)
+    if app_only:
+        out.span_exporter = None  # nothing uses the provider: no span to expect
+        return out
     import llmtap
 
     out.tap = llmtap.instrument(
@@ -357,6 +376,9 @@ def worker(config: str, plan: Plan) -> dict[str, Any]:
     imported_rss = max_rss_bytes()
     configured = configure(config, plan.base_url)
     wl = Workloads(plan.base_url, plan.tokens)
+    for name in plan.workloads:  # one unit each: every module loaded, every state made, few spans pending
+        wl.unit(name)(1)
+    rss_warm = max_rss_bytes()
     results: dict[str, Any] = {}
     rss_after_anthropic = 0
     for name in plan.workloads:
@@ -383,6 +405,7 @@ def worker(config: str, plan: Plan) -> dict[str, Any]:
         "config": config,
         "workloads": results,
         "rss_imported": imported_rss,
+        "rss_warm": rss_warm,
         "rss_after_anthropic": rss_after_anthropic,
         "rss_end": rss_end,
         "checks": checks,
@@ -394,7 +417,10 @@ def positive_controls(config: str, configured: Configured, wl: Workloads) -> dic
     """After the timed runs: llmtap saw the traffic; the SDK's own tracing is on only where meant."""
     from opentelemetry import trace
 
-    checks: dict[str, Any] = {"global_tracer_provider": type(trace.get_tracer_provider()).__name__}
+    checks: dict[str, Any] = {
+        "global_tracer_provider": type(trace.get_tracer_provider()).__name__,
+        "llmtap_imported": "llmtap" in sys.modules,
+    }
     sdk_tracing = wl.a._tracer is not None and wl.a._tracer.start_span("probe").is_recording()
     checks["anthropic_sdk_tracing"] = bool(sdk_tracing)
     if configured.tap is not None:
@@ -573,6 +599,8 @@ def rows_from(rounds: list[dict[str, dict[str, Any]]]) -> list[Row]:
     rows: list[Row] = []
     for workload in WORKLOADS:
         for config in CONFIGS[1:]:
+            if config in RSS_ONLY:
+                continue
             row = Row(workload, config, [], [], [], [])
             for results in rounds:
                 base = results["baseline"]["workloads"].get(workload)
@@ -590,12 +618,35 @@ def rows_from(rounds: list[dict[str, dict[str, Any]]]) -> list[Row]:
     return rows
 
 
-def rss_deltas(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, list[float]]:
+def rss_deltas(
+    rounds: list[dict[str, dict[str, Any]]], over: str = "baseline", warm: bool = False
+) -> dict[str, list[float]]:
+    """Peak RSS of each configuration's worker minus the bare baseline worker's of the same round (the total
+    it loads); ``over=APP``: minus its application-only worker's (:data:`APP_BASELINES`), llmtap's share.
+    ``warm``: the peak after one unit of each workload, before the timed runs: what the configuration loads
+    and keeps, without the spans the application's ``BatchSpanProcessor`` holds between two exports at
+    the timed runs' request rate (up to 512, ~4 KiB each: ``profile_sdk.py span-memory``)."""
     out: dict[str, list[float]] = {}
     for config in CONFIGS[1:]:
         key = "rss_after_anthropic" if config == "anthropic_tracing" else "rss_end"
-        out[config] = [float(r[config][key] - r["baseline"][key]) for r in rounds if config in r and "baseline" in r]
+        if warm:
+            key = "rss_warm"
+        base = over if over != APP else APP_BASELINES.get(config)
+        if base is None:
+            continue
+        out[config] = [
+            float(r[config][key] - r[base][key]) for r in rounds if key in r.get(config, {}) and key in r.get(base, {})
+        ]
     return out
+
+
+APP = "app"
+RSS_TARGET_CONFIGS = ("prom_spans", "otlp")
+"""The issue's two configurations, whose peak RSS is held to :data:`RSS_TARGET_BYTES` (llmtap's share)."""
+
+
+def _mib(deltas: Sequence[float]) -> str:
+    return f"{statistics.median(deltas) / 2**20:+.1f} MiB" if deltas else "n/a"
 
 
 def _ratio(values: Sequence[float]) -> str:
@@ -608,7 +659,13 @@ def _us(seconds: float) -> str:
     return f"{us:,.2f}" if abs(us) < 100 else f"{us:,.0f}"
 
 
-def print_table(rows: list[Row], rss: dict[str, list[float]], rounds: int) -> list[str]:
+def print_table(
+    rows: list[Row],
+    rss: dict[str, list[float]],
+    rounds: int,
+    share: dict[str, list[float]] | None = None,
+    warm_share: dict[str, list[float]] | None = None,
+) -> list[str]:
     """The full table, then the side-by-side against the targets. Returns the failed targets."""
     print(f"\nRatio to the baseline of the same round (median over {rounds} rounds, IQR in brackets).")
     print("CPU = the client process's CPU time; added = CPU µs per event or request over the baseline.\n")
@@ -622,13 +679,20 @@ def print_table(rows: list[Row], rss: dict[str, list[float]], rounds: int) -> li
             f"{_us(statistics.median(row.added_cpu)):>9}"
         )
     print()
-    print("Peak RSS over the baseline worker (median over rounds):")
+    share, warm_share = share or {}, warm_share or {}
+    print("Peak RSS (median over rounds): total = over the bare baseline worker; llmtap's share = over the")
+    print("worker that builds the same application-owned registry/providers without llmtap; warm = after one")
+    print("unit of each workload (without the span backlog of the timed runs' request rate):")
     for config, deltas in rss.items():
         if deltas:
-            print(f"  {CONFIG_TITLES[config]:<40} {statistics.median(deltas) / 2**20:+.1f} MiB")
+            own = ""
+            if share.get(config):
+                own = f"   llmtap's share {_mib(share[config]):>9}, warm {_mib(warm_share.get(config, [])):>9}"
+            print(f"  {CONFIG_TITLES[config]:<42} total {_mib(deltas):>9}{own}")
 
     failed: list[str] = []
-    print("\nTargets (issue 7), llmtap with metrics and spans on (configuration 'all'), CPU time:\n")
+    print("\nTargets: CPU time of llmtap with metrics and spans on (configuration 'all'); peak RSS of llmtap's share")
+    print("in the two configurations apps run (issue 15):\n")
     head = f"{'workload':<40} {'target':>8} {'llmtap (all)':>26} {'Anthropic SDK tracing':>26} {'status':>7}"
     print(head)
     print("-" * len(head))
@@ -653,18 +717,17 @@ def print_table(rows: list[Row], rss: dict[str, list[float]], rounds: int) -> li
             f"{WORKLOAD_TITLES[workload]:<40} {'≤ x' + str(target):>8} {_ratio(mine.cpu_ratio):>26} {sdk_text:>26} "
             f"{'PASS' if ok else 'FAIL':>7}"
         )
-    deltas = rss.get(TARGET_CONFIG, [])
-    if deltas:
-        rss_mib = statistics.median(deltas) / 2**20
-        sdk_rss = rss.get("anthropic_tracing", [])
-        sdk_text = f"{statistics.median(sdk_rss) / 2**20:+.1f} MiB" if sdk_rss else "n/a"
+    sdk_text = _mib(rss.get("anthropic_tracing", []))
+    for config in RSS_TARGET_CONFIGS:
+        deltas = share.get(config, [])
+        if not deltas:
+            continue
         ok = statistics.median(deltas) <= RSS_TARGET_BYTES
         if not ok:
-            failed.append(f"peak RSS: {rss_mib:+.1f} MiB > +2 MiB")
-        print(
-            f"{'peak RSS over the baseline':<40} {'≤ +2 MiB':>8} {f'{rss_mib:+.1f} MiB':>26} {sdk_text:>26} "
-            f"{'PASS' if ok else 'FAIL':>7}"
-        )
+            failed.append(f"peak RSS, {config}: llmtap's share {_mib(deltas)} > +2 MiB")
+        where = f"peak RSS, llmtap's share, {config}"
+        figure = f"{_mib(deltas)} (warm {_mib(warm_share.get(config, []))})"
+        print(f"{where:<40} {'≤ +2 MiB':>8} {figure:>26} {sdk_text + ' (total)':>26} {'PASS' if ok else 'FAIL':>7}")
     return failed
 
 
@@ -738,7 +801,9 @@ def master(args: argparse.Namespace) -> int:
     else:
         rounds, values, warmups, tokens, min_time = 5, 3, 1, 1000, 0.06
     rounds = args.rounds or rounds
-    configs = [c for c in CONFIGS if not args.configs or c in args.configs or c == "baseline"]
+    chosen = {"baseline", *(args.configs or CONFIGS)}
+    chosen |= {APP_BASELINES[c] for c in chosen if c in APP_BASELINES}  # llmtap's share needs its app worker
+    configs = [c for c in CONFIGS if c in chosen]
     workloads = tuple(w for w in WORKLOADS if not args.workloads or w in args.workloads)
     load = os.getloadavg()[0]
     print(f"llmtap in-SDK benchmark{' (quick)' if args.quick else ''}: {machine_line()}; 1-min load {load:.2f}")
@@ -765,7 +830,13 @@ def master(args: argparse.Namespace) -> int:
             events = 10_000 if args.quick else 100_000
             memory = run_worker(["--memory"], plan_payload(Plan(sim.base_url, events, {}, 0, 0)))
     check_controls(all_rounds)
-    failed = print_table(rows_from(all_rounds), rss_deltas(all_rounds), rounds)
+    failed = print_table(
+        rows_from(all_rounds),
+        rss_deltas(all_rounds),
+        rounds,
+        rss_deltas(all_rounds, APP),
+        rss_deltas(all_rounds, APP, warm=True),
+    )
     failed += print_memory(memory)
     if args.output:
         with open(args.output + ".rounds.json", "w", encoding="utf-8") as f:
@@ -785,13 +856,13 @@ def check_controls(rounds: list[dict[str, dict[str, Any]]]) -> None:
     for results in rounds:
         for config, result in results.items():
             checks = result["checks"]
+            llmtap_config = config not in ("baseline", "baseline_again", "anthropic_tracing", *RSS_ONLY)
+            if checks["llmtap_imported"] is not llmtap_config:  # the RSS deltas are what they claim
+                raise SystemExit(f"{config}: llmtap imported is {checks['llmtap_imported']}")
             want_sdk = config == "anthropic_tracing"
             if checks["anthropic_sdk_tracing"] is not want_sdk:
                 raise SystemExit(f"{config}: the Anthropic SDK's own tracing was {checks['anthropic_sdk_tracing']}")
-            if (
-                config not in ("baseline", "baseline_again", "anthropic_tracing")
-                and checks.get("llmtap_attempts_seen") != 2
-            ):
+            if llmtap_config and checks.get("llmtap_attempts_seen") != 2:
                 raise SystemExit(f"{config}: llmtap did not observe the probe requests: {checks}")
             if config in ("spans", "prom_spans", "otlp", "all", "anthropic_tracing") and not checks.get(
                 "spans_exported"
@@ -825,12 +896,16 @@ def markdown(paths: Sequence[str]) -> None:
             added = [_us(statistics.median(c.added_cpu)) if c else "n/a" for c in cells]
             print(f"| {WORKLOAD_TITLES[workload]} | {CONFIG_TITLES[config]} | " + " | ".join(ratios + added) + " |")
     print()
-    print("| peak RSS over the baseline | " + " | ".join(names) + " |")
+    print("| peak RSS | " + " | ".join(names) + " |")
     print("|---|" + "---:|" * len(names))
     deltas = [rss_deltas(rounds) for rounds in runs]
+    shares = [rss_deltas(rounds, APP) for rounds in runs]
+    warm = [rss_deltas(rounds, APP, warm=True) for rounds in runs]
     for config in CONFIGS[1:]:
-        rss_cells = [f"{statistics.median(d[config]) / 2**20:+.1f} MiB" if d.get(config) else "n/a" for d in deltas]
-        print(f"| {CONFIG_TITLES[config]} | " + " | ".join(rss_cells) + " |")
+        for what, figures in (("total", deltas), ("llmtap's share", shares), ("llmtap's share, warm", warm)):
+            if any(d.get(config) for d in figures):
+                row = " | ".join(_mib(d.get(config, [])) for d in figures)
+                print(f"| {CONFIG_TITLES[config]}: {what} | {row} |")
 
 
 def plan_payload(plan: Plan) -> dict[str, Any]:
@@ -862,7 +937,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--worker", metavar="CONFIG", help=argparse.SUPPRESS)
     parser.add_argument("--calibrate", metavar="MIN_TIME", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--plan", metavar="PATH", help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+    # "--configs a,b" as well as "--configs a b": the commas are split before argparse checks the choices
+    split: list[str] = []
+    for arg in list(sys.argv[1:] if argv is None else argv):
+        split.extend(arg.split(",") if "," in arg and not arg.startswith("-") else [arg])
+    return parser.parse_args(split)
 
 
 def _load_plan(path: str) -> Plan:

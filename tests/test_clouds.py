@@ -49,8 +49,8 @@ def drive(
 
 
 def served_since(sim: Simulator, since: float, api: str, count: int) -> list[Served]:
-    """The ``count`` requests of ``api`` received since ``since`` (a handler of an earlier test that is
-    still stalling may log to ``sim.served`` after the fixture cleared it)."""
+    """The ``count`` requests of ``api`` received since ``since``, waiting up to 5 s for them (the fixture's
+    ``clear()`` already drops the records of requests an earlier test left in flight)."""
     deadline = time.monotonic() + 5.0
     while True:
         mine = [s for s in sim.wait_served(0) if s.api == api and s.received_at >= since]

@@ -4,6 +4,7 @@ simulator says it did."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -367,6 +368,47 @@ def test_client_disconnect_is_recorded_quietly(sim: Simulator) -> None:
     (served,) = sim.wait_served(1)
     assert served.outcome_sent == "client_disconnected"
     assert _post(sim).status_code == 200  # still serving
+
+
+def _hold(c: httpx.Client, sim: Simulator) -> contextlib.AbstractContextManager[httpx.Response]:
+    """A stream the server holds after its second delta until the client leaves (read up to there)."""
+    held = Scenario(tokens=5, stall_at=2, stall=600, stall_until_closed=True)
+    return c.stream("POST", f"{sim.base_url}/v1/messages", json={"stream": True}, headers=held.headers())
+
+
+def _read_to_first_delta(r: httpx.Response) -> Iterator[str]:
+    """Returns the line iterator: kept referenced, the connection stays open (closing it, httpcore closes
+    the connection)."""
+    lines = r.iter_lines()
+    for line in lines:
+        if "content_block_delta" in line:
+            break
+    return lines
+
+
+def test_clear_forgets_the_requests_still_in_flight(sim: Simulator) -> None:
+    """A request belongs to the records of the ``clear()`` generation it started in: a stream an earlier
+    test left on a shared simulator ends after the clear without a record, so the count is exact."""
+    with httpx.Client(timeout=10) as c:
+        with _hold(c, sim) as r:
+            lines = _read_to_first_delta(r)
+            assert sim.in_flight == 1 and sim.served == []
+            with pytest.raises(TimeoutError):
+                sim.wait_idle(timeout=0.05)  # held for up to 600 s
+            sim.clear()  # what the ``cap`` fixture does before each test
+            mine = _post(sim, Scenario(tokens=1))
+            assert mine.status_code == 200
+            (served,) = sim.wait_served(1)
+            assert served.request_id == mine.headers["request-id"]
+            assert sim.in_flight == 1  # the held stream: still being served
+            del lines
+        # the client left: the held stream ends now, after the clear, and is not recorded
+        assert sim.wait_idle() == [served]
+        # control: the same held stream without a clear in between is recorded when it ends
+        with _hold(c, sim) as r:
+            _read_to_first_delta(r)
+        assert [s.outcome_sent for s in sim.wait_idle()] == ["completed", "client_disconnected"]
+        assert sim.in_flight == 0
 
 
 def test_stop_is_quick_with_stalled_handler() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import json
 import os
@@ -365,6 +364,8 @@ def _relocate(
 
 
 def _warn_unknown(key: str) -> None:
+    import difflib  # only for a mistyped LLMTAP_* name: not loaded by every instrument() (~0.2 MiB)
+
     known = [ENV_PREFIX + n.upper() for n in Settings.model_fields]
     close = difflib.get_close_matches(key, known, n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""

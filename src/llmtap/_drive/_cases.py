@@ -112,7 +112,8 @@ CASES: Final[tuple[Case, ...]] = (
     # an error event in a non-streaming answer: the simulator answers it with the error's status
     Case("error_status", "create", Scenario(tokens=5, error_event_at=2), (R,), "status", max_retries=0,
          only=("gemini",)),
-    Case("timeout", "stream", Scenario(tokens=4, stall_at=1, stall=1.0), (Outcome.TIMEOUT,), "timeout",
+    # held after 1 delta until the client times out and leaves (not a fixed 1 s stall the server sits out)
+    Case("timeout", "stream", HELD.replace(tokens=4, stall_at=1), (Outcome.TIMEOUT,), "timeout",
          max_retries=0, timeout=0.3),
 )
 # fmt: on

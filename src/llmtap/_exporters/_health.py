@@ -1,7 +1,9 @@
 """llmtap's own health as metrics: internal failures and label overflows, read at collection time.
 
 The counts live in ``llmtap._log`` (plain ints under a lock, process-wide); these adapters read them
-only when Prometheus scrapes or the OpenTelemetry reader collects, so the request path pays nothing.
+only when Prometheus scrapes or the OpenTelemetry reader collects, so the request path pays nothing. The
+Prometheus one is in ``_health_prometheus.py``, so that the OpenTelemetry path does not import
+prometheus-client (about 1 MiB of modules).
 
 - ``llmtap_internal_errors_total{where}``: llmtap's own failures (a sink raised, a parser bug ...),
   ``where`` one of :data:`llmtap._log.INTERNAL_WHERE`. Non-zero means llmtap is degraded.
@@ -11,44 +13,17 @@ only when Prometheus scrapes or the OpenTelemetry reader collects, so the reques
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
-
-from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily
-from prometheus_client.registry import Collector
 
 from llmtap._log import INTERNAL_WHERE, internal_errors, label_overflows
 
-__all__ = ["HEALTH_METRIC_NAMES", "HealthCollector", "register_otel"]
+__all__ = ["HEALTH_METRIC_NAMES", "INTERNAL_HELP", "LABELS", "OVERFLOW_HELP", "register_otel"]
 
 HEALTH_METRIC_NAMES: tuple[str, ...] = ("llmtap_internal_errors_total", "llmtap_label_overflows_total")
 LABELS: tuple[str, ...] = ("request_model", "response_model", "stop_reason", "error_type", "server", "attribute")
-_INTERNAL_HELP = "llmtap's own failures (the request is never affected), by where they happened."
-_OVERFLOW_HELP = "Label values from the wire replaced by the overflow value, by label."
-
-
-class HealthCollector(Collector):
-    """A prometheus-client collector for the counts in ``llmtap._log``; every ``where`` and ``label``
-    series exists from the start (at 0), so ``increase()`` sees the first failure."""
-
-    def __init__(self, namespace: str = "") -> None:
-        self._prefix = f"{namespace}_" if namespace else ""
-
-    def collect(self) -> Iterator[CounterMetricFamily]:
-        errors = CounterMetricFamily(f"{self._prefix}llmtap_internal_errors", _INTERNAL_HELP, labels=("where",))
-        for where, count in internal_errors().items():
-            errors.add_metric((where,), count)
-        yield errors
-        overflows = CounterMetricFamily(f"{self._prefix}llmtap_label_overflows", _OVERFLOW_HELP, labels=("label",))
-        counts = label_overflows()
-        for label in LABELS:
-            overflows.add_metric((label,), counts.get(label, 0))
-        yield overflows
-
-    def register(self, registry: CollectorRegistry) -> HealthCollector:
-        registry.register(self)
-        return self
+INTERNAL_HELP = "llmtap's own failures (the request is never affected), by where they happened."
+OVERFLOW_HELP = "Label values from the wire replaced by the overflow value, by label."
 
 
 def register_otel(meter: Any, namespace: str = "") -> None:
@@ -66,8 +41,8 @@ def register_otel(meter: Any, namespace: str = "") -> None:
 
     prefix = f"{namespace}." if namespace else ""
     meter.create_observable_counter(
-        f"{prefix}llmtap.internal_errors", [errors], unit="{error}", description=_INTERNAL_HELP
+        f"{prefix}llmtap.internal_errors", [errors], unit="{error}", description=INTERNAL_HELP
     )
     meter.create_observable_counter(
-        f"{prefix}llmtap.label_overflows", [overflows], unit="{value}", description=_OVERFLOW_HELP
+        f"{prefix}llmtap.label_overflows", [overflows], unit="{value}", description=OVERFLOW_HELP
     )

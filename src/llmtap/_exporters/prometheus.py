@@ -43,7 +43,8 @@ from llmtap._core.metrics import (
     label_name,
 )
 from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
-from llmtap._exporters._health import HEALTH_METRIC_NAMES, HealthCollector
+from llmtap._exporters._health import HEALTH_METRIC_NAMES
+from llmtap._exporters._health_prometheus import HealthCollector
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -79,7 +79,11 @@ def run(s: Session, model: str, min_ttft: float | None) -> list[AbortResult]:
 
 def _one(s: Session, mode: AbortMode, model: str, timeout: Any, how: str) -> AbortResult:
     before = len(s.capture.records)
-    result = s.driver.call(mode.action, model, s.options.max_tokens, prompt(0), timeout=timeout, mode=mode.mode)
+    # the embedded simulator plays the case's own server side (a read timeout then meets a held stream,
+    # not a race between the client thread and a 50 ms first token); an endpoint answers as it does
+    headers = mode.case.scenario.headers() if s.sim is not None and mode.read_timeout else None
+    result = s.driver.call(mode.action, model, s.options.max_tokens, prompt(0), timeout=timeout, mode=mode.mode,
+                           headers=headers)  # fmt: skip
     records = s.records_since(before)
     raised = asyncio.CancelledError() if result.cancelled else result.error
     exc_name = exception_name(raised) if raised is not None else None

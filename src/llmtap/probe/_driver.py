@@ -106,9 +106,9 @@ class SdkDriver:
         return run(sdk, "stream", model, headers=headers, **self.params(max_tokens, text))
 
     def call(self, action: Action, model: str, max_tokens: int, text: str, *, timeout: Any, mode: Mode = "sync",
-             early: int = 1) -> Result:  # fmt: skip
+             early: int = 1, headers: Mapping[str, str] | None = None) -> Result:  # fmt: skip
         """``action`` (:data:`llmtap._drive.ACTIONS`) with a client of its own, no retries, closed after."""
-        return drive(self._sdk, self.base_url, action, mode=mode, model=model, early=early,
+        return drive(self._sdk, self.base_url, action, mode=mode, model=model, early=early, headers=headers,
                      params=self.params(max_tokens, text), api_key=self._key, max_retries=0, timeout=timeout,
                      on_response=self._on_response, exact_url=True)  # fmt: skip
 

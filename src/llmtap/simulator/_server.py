@@ -239,6 +239,8 @@ class Simulator:
         self.verbose = verbose
         self.served: list[Served] = []
         self._served_cond = threading.Condition()
+        self._generation = 0  # bumped by clear(); a request is recorded only in the generation it started in
+        self._in_flight = 0
         self._lock = threading.Lock()
         self._server: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -319,9 +321,22 @@ class Simulator:
     # ------------------------------------------------------------------ records
 
     def clear(self) -> None:
-        """Forget every :class:`Served` record."""
+        """Forget every :class:`Served` record, and those of the requests still being handled.
+
+        A request belongs to the records of the ``clear()`` generation in which it started: one that an
+        earlier test left streaming (an abandoned stream the server keeps serving, a client that gave up)
+        finishes without a record, so counts taken after ``clear()`` are exactly the requests started
+        after it.
+        """
         with self._served_cond:
             self.served.clear()
+            self._generation += 1
+
+    @property
+    def in_flight(self) -> int:
+        """How many requests are being handled now (started, not yet recorded or dropped by ``clear()``)."""
+        with self._served_cond:
+            return self._in_flight
 
     def wait_served(self, count: int, timeout: float = 5.0) -> list[Served]:
         """Wait until at least ``count`` requests have finished; return a snapshot of :attr:`served`.
@@ -334,9 +349,29 @@ class Simulator:
                 raise TimeoutError(f"only {len(self.served)} of {count} requests served after {timeout}s")
             return list(self.served)
 
-    def _record(self, served: Served) -> None:
+    def wait_idle(self, timeout: float = 5.0) -> list[Served]:
+        """Wait until no request is being handled (:attr:`in_flight` is 0); return a snapshot of :attr:`served`.
+
+        Raises ``TimeoutError`` if requests are still being handled after ``timeout`` seconds.
+        """
         with self._served_cond:
-            bisect.insort(self.served, served, key=lambda s: s.received_at)
+            if not self._served_cond.wait_for(lambda: self._in_flight == 0, timeout):
+                raise TimeoutError(f"{self._in_flight} requests still in flight after {timeout}s")
+            return list(self.served)
+
+    def _begin(self) -> int:
+        """A request starts: count it in flight; returns the generation its record belongs to."""
+        with self._served_cond:
+            self._in_flight += 1
+            return self._generation
+
+    def _record(self, served: Served | None, generation: int) -> None:
+        """A request ends: its record (None: a bug of the simulator's own lost it) joins :attr:`served`
+        unless ``clear()`` was called since it started."""
+        with self._served_cond:
+            self._in_flight -= 1
+            if served is not None and generation == self._generation:
+                bisect.insort(self.served, served, key=lambda s: s.received_at)
             self._served_cond.notify_all()
 
     def _register(self, handler: _Handler) -> None:
@@ -371,6 +406,7 @@ class Simulator:
         except ValueError:
             retry_count = 0
         auth_present = any(k in h.headers for k in ("x-api-key", "x-goog-api-key", "authorization"))
+        generation = self._begin()
         try:
             raw = self._read_body(h)
             problem: str | None = None
@@ -471,10 +507,11 @@ class Simulator:
             ex.drop()
             result = RunResult("dropped", f"simulator error: {exc!r}")
         finally:
-            ended_at = time.perf_counter()
-            usage_ok = result.outcome != "error_status" and api is not None
-            self._record(
-                Served(
+            record: Served | None = None
+            try:
+                ended_at = time.perf_counter()
+                usage_ok = result.outcome != "error_status" and api is not None
+                record = Served(
                     path=path,
                     method=method,
                     api=api_cls.name if api_cls is not None else ("health" if path == "/healthz" else "unknown"),
@@ -499,7 +536,8 @@ class Simulator:
                     connection=h.conn_serial,
                     detail=result.detail,
                 )
-            )
+            finally:
+                self._record(record, generation)
 
     @staticmethod
     def _read_body(h: _Handler) -> bytes:

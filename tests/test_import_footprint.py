@@ -1,0 +1,95 @@
+"""What ``import llmtap; llmtap.instrument(...)`` loads: none of llmtap's tools, and nothing a configuration
+does not use (each module found here costs every instrumented process its memory; benchmarks/README.md,
+"Peak RSS"). Each check runs in a fresh interpreter, and each "not imported" is paired with a run of the
+same check where the module is imported (the check would see it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+TOOLS = ("llmtap.simulator", "llmtap.probe", "llmtap._cli", "llmtap._drive")
+"""llmtap's own tools: never loaded by instrument()."""
+
+ON_DEMAND = (
+    "difflib",  # only to suggest the right name for a mistyped LLMTAP_* variable
+    "llmtap._exporters.serve",  # only with Settings.metrics_port
+    "llmtap._instrumentor",  # only opentelemetry-instrument / llmtap run / llmtap.LlmtapInstrumentor
+    "opentelemetry.instrumentation",
+    "llmtap._core.cost",  # only with Settings.cost
+)
+FOREIGN = ("anthropic", "openai", "aiohttp", "opentelemetry.sdk", "opentelemetry.semconv", "psutil")
+"""Never imported by llmtap itself: the SDKs and HTTP clients are patched when the application imports them;
+the OpenTelemetry SDK (and the semantic-convention constants and psutil its resources load) is the
+application's, handed to instrument() or set as the global provider."""
+PROMETHEUS = ("prometheus_client", "llmtap._exporters.prometheus", "llmtap._exporters._health_prometheus")
+"""Loaded only when the Prometheus exporter is on (Settings.metrics)."""
+
+_LOADED = """
+import json, sys
+import llmtap
+settings = json.loads(sys.argv[1])
+llmtap.instrument(None if settings is None else llmtap.Settings(**settings))  # None: from LLMTAP_*
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def _loaded(settings: dict[str, object] | None, env: dict[str, str] | None = None) -> set[str]:
+    """The modules a fresh interpreter holds after ``import llmtap; llmtap.instrument(Settings(**settings))``."""
+    out = subprocess.run(
+        [sys.executable, "-c", _LOADED, json.dumps(settings)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr
+    return set(json.loads(out.stdout))
+
+
+def _found(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    """The members of ``names`` (packages included: a name covers its submodules) among ``modules``."""
+    return sorted(name for name in names if any(m == name or m.startswith(name + ".") for m in modules))
+
+
+@pytest.fixture(scope="module")
+def clean_env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith(("LLMTAP_", "OTEL_"))}
+
+
+def test_instrument_loads_no_tool_and_nothing_on_demand(clean_env: dict[str, str]) -> None:
+    modules = _loaded({"metrics": True, "traces": True, "otel_metrics": True}, clean_env)
+    assert _found(modules, TOOLS + ON_DEMAND + FOREIGN) == []
+    # positive control: the same check sees what instrument() does load
+    assert _found(modules, ("llmtap._core.tap", "llmtap._hooks.httpx_transport", *PROMETHEUS)) == sorted(
+        ("llmtap._core.tap", "llmtap._hooks.httpx_transport", *PROMETHEUS)
+    )
+
+
+def test_otel_path_loads_no_prometheus_client(clean_env: dict[str, str]) -> None:
+    """The OTLP configuration (OTel metrics + spans) does without prometheus-client (~1 MiB of modules)."""
+    otlp = _loaded({"metrics": False, "traces": True, "otel_metrics": True}, clean_env)
+    assert _found(otlp, PROMETHEUS) == []
+    assert _found(otlp, ("llmtap._exporters.otel_metrics", "llmtap._exporters._health")) == [
+        "llmtap._exporters._health",
+        "llmtap._exporters.otel_metrics",
+    ]
+
+
+def test_a_mistyped_setting_still_gets_its_suggestion(clean_env: dict[str, str]) -> None:
+    """difflib is imported where it is used (positive control of its absence above): the hint still comes."""
+    out = subprocess.run(
+        [sys.executable, "-c", _LOADED, "null"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**clean_env, "LLMTAP_TRACE": "true", "LLMTAP_TRACES": "false"},
+    )
+    assert out.returncode == 0, out.stderr
+    assert "difflib" in json.loads(out.stdout)
+    assert "ignoring LLMTAP_TRACE: no such setting (did you mean LLMTAP_TRACES?)" in out.stderr
