@@ -191,6 +191,7 @@ def test_llmtap_run_gunicorn_zero_code(tmp_path: Path) -> None:
             "OTEL_BSP_SCHEDULE_DELAY": "200",
             "OTEL_METRIC_EXPORT_INTERVAL": "500",
             "LLMTAP_OTEL_METRICS": "true",  # both metric paths, on purpose (llmtap run says so in one line)
+            "LLMTAP_SPAN_DETAIL": "true",  # http.response.status_code on the spans, to count them by status
         }
         with serve(command, sim, tmp_path, port, **otel):
             # every worker forked (each while the master's export was held open) before the traffic

@@ -27,6 +27,9 @@ from llmtap.testing import RecordingSink
 
 BODY = {"model": "claude-unit", "max_tokens": 16, "messages": [{"role": "user", "content": "x"}]}
 DETAIL = {
+    "http.request.method",
+    "url.path",
+    "http.response.status_code",
     "llmtap.time_to_headers",
     "llmtap.time_to_first_token",
     "llmtap.stream.chunks",
@@ -100,7 +103,7 @@ def test_one_record_to_every_sink_and_one_span(sim: Simulator, spans: Any, strea
     attributes = dict(span.attributes or {})
     assert attributes["gen_ai.request.model"] == "claude-unit"
     assert attributes["gen_ai.usage.output_tokens"] == 3 and attributes["llmtap.outcome"] == "completed"
-    assert not DETAIL & set(attributes)  # what repeats a metric is opt-in
+    assert not DETAIL & set(attributes)  # the HTTP detail and what repeats a metric are opt-in
     tap.close()
 
 

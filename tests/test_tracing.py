@@ -16,11 +16,17 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from llmtap._core.calls import call_record
-from llmtap._core.record import FAILED, AttemptRecord, AttemptStart, Outcome
+from llmtap._core.record import FAILED, AttemptRecord, AttemptStart, Outcome, Usage
 from llmtap._exporters.tracing import TracingExporter
 from tests.support.records import attempt_record
 
 T0 = 1_700_000_000_000_000_000  # the attempt's start, Unix ns
+DETAIL = (
+    "http.request.method", "url.path", "http.response.status_code", "gen_ai.request.stream",
+    "llmtap.time_to_headers", "llmtap.time_to_first_token", "llmtap.stream.chunks", "llmtap.stream.max_gap",
+    "llmtap.retry_after", "llmtap.server.processing_time", "llmtap.parse_errors",
+)  # fmt: skip
+"""What ``Settings.span_detail`` adds to a span."""
 
 
 class Spans:
@@ -55,7 +61,82 @@ def test_one_client_span_from_the_request_to_the_end_of_the_body(spans: Spans) -
     assert (span.start_time, span.end_time) == (T0, T0 + 2_500_000_000)  # the body's end, not the headers'
     attributes = dict(span.attributes or {})
     assert attributes["gen_ai.request.model"] == "claude" and attributes["gen_ai.request.max_tokens"] == 64
-    assert attributes["llmtap.outcome"] == "completed" and attributes["http.response.status_code"] == 200
+    assert attributes["llmtap.outcome"] == "completed"
+
+
+def test_a_span_carries_the_genai_client_span_attributes_and_nothing_a_metric_says(spans: Spans) -> None:
+    """The default set, exactly: the GenAI client-span conventions, the outcome and the ids; no HTTP detail,
+    no zero usage parts, ``gen_ai.request.stream`` only on streams (the README's span table)."""
+    spans.attempt(
+        operation="chat", provider="anthropic", request_model="claude", server_address="api.anthropic.com",
+        server_port=443, request_max_tokens=64, request_stream=False, streamed=False, call_id="c-1",
+        response_id="msg_1", response_model="claude-1", stop_reasons=("end_turn",), request_id="req_1",
+        usage=Usage(input_tokens=10, output_tokens=5, cache_read_tokens=0, cache_write_tokens=0),
+        headers_at=0.5, first_chunk_at=0.6, first_token_at=0.6, attributes=(("feature", "search"),),
+    )  # fmt: skip
+    (span,) = spans.finished()
+    assert dict(span.attributes or {}) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "anthropic",
+        "gen_ai.request.model": "claude",
+        "gen_ai.request.max_tokens": 64,
+        "server.address": "api.anthropic.com",
+        "server.port": 443,
+        "llmtap.call.id": "c-1",
+        "feature": "search",
+        "llmtap.outcome": "completed",
+        "gen_ai.response.id": "msg_1",
+        "gen_ai.response.model": "claude-1",
+        "gen_ai.response.finish_reasons": ("end_turn",),
+        "gen_ai.usage.input_tokens": 10,
+        "gen_ai.usage.output_tokens": 5,
+        "llmtap.request_id": "req_1",
+    }
+
+
+def test_a_stream_says_so_with_its_first_chunk_and_usage_parts_when_there_are_some(spans: Spans) -> None:
+    spans.attempt(
+        request_stream=True, streamed=True, first_chunk_at=0.25,
+        usage=Usage(input_tokens=10, output_tokens=5, cache_read_tokens=4, cache_write_tokens=2, reasoning_tokens=3),
+    )  # fmt: skip
+    (span,) = spans.finished()
+    attributes = dict(span.attributes or {})
+    assert attributes["gen_ai.request.stream"] is True
+    assert attributes["gen_ai.response.time_to_first_chunk"] == 0.25
+    assert attributes["gen_ai.usage.cache_read.input_tokens"] == 4
+    assert attributes["gen_ai.usage.cache_creation.input_tokens"] == 2
+    assert attributes["gen_ai.usage.reasoning.output_tokens"] == 3
+
+
+def test_span_detail_adds_the_http_attributes_and_what_repeats_a_metric() -> None:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    exporter = TracingExporter(provider, detail=True)
+    record = attempt_record(
+        start_unix_ns=T0, request_stream=False, streamed=True, status_code=200, headers_at=0.1,
+        first_chunk_at=0.2, first_token_at=0.3, chunks=4, max_gap=0.05, retry_after=1.5, server_time=0.4,
+        parse_errors=1, usage=Usage(input_tokens=10, output_tokens=5, cache_read_tokens=0),
+    )  # fmt: skip
+    start = AttemptStart(**{name: getattr(record, name) for name in AttemptStart._fields})
+    exporter.end(record, exporter.start(start))
+    (span,) = memory.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert {key: attributes[key] for key in DETAIL} == {
+        "http.request.method": record.method,
+        "url.path": record.url_path,
+        "http.response.status_code": 200,
+        "gen_ai.request.stream": False,
+        "llmtap.time_to_headers": 0.1,
+        "llmtap.time_to_first_token": 0.3,
+        "llmtap.stream.chunks": 4,
+        "llmtap.stream.max_gap": 0.05,
+        "llmtap.retry_after": 1.5,
+        "llmtap.server.processing_time": 0.4,
+        "llmtap.parse_errors": 1,
+    }
+    assert "gen_ai.usage.cache_read.input_tokens" not in attributes  # zero parts stay off with detail too
+    provider.shutdown()
 
 
 def test_a_span_without_a_model_is_named_by_its_operation(spans: Spans) -> None:

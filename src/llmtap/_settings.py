@@ -147,10 +147,12 @@ class Settings(BaseModel):
     to the OpenTelemetry httpx instrumentation's setting, ``OTEL_PYTHON_HTTPX_EXCLUDED_URLS`` (else
     ``OTEL_PYTHON_EXCLUDED_URLS``), comma-separated, so one variable excludes a URL from both."""
     span_detail: bool = False
-    """Also put on each span the attributes that repeat a metric: ``llmtap.time_to_first_token``,
-    ``llmtap.time_to_headers``, ``llmtap.server.processing_time``, ``llmtap.retry_after``,
-    ``llmtap.stream.chunks`` / ``max_gap`` / ``stalls``, ``llmtap.parse_errors``. Off by default: the
-    OpenTelemetry SDK cleans every attribute of every span, and the metrics already carry these."""
+    """Also put on each span the HTTP attributes (``http.request.method``, ``url.path``,
+    ``http.response.status_code``, ``gen_ai.request.stream`` also when false) and those that repeat a
+    metric: ``llmtap.time_to_first_token``, ``llmtap.time_to_headers``, ``llmtap.server.processing_time``,
+    ``llmtap.retry_after``, ``llmtap.stream.chunks`` / ``max_gap`` / ``stalls``, ``llmtap.parse_errors``.
+    Off by default: the OpenTelemetry SDK cleans and copies every attribute of every span (about 1 µs each
+    inside an SDK call), and the GenAI attributes, the outcome and the metrics already say these."""
 
     @field_validator("excluded_urls")
     @classmethod

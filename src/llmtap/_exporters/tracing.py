@@ -6,9 +6,12 @@ Retries of one logical call carry the same ``llmtap.call.id`` and link to the pr
 exporter remembers each open call's last span context itself, until the call ends).
 No prompt or completion content and no request headers are ever recorded.
 
-The OpenTelemetry SDK checks and copies every attribute of every span, so a span carries what says what
-happened to this attempt (the GenAI semantic conventions, its outcome, its ids); the values that repeat a
-metric (timings, stream statistics, retry-after, parse errors) only with ``Settings.span_detail``.
+The OpenTelemetry SDK checks and copies every attribute of every span (about 1 µs each inside an SDK
+call, on top of a span floor of ~30 µs), so by default a span carries what says what happened to this
+attempt and nothing a metric already says: the GenAI semantic conventions' client-span attributes, its
+outcome and its ids. ``Settings.span_detail`` adds the rest (the HTTP method, path and status code, and
+the values that repeat a metric: timings, stream statistics, retry-after, parse errors). What is known at
+the start goes in one mapping to ``start_span`` (samplers see it), the rest in one ``set_attributes``.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ __all__ = ["TracingExporter"]
 
 class TracingExporter:
     """Creates attempt spans with the tracer of ``tracer_provider`` (default: the global one); ``detail``
-    adds the attributes that repeat a metric (``Settings.span_detail``)."""
+    adds the HTTP attributes and those that repeat a metric (``Settings.span_detail``)."""
 
     name = "tracing"
 
@@ -50,19 +53,22 @@ class TracingExporter:
             "gen_ai.provider.name": attempt.provider,
             "server.address": attempt.server_address,
             "server.port": attempt.server_port,
-            "http.request.method": attempt.method,
-            "url.path": attempt.url_path,
         }
         if model:
             attributes["gen_ai.request.model"] = model
         if attempt.request_max_tokens is not None:
             attributes["gen_ai.request.max_tokens"] = attempt.request_max_tokens
-        if attempt.request_stream is not None:
-            attributes["gen_ai.request.stream"] = attempt.request_stream
+        if self._detail:
+            attributes["http.request.method"] = attempt.method
+            attributes["url.path"] = attempt.url_path
+            if attempt.request_stream is not None:
+                attributes["gen_ai.request.stream"] = attempt.request_stream
+        elif attempt.request_stream:  # by default only the streams say so
+            attributes["gen_ai.request.stream"] = True
         if attempt.resend_count:
             attributes["http.request.resend_count"] = attempt.resend_count
-        for key, value in attempt.attributes:  # llmtap.attributes(...): the app's own, always on the span
-            attributes[key] = value
+        if attempt.attributes:  # llmtap.attributes(...): the app's own, always on the span
+            attributes.update(attempt.attributes)
         call_id = attempt.call_id
         links = None
         if call_id is not None:
@@ -72,6 +78,8 @@ class TracingExporter:
                 links = [Link(previous, {"llmtap.link": "previous_attempt"})]
         span = self._tracer.start_span(
             f"{operation} {model}" if model else operation,
+            # read once here: the SDK reads the current context three times when it is not given
+            context=otel_context.get_current(),
             kind=SpanKind.CLIENT,
             attributes=attributes,
             links=links,
@@ -92,8 +100,8 @@ class TracingExporter:
             span.end(end_time=end_ns)
             return
         attrs: dict[str, Any] = {"llmtap.outcome": record.outcome.value}
-        if record.status_code is not None:
-            attrs["http.response.status_code"] = record.status_code
+        if record.error_type:
+            attrs["error.type"] = record.error_type
         if record.response_id:
             attrs["gen_ai.response.id"] = record.response_id
         if record.response_model:
@@ -105,11 +113,13 @@ class TracingExporter:
             attrs["gen_ai.usage.input_tokens"] = usage.input_tokens
         if usage.output_tokens is not None:
             attrs["gen_ai.usage.output_tokens"] = usage.output_tokens
-        if usage.cache_read_tokens is not None:
+        # the parts of those totals only when there are some: most calls read, write and reason nothing
+        # (the providers still report 0), and each attribute costs the SDK as much as the counts are worth
+        if usage.cache_read_tokens:
             attrs["gen_ai.usage.cache_read.input_tokens"] = usage.cache_read_tokens
-        if usage.cache_write_tokens is not None:
+        if usage.cache_write_tokens:
             attrs["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write_tokens
-        if usage.reasoning_tokens is not None:
+        if usage.reasoning_tokens:
             attrs["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
         if record.streamed and record.first_chunk_at is not None:
             attrs["gen_ai.response.time_to_first_chunk"] = record.first_chunk_at - record.started_at
@@ -117,8 +127,6 @@ class TracingExporter:
             attrs["llmtap.request_id"] = record.request_id
         if self._detail:
             _add_detail(attrs, record)
-        if record.error_type:
-            attrs["error.type"] = record.error_type
         span.set_attributes(attrs)
         if record.is_error:
             span.set_status(Status(StatusCode.ERROR, record.error_type or record.outcome.value))
@@ -132,7 +140,9 @@ class TracingExporter:
 
 
 def _add_detail(attrs: dict[str, Any], record: AttemptRecord) -> None:
-    """The attributes that repeat a metric (``Settings.span_detail``)."""
+    """The attributes a metric (or the GenAI ones) already say (``Settings.span_detail``)."""
+    if record.status_code is not None:
+        attrs["http.response.status_code"] = record.status_code
     if record.first_token_at is not None:
         attrs["llmtap.time_to_first_token"] = record.first_token_at - record.started_at
     if record.headers_at is not None:
