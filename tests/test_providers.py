@@ -259,3 +259,19 @@ def test_terminal_event_ends_the_attempt(provider: Provider, which: str) -> None
     assert record.outcome.value == ("completed" if which == "final" else "server_error")
     assert record.first_token_at is not None and record.parse_errors == 0
     assert observer.end(Ending.EOF, 2.0) is None
+
+
+def test_take_counts_sets_valid_counts_and_refuses_the_rest_as_count_does() -> None:
+    facts = Facts()
+    facts.output_tokens = 7  # known from an earlier event
+    usage = {"in": 3, "cache": 0, "neg": -1, "flag": True, "frac": 1.5, "huge": 1 << 64, "text": "4"}
+    fields = (("in", "input_tokens"), ("cache", "cache_read_tokens"), ("absent", "output_tokens"))
+    facts.take_counts(usage, fields)
+    assert (facts.input_tokens, facts.cache_read_tokens, facts.output_tokens) == (3, 0, 7)  # absent: left as it was
+    assert facts.rejected == 0  # positive control for the refusals below
+    for key in ("neg", "flag", "frac", "huge", "text"):
+        reference = Facts()
+        assert reference.count(usage[key]) is None and reference.rejected == 1  # what count says of it
+        facts.take_counts(usage, ((key, "cache_write_tokens"),))
+        assert facts.cache_write_tokens is None
+    assert facts.rejected == 5

@@ -18,6 +18,7 @@ import pytest
 
 import llmtap
 from llmtap import Outcome
+from llmtap._core import handoff as _handoff
 from llmtap._core import stream as _stream
 from llmtap._core.observer import AttemptObserver
 from llmtap._log import internal_errors
@@ -218,6 +219,26 @@ def test_a_body_nobody_closed_is_ended_by_the_garbage_collector(cap: Capture) ->
     gc.collect()
     cap.wait(1)
     assert [r.outcome for r in cap.records] == [Outcome.ABANDONED]
+
+
+def test_a_body_read_whole_then_closed_and_dropped_ends_once_and_hands_nothing_off(
+    cap: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The close after the end of the body, and the shell's collection, find the attempt ended: nothing is
+    handed off (the test above is the positive control: an unended attempt's shell is)."""
+    deferred: list[object] = []
+    monkeypatch.setattr(_handoff, "defer", lambda *args: deferred.append(args))
+    shell = _shell(cap, Body([*BODY[:2]]), "sync")  # no terminal event: the end of the body ends it
+    assert list(shell) == BODY[:2]
+    shell.close()
+    del shell
+    gc.collect()
+    assert [r.outcome for r in cap.records] == [Outcome.INCOMPLETE]
+    assert deferred == []
+    dropped = _shell(cap, Body([*BODY]), "sync")
+    del dropped
+    gc.collect()
+    assert len(deferred) == 1  # positive control: the same watch on an attempt not ended
 
 
 @pytest.mark.parametrize("module", [httpx, httpx2], ids=lambda m: m.__name__)

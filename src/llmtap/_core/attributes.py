@@ -25,18 +25,19 @@ import re
 from collections.abc import Mapping
 from types import MappingProxyType, TracebackType
 
-__all__ = ["KEY_PATTERN", "attributes", "current"]
+__all__ = ["CURRENT", "KEY_PATTERN", "attributes", "current"]
 
 KEY_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 """Attribute keys: lower-case letters, digits and ``_`` (a valid Prometheus label name and OTel key)."""
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
-_CURRENT: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("llmtap_attributes", default=_EMPTY)
+CURRENT: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("llmtap_attributes", default=_EMPTY)
+"""The attributes of the innermost :class:`attributes` block (empty outside any): ``CURRENT.get()``."""
 
 
 def current() -> Mapping[str, str]:
     """The attributes of the innermost :class:`attributes` block (empty outside any)."""
-    return _CURRENT.get()
+    return CURRENT.get()
 
 
 class attributes:  # lower case: used like a function, ``with llmtap.attributes(feature="search"):``
@@ -56,13 +57,13 @@ class attributes:  # lower case: used like a function, ``with llmtap.attributes(
         self._token: contextvars.Token[Mapping[str, str]] | None = None
 
     def __enter__(self) -> attributes:
-        merged = {**_CURRENT.get(), **self._values}
-        self._token = _CURRENT.set(MappingProxyType(merged))
+        merged = {**CURRENT.get(), **self._values}
+        self._token = CURRENT.set(MappingProxyType(merged))
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if self._token is not None:
-            _CURRENT.reset(self._token)
+            CURRENT.reset(self._token)
             self._token = None
 
     async def __aenter__(self) -> attributes:

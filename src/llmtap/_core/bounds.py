@@ -171,7 +171,11 @@ class RecordBounds:
             if bounded != value:
                 changes["error_type"] = bounded
         reasons = record.stop_reasons
-        if reasons:
+        if len(reasons) == 1:  # one choice (all but n > 1)
+            bounded = self.stop_reason(reasons[0])
+            if bounded != reasons[0]:
+                changes["stop_reasons"] = (bounded,)
+        elif reasons:
             bounded_reasons = tuple(self.stop_reason(reason) for reason in reasons)
             if bounded_reasons != reasons:
                 changes["stop_reasons"] = bounded_reasons

@@ -14,7 +14,6 @@ def build_record(
     start: AttemptStart,
     outcome: Outcome,
     error_type: str | None,
-    *,
     status: int | None,
     streamed: bool,
     headers_at: float | None,
@@ -28,10 +27,14 @@ def build_record(
     parse_errors: int,
     span_context: object = None,
 ) -> AttemptRecord:
-    """The record; its ``cost`` is left for the tap (``Settings.cost``); ``span_context`` is the sampled
+    """The record (the observer passes everything positionally: a call with 15 keywords costs more than the
+    rest of this function); its ``cost`` is left for the tap (``Settings.cost``); ``span_context`` is the sampled
     span's context the tap found at the start (``Settings.exemplars``). ``parse_errors`` is the observer's
     count: values the provider parser refused (:attr:`Facts.rejected`) are added here."""
     input_tokens = facts.input_total(input_includes_cache)
+    stops = facts.stop_reasons
+    # per choice index, in index order (one choice but for n > 1)
+    reasons = tuple(stops.values()) if len(stops) < 2 else tuple(reason for _, reason in sorted(stops.items()))
     return AttemptRecord._make(
         (
             *start,
@@ -55,7 +58,7 @@ def build_record(
                 facts.cache_write_tokens,
                 facts.reasoning_tokens,
             ),
-            tuple(reason for _, reason in sorted(facts.stop_reasons.items())),
+            reasons,
             facts.response_id,
             facts.response_model,
             facts.request_id,

@@ -39,18 +39,18 @@ os.register_at_fork(after_in_child=_new_process)
 
 def call_record(call_id: str, attempts: int, started_at: float, last: AttemptRecord) -> CallRecord:
     """The record of a call whose last attempt was ``last``: the one place a CallRecord is built."""
-    return CallRecord(
-        call_id=call_id,
-        provider=last.provider,
-        operation=last.operation,
-        request_model=last.request_model,
-        attempts=attempts,
-        outcome=last.outcome,
-        started_at=started_at,
-        ended_at=last.ended_at,
-        first_token_at=last.first_token_at,
-        span_context=last.span_context,
-        attribute_labels=last.attribute_labels,
+    return CallRecord(  # positionally, in field order (keywords cost more than building it)
+        call_id,
+        last.provider,
+        last.operation,
+        last.request_model,
+        attempts,
+        last.outcome,
+        started_at,
+        last.ended_at,
+        last.first_token_at,
+        last.span_context,
+        last.attribute_labels,
     )
 
 

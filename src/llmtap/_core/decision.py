@@ -32,6 +32,8 @@ class Ending(enum.Enum):
     INTERNAL = "internal"
     """llmtap itself failed mid-attempt: the books are closed with what is known so far."""
 
+    __hash__ = object.__hash__  # members are singletons: the :data:`TABLE` lookup hashes without a Python call
+
 
 class Heard(enum.Enum):
     """What the response said, as far as it was read."""
@@ -48,6 +50,8 @@ class Heard(enum.Enum):
     """A 2xx event stream without its terminal event (so far)."""
     BODY = "body"
     """A 2xx plain body without a success body parsed (so far)."""
+
+    __hash__ = object.__hash__  # as Ending's
 
 
 def classify_exception(exc: BaseException) -> tuple[Outcome, str]:

@@ -9,9 +9,17 @@ are derived when read (``chunks - 1`` minus the other counts; ``last - first``).
 
 from __future__ import annotations
 
+import functools
 from bisect import bisect_left
 
 __all__ = ["GapCounter"]
+
+_INF = float("inf")
+
+
+@functools.cache
+def _zeros(n: int) -> tuple[int, ...]:
+    return (0,) * n
 
 
 class GapCounter:
@@ -37,12 +45,13 @@ class GapCounter:
 
     def __init__(self, bounds: tuple[float, ...], stall_threshold: float) -> None:
         self._bounds = bounds
-        self._first_bound = bounds[0] if bounds else float("inf")
+        self._first_bound = first = bounds[0] if bounds else _INF
         self._stall = stall_threshold
-        self._cap = min(self._first_bound, stall_threshold)
+        self._cap = first if first < stall_threshold else stall_threshold
         self._low = 0.0
         """Gaps above this need more than counting: min(longest gap yet, first bound, stall threshold)."""
-        self._counts = [0] * (len(bounds) + 1)  # the first one derived when read
+        self._counts: list[int] | None = None
+        """Per bucket (the first one derived when read); made by the first gap above the first bound."""
         self.chunks = 0
         self.first: float | None = None
         """When the first chunk arrived."""
@@ -59,7 +68,10 @@ class GapCounter:
             gap = now - self.last
             if gap > self._low:
                 if gap > self._first_bound:
-                    self._counts[bisect_left(self._bounds, gap)] += 1
+                    counts = self._counts
+                    if counts is None:
+                        counts = self._counts = [0] * (len(self._bounds) + 1)
+                    counts[bisect_left(self._bounds, gap)] += 1
                 if gap > self._stall:
                     self.stalls += 1
                 if gap > self.max:
@@ -77,5 +89,7 @@ class GapCounter:
 
     def bucket_counts(self) -> tuple[int, ...]:
         counts = self._counts
-        gaps = max(self.chunks - 1, 0)
+        gaps = self.chunks - 1 if self.chunks else 0
+        if counts is None:  # no gap above the first bound (a body in one chunk: every non-streaming one, nearly)
+            return (gaps, *_zeros(len(self._bounds)))
         return (gaps - sum(counts), *counts[1:])

@@ -20,7 +20,6 @@ The observer only coordinates its parts, each a small unit of its own:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -31,6 +30,7 @@ from llmtap._core.decision import Ending, classify_exception, decide, heard
 from llmtap._core.framer import FrameFeed, SseFramer
 from llmtap._core.gaps import GapCounter
 from llmtap._core.headers import RawRateLimit, read_headers
+from llmtap._core.jsonbody import loads
 from llmtap._core.record import AttemptRecord, AttemptStart
 from llmtap._log import internal_error, log_once
 from llmtap._providers._base import Facts, Provider
@@ -94,7 +94,7 @@ class AttemptObserver:
         self._gaps = GapCounter(config.gap_bounds, config.stall_threshold)
         self._rate_limits: tuple[RawRateLimit, ...] = ()
         self._decoder: Decoder | None = None
-        self._feed: Callable[[bytes], None] = _ignore
+        self._feed: Callable[[bytes], object] = _ignore
         self._framer: SseFramer | FrameFeed | None = None
         self._body: BodyBuffer | None = None
         self.span_context: object = None
@@ -128,8 +128,8 @@ class AttemptObserver:
             self.streamed = True
             self._framer = FrameFeed(self._dispatch, provider, max_event)
         else:
-            self._body = BodyBuffer(self._config.max_json_bytes)
-            self._feed = self._feed_json
+            self._body = body = BodyBuffer(self._config.max_json_bytes)
+            self._feed = body.add  # an overflow is counted once, at the end
             return
         self._feed = self._framer.feed
 
@@ -194,15 +194,14 @@ class AttemptObserver:
         if facts.final or facts.server_error:
             self.said_end = True  # the provider's terminal event (or an in-band error) was parsed
 
-    def _feed_json(self, data: bytes) -> None:
-        if self._body is not None and not self._body.add(data):
-            self.parse_errors += 1
-            log_once(
-                "json-size",
-                "llmtap: a %s JSON body exceeded max_json_bytes=%d; not parsed",
-                self.provider.name,
-                self._config.max_json_bytes,
-            )
+    def _body_overflowed(self) -> None:
+        self.parse_errors += 1
+        log_once(
+            "json-size",
+            "llmtap: a %s JSON body exceeded max_json_bytes=%d; not parsed",
+            self.provider.name,
+            self._config.max_json_bytes,
+        )
 
     def _parse_json_body(self) -> None:
         status = self.status
@@ -210,7 +209,7 @@ class AttemptObserver:
         if body is None or status is None:
             return
         try:
-            parsed = json.loads(body)
+            parsed = loads(body)
         except (ValueError, RecursionError):
             if 200 <= status < 300:
                 self.parse_errors += 1
@@ -235,6 +234,8 @@ class AttemptObserver:
         self.done = True
         facts = self.facts
         status = self.status
+        if self._body is not None and self._body.overflowed:
+            self._body_overflowed()
         if ending is Ending.EOF:
             if self._framer is not None:
                 self._framer.finish()
@@ -249,20 +250,20 @@ class AttemptObserver:
         self._framer = None
         self._body = None
         self._feed = _ignore
-        return build_record(
+        return build_record(  # positionally, in the order of its parameters (status ... span_context)
             self.start,
             outcome,
             error_type,
-            status=status,
-            streamed=self.streamed,
-            headers_at=self.headers_at,
-            first_token_at=self.first_token_at,
-            ended_at=now,
-            gaps=self._gaps,
-            facts=facts,
-            input_includes_cache=self.provider.input_includes_cache,
-            rate_limit_headers=self._rate_limits,
-            retry_after=self.retry_after,
-            parse_errors=self.parse_errors + (framer.errors if framer is not None else 0),
-            span_context=self.span_context,
+            status,
+            self.streamed,
+            self.headers_at,
+            self.first_token_at,
+            now,
+            self._gaps,
+            facts,
+            self.provider.input_includes_cache,
+            self._rate_limits,
+            self.retry_after,
+            self.parse_errors + (framer.errors if framer is not None else 0),
+            self.span_context,
         )

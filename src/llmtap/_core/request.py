@@ -31,9 +31,11 @@ def info_from_json(data: Mapping[str, Any]) -> RequestInfo:
     stream = data.get("stream")
     max_tokens = None
     for key in _MAX_TOKENS_KEYS:
-        max_tokens = as_int(data.get(key))
-        if max_tokens is not None:
-            break
+        value = data.get(key)
+        if value is not None:
+            max_tokens = as_int(value)
+            if max_tokens is not None:
+                break
     return RequestInfo(
         model if isinstance(model, str) else None,
         stream if isinstance(stream, bool) else None,
@@ -44,7 +46,8 @@ def info_from_json(data: Mapping[str, Any]) -> RequestInfo:
 def info_from_options(options: Any) -> RequestInfo | None:
     """From the official SDKs' ``FinalRequestOptions`` (its ``json_data``); ``None`` when it has none."""
     data = getattr(options, "json_data", None)
-    return info_from_json(data) if isinstance(data, Mapping) else None
+    # a dict nearly always: its type is checked before the (slower) abstract Mapping
+    return info_from_json(data) if type(data) is dict or isinstance(data, Mapping) else None
 
 
 def info_from_content(content: bytes | Mapping[str, Any]) -> RequestInfo:

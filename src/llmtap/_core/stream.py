@@ -5,7 +5,8 @@ stream kind the client expects (a subclass of that module's ``SyncByteStream`` /
 ``AsyncByteStream``, made per module by :func:`shells_for`), re-raise every exception untouched
 (``CancelledError`` and ``GeneratorExit`` included), and finalise the attempt exactly once: the
 provider's terminal event (or an in-band error) parsed, else end of body, ``close()``, an exception,
-or the garbage collector (``weakref.finalize``) for streams nobody closed.
+or the garbage collector for streams nobody closed (the shell's ``__del__``; ``weakref.finalize`` for
+other bodies).
 
 An ending that may come from the garbage collector (the finaliser, or a close made while a dropped
 generator is being finalised) is only handed off (:mod:`llmtap._core.handoff`): ending an attempt takes
@@ -107,7 +108,12 @@ def _end(tap: Tap, attempt: Attempt, ending: Ending, exc: BaseException | None =
     if isinstance(exc, GeneratorExit):
         return
     try:
-        tap._end(attempt, ending, _now(attempt), exc)
+        try:
+            now = _clock()
+        except Exception as clock_failed:  # an ending is never lost to the clock
+            _internal_error("clock", clock_failed)
+            now = attempt.observer.start.started_at
+        tap._end(attempt, ending, now, exc)
     except Exception as own:
         _internal_error("end", own)
 
@@ -128,14 +134,34 @@ def _closed(tap: Tap, attempt: Attempt) -> None:
     the response at once, ``client_closed``) or finalised because the app dropped them (the SDKs close
     the response in a ``finally``: ``abandoned``), perhaps inside the garbage collector; which one is a
     reading of the frames (:func:`_closed_by_the_app`), and either way the ending is only handed off,
-    so a misreading can never end an attempt inside the collector."""
+    so a misreading can never end an attempt inside the collector. The close that follows the end of a
+    body read whole (every non-streaming response) finds the attempt ended and does nothing."""
+    if attempt.observer.done:
+        return
     if isinstance(sys.exc_info()[1], GeneratorExit):
         _dropped(tap, attempt, Ending.CLOSED if _closed_by_the_app() else Ending.DROPPED)
     else:
         _end(tap, attempt, Ending.CLOSED)
 
 
-class _SyncShell:
+class _Watched:
+    """A shell ends its attempt as dropped (handed off) when the garbage collector takes it before the
+    attempt ended: what :func:`watch_drop` does for other bodies, with nothing to set up per attempt (a
+    ``weakref.finalize`` costs more than the rest of a short response's bookkeeping)."""
+
+    _tap: Tap
+    _attempt: Attempt
+
+    def __del__(self) -> None:
+        try:
+            attempt = self._attempt
+            if not attempt.observer.done:
+                _dropped(self._tap, attempt)
+        except Exception:  # inside the collector, or at exit with the modules torn down: no logging
+            pass
+
+
+class _SyncShell(_Watched):
     """Only the iteration is written twice (sync and async); every ending goes through :func:`_end`."""
 
     def __init__(self, inner: Any, tap: Tap, attempt: Attempt) -> None:
@@ -165,7 +191,7 @@ class _SyncShell:
         self._inner.close()
 
 
-class _AsyncShell:
+class _AsyncShell(_Watched):
     def __init__(self, inner: Any, tap: Tap, attempt: Attempt) -> None:
         self._inner = inner
         self._tap = tap
@@ -208,7 +234,7 @@ def _collected(tap: Tap, attempt: Attempt) -> None:
 
 def watch_drop(body: object, tap: Tap, attempt: Attempt) -> None:
     """End ``attempt`` as dropped (handed off) if ``body`` is garbage-collected before the attempt
-    ended: the httpx shells' wrapped stream, the aiohttp adapter's content proxy."""
+    ended: the aiohttp adapter's content proxy (the httpx shells watch themselves: ``_Watched``)."""
     finalizer = weakref.finalize(body, _collected, tap, attempt)
     finalizer.atexit = False  # at exit nothing would drain it, and exit handlers must not end attempts
     attempt.finalizer = finalizer
@@ -222,11 +248,12 @@ class _Sending:
     def __init__(self, tap: Tap, attempt: Attempt) -> None:
         self.tap = tap
         self.attempt = attempt
-        try:
-            self._span_token = tap._enter(attempt)
-        except Exception as exc:
-            _internal_error("enter", exc)
-            self._span_token = None
+        self._span_token = None
+        if attempt.span is not None:
+            try:
+                self._span_token = tap._enter(attempt)
+            except Exception as exc:
+                _internal_error("enter", exc)
         self._observing = _OBSERVING.set(True)
 
     def _leave(self) -> None:
@@ -264,9 +291,7 @@ class _Sending:
                 attempt.observer.on_content(response.content, now)
                 tap._end(attempt, Ending.EOF, now)
                 return
-            wrapped = shell(response.stream, tap, attempt)
-            watch_drop(wrapped, tap, attempt)
-            response.stream = wrapped
+            response.stream = shell(response.stream, tap, attempt)  # watched from here (``_Watched``)
         except Exception as exc:
             _internal_error("on_response", exc)
             _end(tap, attempt, Ending.INTERNAL)

@@ -55,7 +55,8 @@ _RETRY_HEADER = "x-stainless-retry-count"
 _get_context = otel_context.get_current
 _perf_counter = time.perf_counter
 _time_ns = time.time_ns
-_current_attributes = _attributes.current
+_current_attributes = _attributes.CURRENT.get
+_SUPPRESS_KEY, _SUPPRESS_LEGACY_KEY = _SUPPRESS_KEYS
 
 
 class Attempt:
@@ -140,7 +141,7 @@ class Tap:
         if endpoint is None:
             return None
         context = _get_context()
-        if context.get(_SUPPRESS_KEYS[0]) or context.get(_SUPPRESS_KEYS[1]):
+        if context.get(_SUPPRESS_KEY) or context.get(_SUPPRESS_LEGACY_KEY):
             return None
         if self._excluded is not None and self._excluded.search(str(url)):
             return None

@@ -26,6 +26,7 @@ from typing import Any
 
 from llmtap import _installation
 from llmtap._core.calls import CURRENT_CALL, Call
+from llmtap._core.request import info_from_options
 from llmtap._core.stream import observe_async, observe_sync, shells_for
 from llmtap._core.tap import Tap
 from llmtap._log import internal_error, logger
@@ -85,7 +86,7 @@ def _send_wrapper(module: ModuleType, is_async: bool) -> Any:
 
 def _open_call(tap: Tap, sdk: str, args: Any, kwargs: Any) -> Call | None:
     try:
-        return tap._new_call(args[1] if len(args) > 1 else kwargs.get("options"), sdk)
+        return Call(info_from_options(args[1] if len(args) > 1 else kwargs.get("options")), sdk)
     except Exception as exc:
         internal_error("sdk_hook", "llmtap: could not open a logical call: %r", exc)
         return None

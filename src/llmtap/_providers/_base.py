@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import enum
-from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 __all__ = ["MAX_COUNT", "Facts", "Header", "Output", "Provider", "RequestInfo", "as_int"]
 
@@ -116,6 +116,19 @@ class Facts:
             self.rejected += 1
         return None
 
+    def take_counts(self, source: dict[str, Any], fields: tuple[tuple[str, str], ...]) -> None:
+        """For each ``(key, attribute)`` of ``fields``: ``source[key]``, when present, checked as :meth:`count`
+        checks it and set as ``attribute`` if valid (an absent or refused value leaves the attribute as it was).
+        One call for a whole usage object."""
+        for key, attribute in fields:
+            value = source.get(key)
+            if value is None:
+                continue
+            if type(value) is int and 0 <= value <= MAX_COUNT:
+                setattr(self, attribute, value)
+            else:
+                self.rejected += 1
+
     def input_total(self, includes_cache: bool) -> int | None:
         """Input tokens including cache reads and writes (added when the provider reports them apart)."""
         total = self.input_tokens
@@ -131,9 +144,8 @@ class Facts:
         self.stop_reasons[index] = reason
 
 
-@dataclass(frozen=True, slots=True)
-class RequestInfo:
-    """What is known about the request before it is sent."""
+class RequestInfo(NamedTuple):
+    """What is known about the request before it is sent (a tuple: made once per call, cheaply)."""
 
     model: str | None
     stream: bool | None

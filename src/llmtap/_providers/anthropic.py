@@ -56,26 +56,24 @@ HEADERS: dict[bytes, tuple[Header, str]] = {
 }
 
 
+_USAGE = (
+    ("input_tokens", "input_tokens"),
+    ("output_tokens", "output_tokens"),
+    ("cache_read_input_tokens", "cache_read_tokens"),
+    ("cache_creation_input_tokens", "cache_write_tokens"),
+)
+"""Usage key -> Facts attribute; a count absent from an event leaves the one known (``message_delta``
+repeats only some)."""
+_DETAILS = (("thinking_tokens", "reasoning_tokens"),)
+
+
 def _apply_usage(facts: Facts, usage: Any) -> None:
     if not isinstance(usage, dict):
         return
-    value = facts.count(usage.get("input_tokens"))
-    if value is not None:
-        facts.input_tokens = value
-    value = facts.count(usage.get("output_tokens"))
-    if value is not None:
-        facts.output_tokens = value
-    value = facts.count(usage.get("cache_read_input_tokens"))
-    if value is not None:
-        facts.cache_read_tokens = value
-    value = facts.count(usage.get("cache_creation_input_tokens"))
-    if value is not None:
-        facts.cache_write_tokens = value
+    facts.take_counts(usage, _USAGE)
     details = usage.get("output_tokens_details")
     if isinstance(details, dict):
-        value = facts.count(details.get("thinking_tokens"))
-        if value is not None:
-            facts.reasoning_tokens = value
+        facts.take_counts(details, _DETAILS)
 
 
 def _apply_error(facts: Facts, payload: Any) -> None:
