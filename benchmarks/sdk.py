@@ -107,7 +107,9 @@ TARGETS: dict[str, float] = {
     "openai_create": 1.05,
 }
 RSS_TARGET_BYTES = 2 << 20
-TARGET_CONFIG = "all"  # "with metrics and spans on"
+# Issue 15: the two configurations apps run, each at or under its ratio target or, where the Anthropic SDK
+# traces the same workload, not above the SDK's own tracing in the same run (one span, as llmtap's).
+TARGET_CONFIGS = ("prom_spans", "otlp")
 
 MESSAGES: list[MessageParam] = [{"role": "user", "content": "Write a haiku about telemetry."}]
 CHAT: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Write a haiku about telemetry."}]
@@ -740,32 +742,34 @@ def print_table(
             print(f"  {CONFIG_TITLES[config]:<42} total {_mib(deltas):>9}{own}")
 
     failed: list[str] = []
-    print("\nTargets: CPU time of llmtap with metrics and spans on (configuration 'all'); peak RSS of llmtap's share")
-    print("in the two configurations apps run (issue 15):\n")
-    head = f"{'workload':<40} {'target':>8} {'llmtap (all)':>26} {'Anthropic SDK tracing':>26} {'status':>7}"
+    print("\nTargets (issue 15): CPU time in the two configurations apps run, at or under the ratio target or not")
+    print("above the Anthropic SDK's own tracing in the same run; peak RSS of llmtap's share:\n")
+    head = (
+        f"{'workload':<40} {'target':>8} {'configuration':>12} {'llmtap':>26} {'Anthropic SDK tracing':>26} "
+        f"{'status':>7}"
+    )
     print(head)
     print("-" * len(head))
     by_key = {(r.workload, r.config): r for r in rows}
     for workload, target in TARGETS.items():
-        mine = by_key.get((workload, TARGET_CONFIG))
         sdk = by_key.get((workload, "anthropic_tracing"))
-        if mine is None:
-            continue
-        ratio = statistics.median(mine.cpu_ratio)
-        ok = ratio <= target
-        sdk_text = "n/a"
-        if sdk is not None:
-            sdk_ratio = statistics.median(sdk.cpu_ratio)
-            sdk_text = _ratio(sdk.cpu_ratio)
-            if ratio >= sdk_ratio:
-                ok = False
-                failed.append(f"{workload}: not below the Anthropic SDK's own tracing")
-        if ratio > target:
-            failed.append(f"{workload}: x{ratio:.3f} > x{target}")
-        print(
-            f"{WORKLOAD_TITLES[workload]:<40} {'≤ x' + str(target):>8} {_ratio(mine.cpu_ratio):>26} {sdk_text:>26} "
-            f"{'PASS' if ok else 'FAIL':>7}"
-        )
+        for config in TARGET_CONFIGS:
+            mine = by_key.get((workload, config))
+            if mine is None:
+                continue
+            ratio = statistics.median(mine.cpu_ratio)
+            ok = ratio <= target
+            sdk_text = "n/a"
+            if sdk is not None:
+                sdk_text = _ratio(sdk.cpu_ratio)
+                ok = ok or ratio <= statistics.median(sdk.cpu_ratio)
+            if not ok:
+                versus = " and above the Anthropic SDK's own tracing" if sdk is not None else ""
+                failed.append(f"{workload}, {config}: x{ratio:.3f} > x{target}{versus}")
+            print(
+                f"{WORKLOAD_TITLES[workload]:<40} {'≤ x' + str(target):>8} {config:>12} {_ratio(mine.cpu_ratio):>26} "
+                f"{sdk_text:>26} {'PASS' if ok else 'FAIL':>7}"
+            )
     sdk_text = _mib(rss.get("anthropic_tracing", []))
     for config in RSS_TARGET_CONFIGS:
         deltas = share.get(config, [])
@@ -774,9 +778,12 @@ def print_table(
         ok = statistics.median(deltas) <= RSS_TARGET_BYTES
         if not ok:
             failed.append(f"peak RSS, {config}: llmtap's share {_mib(deltas)} > +2 MiB")
-        where = f"peak RSS, llmtap's share, {config}"
+        where = "peak RSS, llmtap's share"
         figure = f"{_mib(deltas)} (warm {_mib(warm_share.get(config, []))})"
-        print(f"{where:<40} {'≤ +2 MiB':>8} {figure:>26} {sdk_text + ' (total)':>26} {'PASS' if ok else 'FAIL':>7}")
+        print(
+            f"{where:<40} {'≤ +2 MiB':>8} {config:>12} {figure:>26} {sdk_text + ' (total)':>26} "
+            f"{'PASS' if ok else 'FAIL':>7}"
+        )
     return failed
 
 
@@ -796,7 +803,7 @@ def print_memory(memory: dict[str, dict[str, int]]) -> list[str]:
         figures = " / ".join(f"{b:,}" for _, b in sorted(held.items()))
         sizes_text = " / ".join(f"{n:,}" for n in sorted(held))
         print(
-            f"{'llmtap memory per open stream, ' + encoding:<40} {'constant':>8} {figures + ' B':>26} {'':>26} "
+            f"{'llmtap memory per open stream, ' + encoding:<40} {'constant':>8} {'':>12} {figures + ' B':>26} {'':>26} "
             f"{'PASS' if ok else 'FAIL':>7}"
         )
         if encoding == "identity":
