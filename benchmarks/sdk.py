@@ -803,8 +803,8 @@ def print_memory(memory: dict[str, dict[str, int]]) -> list[str]:
         figures = " / ".join(f"{b:,}" for _, b in sorted(held.items()))
         sizes_text = " / ".join(f"{n:,}" for n in sorted(held))
         print(
-            f"{'llmtap memory per open stream, ' + encoding:<40} {'constant':>8} {'':>12} {figures + ' B':>26} {'':>26} "
-            f"{'PASS' if ok else 'FAIL':>7}"
+            f"{'llmtap memory per open stream, ' + encoding:<40} {'constant':>8} {'':>12} {figures + ' B':>26} "
+            f"{'':>26} {'PASS' if ok else 'FAIL':>7}"
         )
         if encoding == "identity":
             print(f"{'  (after ' + sizes_text + ' events)':<40}")
