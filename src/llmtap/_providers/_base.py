@@ -120,14 +120,11 @@ class Facts:
         """For each ``(key, attribute)`` of ``fields``: ``source[key]``, when present, checked as :meth:`count`
         checks it and set as ``attribute`` if valid (an absent or refused value leaves the attribute as it was).
         One call for a whole usage object."""
+        count = self.count
         for key, attribute in fields:
             value = source.get(key)
-            if value is None:
-                continue
-            if type(value) is int and 0 <= value <= MAX_COUNT:
+            if value is not None and (value := count(value)) is not None:
                 setattr(self, attribute, value)
-            else:
-                self.rejected += 1
 
     def input_total(self, includes_cache: bool) -> int | None:
         """Input tokens including cache reads and writes (added when the provider reports them apart)."""
