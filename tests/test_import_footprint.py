@@ -21,10 +21,11 @@ ON_DEMAND = (
     "opentelemetry.instrumentation",
     "llmtap._core.cost",  # only with Settings.cost
 )
-FOREIGN = ("anthropic", "openai", "aiohttp", "opentelemetry.sdk", "opentelemetry.semconv", "psutil")
+FOREIGN = ("anthropic", "openai", "aiohttp", "opentelemetry.sdk", "opentelemetry.semconv", "psutil", "wrapt")
 """Never imported by llmtap itself: the SDKs and HTTP clients are patched when the application imports them;
 the OpenTelemetry SDK (and the semantic-convention constants and psutil its resources load) is the
-application's, handed to instrument() or set as the global provider."""
+application's, handed to instrument() or set as the global provider; wrapt (15 modules, ~0.33 MiB) is
+OpenTelemetry's instrumentation machinery's, llmtap patches without it (``_hooks/_patching.py``)."""
 PROMETHEUS = ("prometheus_client", "llmtap._exporters.prometheus", "llmtap._exporters._health_prometheus")
 """Loaded only when the Prometheus exporter is on (Settings.metrics)."""
 
