@@ -240,6 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             imports_attribution(argv[1], child_url, argv[2:])
         return 0
     args = parser.parse_args(argv)
+    sdk.ensure_bytecode()  # as installed: no child compiles llmtap from source
     url = os.environ.get("LLMTAP_BENCH_URL")
     if url:
         run(args, url)
