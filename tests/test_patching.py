@@ -105,3 +105,27 @@ def test_a_failing_hook_never_fails_the_import(package: str, caplog: pytest.LogC
         module = __import__(package)
     assert module.VALUE == 42
     assert f"llmtap: could not instrument {package} on import: RuntimeError('boom')" in caplog.text
+
+
+def test_a_finder_that_asks_the_whole_path_again_gets_the_module_once(
+    package: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another library's post-import finder (wrapt's) calls importlib.util.find_spec from its own find_spec:
+    the module is found, loaded once, and the hook runs once."""
+    import importlib.util
+
+    class Asking:
+        asked = 0
+
+        def find_spec(self, fullname: str, path: object, target: object = None) -> object:
+            if fullname != package or self.asked:
+                return None
+            self.asked += 1
+            return importlib.util.find_spec(fullname)  # the whole path, ours included
+
+    asking = Asking()
+    calls: list[ModuleType] = []
+    when_imported(package, calls.append)
+    monkeypatch.setattr(sys, "meta_path", [_patching._FINDER, asking, *sys.meta_path])
+    module = __import__(package)
+    assert asking.asked == 1 and calls == [module] and module.VALUE == 42

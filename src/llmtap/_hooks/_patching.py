@@ -60,6 +60,9 @@ def wrap_method(original: Any, wrapper: Wrapper) -> Any:
 _pending: dict[str, Callable[[ModuleType], None]] = {}
 """Module name -> the function to call with it once imported (fired once, then removed)."""
 _lock = threading.Lock()
+_finding: set[str] = set()
+"""Pending names being found now: a finder further down ``sys.meta_path`` that asks the whole path again
+(``importlib.util.find_spec``, as wrapt's does) finds them without us."""
 
 
 def when_imported(name: str, hook: Callable[[ModuleType], None]) -> None:
@@ -93,19 +96,23 @@ class _Finder:
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        if fullname not in _pending:
+        if fullname not in _pending or fullname in _finding:  # not ours, or a finder below asking again
             return None
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            if finder is self or find is None:
-                continue
-            spec: ModuleSpec | None = find(fullname, path, target)
-            if spec is None:
-                continue
-            if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                spec.loader = cast("Loader", _Loader(spec.loader, spec))  # importlib.abc: not loaded for this
-            return spec
-        return None
+        _finding.add(fullname)  # under the import system's lock of this module name
+        try:
+            for finder in sys.meta_path:
+                find = getattr(finder, "find_spec", None)
+                if finder is self or find is None:
+                    continue
+                spec: ModuleSpec | None = find(fullname, path, target)
+                if spec is None:
+                    continue
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = cast("Loader", _Loader(spec.loader, spec))  # importlib.abc: not loaded for this
+                return spec
+            return None
+        finally:
+            _finding.discard(fullname)
 
 
 class _Loader:
