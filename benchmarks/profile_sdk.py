@@ -130,14 +130,21 @@ def _rss_kib() -> float:
 
 def imports_attribution(config: str, base_url: str, added: Sequence[str]) -> None:
     """On top of the application-only worker: each added package's RSS (current, after a collection) as it is
-    imported, the non-llmtap ones first, then llmtap's own, then ``instrument()`` and the requests."""
+    imported, the non-llmtap ones first, then llmtap's own, then ``instrument()`` and the requests.
+
+    For the configurations with an application-only worker, ``instrument()`` is given that worker's own
+    registry and providers and the requests go through the same SDK clients: building those a second time
+    (a second TracerProvider and its export thread, new clients with their TLS contexts) would be counted
+    as llmtap's state."""
     import importlib
 
     import anthropic  # noqa: F401
     import openai  # noqa: F401
 
-    sdk.configure(sdk.APP_BASELINES.get(config, "baseline"), base_url)
-    _requests(base_url)
+    app = sdk.configure(sdk.APP_BASELINES.get(config, "baseline"), base_url)
+    wl = sdk.Workloads(base_url, 5)
+    wl.anthropic_create(1)
+    wl.openai_create(1)
     order: dict[str, list[str]] = {}
     for name in added:
         if not name.startswith("llmtap"):
@@ -163,9 +170,14 @@ def imports_attribution(config: str, base_url: str, added: Sequence[str]) -> Non
     for name in lazily:
         importlib.import_module(name)
     step(f"llmtap's modules instrument() loads: {' '.join(n[7:] for n in lazily)}")
-    sdk.configure(config, base_url)
-    _requests(base_url)
+    if config in sdk.APP_BASELINES:
+        sdk.instrument(config, base_url, app.app_objects)
+    else:
+        sdk.configure(config, base_url)
+    wl.anthropic_create(1)
+    wl.openai_create(1)
     step("instrument() + the two requests (llmtap's state)")
+    wl.close()
     json.dump({"steps": steps}, sys.stdout)
 
 

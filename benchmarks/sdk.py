@@ -177,6 +177,9 @@ class Configured:
     """The OTel configurations' reader: collected at the end of every timed value (:func:`collecting`)."""
     collections: int = 0
     histogram_points: int = 0
+    app_objects: dict[str, Any] = field(default_factory=dict)
+    """The application-owned objects handed to ``instrument()`` (``registry``, ``tracer_provider``,
+    ``meter_provider``): what an application-only worker built for llmtap to use."""
 
 
 def configure(config: str, base_url: str) -> Configured:
@@ -229,15 +232,25 @@ def configure(config: str, base_url: str) -> Configured:
         meter_provider = MeterProvider(metric_readers=[out.metric_reader])
         kwargs["meter_provider"] = meter_provider
         out.providers.append(meter_provider)
+    out.app_objects = kwargs
     if app_only:
         out.span_exporter = None  # nothing uses the provider: no span to expect
         return out
+    out.tap = instrument(config, base_url, kwargs)
+    return out
+
+
+def instrument(config: str, base_url: str, app_objects: dict[str, Any]) -> Any:
+    """``llmtap.instrument()`` as ``config`` (one of :data:`APP_BASELINES`' keys) runs it, over ``app_objects``."""
     import llmtap
 
-    out.tap = llmtap.instrument(
-        llmtap.Settings(metrics=metrics, traces=traces, otel_metrics=otel_metrics, base_urls=(base_url,)), **kwargs
+    settings = llmtap.Settings(
+        metrics=config in ("prometheus", "prom_spans", "all"),
+        traces=config in ("spans", "prom_spans", "otlp", "all"),
+        otel_metrics=config in ("otel_metrics", "otlp", "all"),
+        base_urls=(base_url,),
     )
-    return out
+    return llmtap.instrument(settings, **app_objects)
 
 
 class Workloads:
