@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import gc
 import itertools
+import json
 import os
 import random
 import statistics
@@ -183,7 +184,7 @@ class Bench:
         return Block(cpu - floor, units, floor)
 
 
-def check_controls(bench: Bench) -> list[str]:
+def check_controls(configured: dict[str, Configured], c: Controls) -> list[str]:
     """Each configuration measured what it claims; returns what failed (empty: all passed).
 
     llmtap's hook was in the path in llmtap's blocks only; its span exporters counted one span per request
@@ -191,25 +192,24 @@ def check_controls(bench: Bench) -> list[str]:
     another configuration's block; the registry counted every timed request of each Prometheus block; every
     OTel block's collection held duration points; the SDK's tracing was off in the clients of every other
     configuration and on in its own."""
-    c = bench.controls
     failed: list[str] = []
     if not c.tracers.get("off"):
         failed.append("the SDK's tracing is on in the clients meant to have it off")
     if not c.tracers.get("traced"):
         failed.append("the SDK's tracing is off in anthropic_tracing's clients")
     for config, seen in c.hooked.items():
-        want = bench.configured[config].settings is not None
+        want = configured[config].settings is not None
         if seen != {want}:
             failed.append(f"{config}: llmtap's hook in the path before/after its blocks: {sorted(seen)}, want {want}")
-    for config, configured in bench.configured.items():
-        exporter = configured.span_exporter
+    for config, conf in configured.items():
+        exporter = conf.span_exporter
         if exporter is not None and exporter.spans != c.units.get(config, 0):
             failed.append(f"{config}: {exporter.spans} spans exported for {c.units.get(config, 0)} calls")
     for config, counted in c.attempts.items():
         if any(seen != timed for seen, timed in counted):
             failed.append(f"{config}: attempts in the registry / timed per block: {counted}")
-    for config, configured in bench.configured.items():
-        if configured.instrument_kwargs.get("registry") is not None and not c.attempts.get(config):
+    for config, conf in configured.items():
+        if conf.instrument_kwargs.get("registry") is not None and not c.attempts.get(config):
             failed.append(f"{config}: its registry was never read")
     for config, points in c.points.items():
         if not points or points[0] <= 0 or any(b <= a for a, b in itertools.pairwise(points)):
@@ -226,6 +226,8 @@ class Report:
     floor_us: dict[str, dict[str, list[float]]]
     units: dict[str, int]
     failed: list[str]
+    configured: dict[str, Configured]
+    controls: Controls
 
 
 def run(
@@ -261,27 +263,41 @@ def run(
                     if progress is not None and (index + 1) % 10 == 0:
                         elapsed = time.monotonic() - started
                         progress(f"  {workload}: round {index + 1}/{warmup_rounds + rounds}, {elapsed:.0f} s")
-            failed = check_controls(bench)
+            failed = check_controls(bench.configured, bench.controls)
         finally:
             bench.close()
-    return Report(us, floor_us, units, failed)
+    return Report(us, floor_us, units, failed, bench.configured, bench.controls)
 
 
 def _q(values: Sequence[float]) -> tuple[float, float, float]:
     return quartiles(sorted(values))
 
 
+def median_ci(values: Sequence[float]) -> tuple[float, float]:
+    """A distribution-free ~95 % confidence interval of the median: the order statistics ``k`` and
+    ``n - k + 1`` around it (the binomial's normal approximation; ``(min, max)`` for very few values)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    k = max(int(n / 2 - 1.96 * n**0.5 / 2), 1)
+    return ordered[k - 1], ordered[n - k]
+
+
 def verdict(report: Report, workload: str, config: str) -> str:
     """Whether ``config`` is below the SDK's tracing: the per-round difference ``config`` - SDK tracing
-    (same round, same process), "below" only when its upper quartile is < 0."""
+    (same round, same process), "below" only when its upper quartile is < 0 (three rounds in four)."""
     mine, sdk = report.us[workload][config], report.us[workload][REFERENCE]
-    q1, med, q3 = _q([a - b for a, b in zip(mine, sdk, strict=True)])
-    spread = f"IQR of the per-round difference {config} - {REFERENCE} {q1:+.2f}..{q3:+.2f} µs"
+    diffs = [a - b for a, b in zip(mine, sdk, strict=True)]
+    q1, med, q3 = _q(diffs)
+    lo, hi = median_ci(diffs)
+    spread = (
+        f"IQR of the per-round difference {config} - {REFERENCE} {q1:+.2f}..{q3:+.2f} µs; "
+        f"~95 % CI of its median {lo:+.2f}..{hi:+.2f}"
+    )
     if q3 < 0:
         return f"below the SDK's tracing by {-med:.2f} µs ({spread})"
     if q1 > 0:
         return f"above the SDK's tracing by {med:.2f} µs ({spread})"
-    return f"not resolved from the SDK's tracing: median {med:+.2f} µs ({spread}: it straddles 0)"
+    return f"not resolved from the SDK's tracing: median {med:+.2f} µs ({spread}; the IQR straddles 0)"
 
 
 def markdown(report: Report) -> list[str]:
@@ -329,6 +345,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--tokens", type=_positive, default=200, help="content deltas per stream (200)")
     parser.add_argument("--no-stream", action="store_true", help="the non-stream workload only")
     parser.add_argument("--seed", type=int, help="the order of the configurations in each round")
+    parser.add_argument("-o", "--output", metavar="JSON", help="also write every block's µs per unit")
     parser.add_argument(
         "--no-gc-collect", action="store_true", help="no gc.collect() before each block (default: one, untimed)"
     )
@@ -359,6 +376,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress=lambda line: print(line, flush=True),
     )
     print("\n".join(markdown(report)))
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            json.dump({"us": report.us, "collection_floor_us": report.floor_us, "units": report.units}, f)
+        print(f"\nevery block's µs per unit written to {args.output}")
     print(f"\n{time.monotonic() - started:.0f} s; 1-min load {load:.2f} at start, {os.getloadavg()[0]:.2f} at end")
     if report.failed:
         print("\nPOSITIVE CONTROLS FAILED (the figures above do not measure what they claim):", file=sys.stderr)
