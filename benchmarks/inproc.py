@@ -55,7 +55,14 @@ from sdk import (  # benchmarks/sdk.py: the simulator, the clients, the configur
 BARE = "bare"
 REFERENCE = "anthropic_tracing"
 CONFIGS: tuple[str, ...] = (BARE, "core", *TARGET_CONFIGS, REFERENCE)
-TITLES: dict[str, str] = {BARE: "none (llmtap not installed, SDK tracing off)", **CONFIG_TITLES}
+SDK_DEFAULT = "sdk_default"
+"""``--sdk-default``: llmtap not installed, the clients' ``open_telemetry`` option unset and no global SDK
+provider, as in every configuration of ``sdk.py``: the SDK builds and drops a non-recording span per call."""
+TITLES: dict[str, str] = {
+    BARE: "none (llmtap not installed, SDK tracing off)",
+    SDK_DEFAULT: "none, SDK option unset (non-recording spans)",
+    **CONFIG_TITLES,
+}
 WORKLOADS: tuple[str, ...] = ("anthropic_create", "anthropic_stream")
 """Non-stream first: the issue's open question."""
 WARM = 2
@@ -119,9 +126,14 @@ class Bench:
     """The configurations (built once) and two sets of clients: the SDK's tracing off, and on into
     ``anthropic_tracing``'s own provider."""
 
-    def __init__(self, base_url: str, tokens: int, collect_garbage: bool = True) -> None:
-        self.configured = {c: prepare("baseline" if c == BARE else c, base_url) for c in CONFIGS}
+    def __init__(
+        self, base_url: str, tokens: int, collect_garbage: bool = True, configs: Sequence[str] = CONFIGS
+    ) -> None:
+        self.configured = {c: prepare("baseline" if c in (BARE, SDK_DEFAULT) else c, base_url) for c in configs}
         self.off = Workloads(base_url, tokens, open_telemetry=False)
+        self.default: Workloads | None = None
+        if SDK_DEFAULT in configs:
+            self.default = Workloads(base_url, tokens)
         provider = self.configured[REFERENCE].tracer_provider
         self.traced = Workloads(base_url, tokens, open_telemetry={"tracer_provider": provider})
         self.collect_garbage = collect_garbage
@@ -130,10 +142,15 @@ class Bench:
             "off": self.off.a._tracer is None and self.off.a_short._tracer is None,
             "traced": self.traced.a_short._tracer is not None and self.traced.a._tracer is not None,
         }
+        if self.default is not None:  # the SDK's default without a global SDK provider: spans not recorded
+            tracer = self.default.a_short._tracer
+            self.controls.tracers["default"] = tracer is not None and not tracer.start_span("probe").is_recording()
 
     def close(self) -> None:
         self.off.close()
         self.traced.close()
+        if self.default is not None:
+            self.default.close()
         for configured in self.configured.values():
             for provider in configured.providers:
                 provider.shutdown()
@@ -145,6 +162,8 @@ class Bench:
         """``n`` units of ``workload`` under ``config``, timed (CPU), between untimed set-up and checks."""
         configured = self.configured[config]
         clients = self.traced if config == REFERENCE else self.off
+        if config == SDK_DEFAULT and self.default is not None:
+            clients = self.default
         unit = clients.unit(workload)
         fn = collecting(configured, unit)
         controls = self.controls
@@ -197,6 +216,8 @@ def check_controls(configured: dict[str, Configured], c: Controls) -> list[str]:
         failed.append("the SDK's tracing is on in the clients meant to have it off")
     if not c.tracers.get("traced"):
         failed.append("the SDK's tracing is off in anthropic_tracing's clients")
+    if c.tracers.get("default") is False:
+        failed.append("the SDK's default clients are not making non-recording spans")
     for config, seen in c.hooked.items():
         want = configured[config].settings is not None
         if seen != {want}:
@@ -240,19 +261,20 @@ def run(
     seed: int | None = None,
     collect_garbage: bool = True,
     progress: Callable[[str], None] | None = None,
+    configs: Sequence[str] = CONFIGS,
 ) -> Report:
     rng = random.Random(seed)
     sizes = {"anthropic_create": requests, "anthropic_stream": streams}
-    us: dict[str, dict[str, list[float]]] = {w: {c: [] for c in CONFIGS} for w in workloads}
-    floor_us: dict[str, dict[str, list[float]]] = {w: {c: [] for c in CONFIGS} for w in workloads}
+    us: dict[str, dict[str, list[float]]] = {w: {c: [] for c in configs} for w in workloads}
+    floor_us: dict[str, dict[str, list[float]]] = {w: {c: [] for c in configs} for w in workloads}
     units: dict[str, int] = {}
     started = time.monotonic()
     with ChildSimulator() as sim:
-        bench = Bench(sim.base_url, tokens, collect_garbage)
+        bench = Bench(sim.base_url, tokens, collect_garbage, configs)
         try:
             for workload in workloads:
                 for index in range(warmup_rounds + rounds):
-                    order = list(CONFIGS)
+                    order = list(configs)
                     rng.shuffle(order)
                     for config in order:
                         block = bench.block(config, workload, sizes[workload])
@@ -314,7 +336,7 @@ def markdown(report: Report) -> list[str]:
             f"| configuration | µs/{unit} added (median) | IQR | ratio to bare (of medians) |",
             "|---|---:|---:|---:|",
         ]
-        for config in CONFIGS[1:]:
+        for config in [c for c in (SDK_DEFAULT, *CONFIGS) if c in per_config and c != BARE]:
             values = per_config[config]
             q1, med, q3 = _q([a - b for a, b in zip(values, bare, strict=True)])
             ratio = statistics.median(values) / statistics.median(bare)
@@ -344,6 +366,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--streams", type=_positive, default=8, help="streams per block (8)")
     parser.add_argument("--tokens", type=_positive, default=200, help="content deltas per stream (200)")
     parser.add_argument("--no-stream", action="store_true", help="the non-stream workload only")
+    parser.add_argument(
+        "--sdk-default",
+        action="store_true",
+        help="also the clients with the SDK's option unset (sdk.py's setting: non-recording spans)",
+    )
     parser.add_argument("--seed", type=int, help="the order of the configurations in each round")
     parser.add_argument("-o", "--output", metavar="JSON", help="also write every block's µs per unit")
     parser.add_argument(
@@ -355,10 +382,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     workloads = WORKLOADS[:1] if args.no_stream else WORKLOADS
+    configs = (*CONFIGS, SDK_DEFAULT) if args.sdk_default else CONFIGS
     load = os.getloadavg()[0]
     print(f"llmtap in one process: {machine_line()}; 1-min load {load:.2f}")
     print(
-        f"  {args.rounds} rounds (+{args.warmup_rounds} warm-up) x {len(CONFIGS)} configurations in random order; "
+        f"  {args.rounds} rounds (+{args.warmup_rounds} warm-up) x {len(configs)} configurations in random order; "
         f"blocks of {args.requests} requests / {args.streams} streams of {args.tokens} deltas; CPU time "
         f"(time.process_time); gc.collect() before each block: {not args.no_gc_collect}",
         flush=True,
@@ -374,6 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         collect_garbage=not args.no_gc_collect,
         progress=lambda line: print(line, flush=True),
+        configs=configs,
     )
     print("\n".join(markdown(report)))
     if args.output:
