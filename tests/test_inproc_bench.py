@@ -21,17 +21,19 @@ def _load_inproc() -> ModuleType:
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 def test_inproc_runs_and_its_positive_controls_pass() -> None:
     inproc = _load_inproc()
-    report = inproc.run(rounds=2, requests=3, streams=1, tokens=10, warmup_rounds=1, seed=0)
+    configs = (*inproc.CONFIGS, inproc.SDK_DEFAULT)
+    report = inproc.run(rounds=2, requests=3, streams=1, tokens=10, warmup_rounds=1, seed=0, configs=configs)
 
     assert report.failed == []
     for workload in inproc.WORKLOADS:
-        for config in inproc.CONFIGS:
+        for config in configs:
             assert len(report.us[workload][config]) == 2 and all(v > 0 for v in report.us[workload][config])
     # what the controls compared is not empty: every configuration ran, llmtap's hook was in the path of
     # its own blocks only, the registries and the collections saw the requests
     controls = report.controls
-    assert set(controls.units) == set(inproc.CONFIGS)
-    assert controls.hooked == {c: {report.configured[c].settings is not None} for c in inproc.CONFIGS}
+    assert set(controls.units) == set(configs)
+    assert controls.hooked == {c: {report.configured[c].settings is not None} for c in configs}
+    assert controls.tracers == {"off": True, "traced": True, "default": True}
     assert controls.hooked["prom_spans"] == {True} and controls.hooked["bare"] == {False}
     assert controls.attempts["prom_spans"] and all(seen == timed > 0 for seen, timed in controls.attempts["prom_spans"])
     assert controls.points["otlp"][-1] > 0
