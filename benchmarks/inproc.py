@@ -35,6 +35,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sdk import (  # benchmarks/sdk.py: the simulator, the clients, the configurations, the collection
@@ -116,6 +117,13 @@ def attempts_counted(configured: Configured) -> int:
     return int(sum(s.value for metric in registry.collect() for s in metric.samples if s.name == name))
 
 
+def scrape(registry: Any) -> None:
+    """What Prometheus' scrape of ``/metrics`` makes llmtap do (``--scrape``): the registry in text format."""
+    from prometheus_client import generate_latest
+
+    generate_latest(registry)
+
+
 def flush(configured: Configured) -> None:
     for provider in configured.providers:
         if hasattr(provider, "force_flush"):
@@ -127,7 +135,12 @@ class Bench:
     ``anthropic_tracing``'s own provider."""
 
     def __init__(
-        self, base_url: str, tokens: int, collect_garbage: bool = True, configs: Sequence[str] = CONFIGS
+        self,
+        base_url: str,
+        tokens: int,
+        collect_garbage: bool = True,
+        configs: Sequence[str] = CONFIGS,
+        scrape: bool = False,
     ) -> None:
         self.configured = {c: prepare("baseline" if c in (BARE, SDK_DEFAULT) else c, base_url) for c in configs}
         self.off = Workloads(base_url, tokens, open_telemetry=False)
@@ -137,6 +150,7 @@ class Bench:
         provider = self.configured[REFERENCE].tracer_provider
         self.traced = Workloads(base_url, tokens, open_telemetry={"tracer_provider": provider})
         self.collect_garbage = collect_garbage
+        self.scrape = scrape
         self.controls = Controls()
         self.controls.tracers = {
             "off": self.off.a._tracer is None and self.off.a_short._tracer is None,
@@ -166,6 +180,7 @@ class Bench:
             clients = self.default
         unit = clients.unit(workload)
         fn = collecting(configured, unit)
+        registry = configured.instrument_kwargs.get("registry") if self.scrape else None
         controls = self.controls
         spans_before = self._spans()
         activate(configured)  # llmtap.instrument(...) for llmtap's configurations, nothing otherwise
@@ -180,8 +195,14 @@ class Bench:
                 gc.collect()
             c0 = time.process_time()
             units = fn(n)
+            if registry is not None:
+                scrape(registry)
             cpu = time.process_time() - c0
             floor = collection_floor(configured)[0]
+            if registry is not None:  # a scrape with nothing new: its per-series part, as for a collection
+                c1 = time.process_time()
+                scrape(registry)
+                floor += time.process_time() - c1
             controls.hooked[config].add(hooked())
             if configured.instrument_kwargs.get("registry") is not None:
                 counted = attempts_counted(configured) - attempts
@@ -262,6 +283,7 @@ def run(
     collect_garbage: bool = True,
     progress: Callable[[str], None] | None = None,
     configs: Sequence[str] = CONFIGS,
+    scrape: bool = False,
 ) -> Report:
     rng = random.Random(seed)
     sizes = {"anthropic_create": requests, "anthropic_stream": streams}
@@ -270,7 +292,7 @@ def run(
     units: dict[str, int] = {}
     started = time.monotonic()
     with ChildSimulator() as sim:
-        bench = Bench(sim.base_url, tokens, collect_garbage, configs)
+        bench = Bench(sim.base_url, tokens, collect_garbage, configs, scrape)
         try:
             for workload in workloads:
                 for index in range(warmup_rounds + rounds):
@@ -341,7 +363,7 @@ def markdown(report: Report) -> list[str]:
             q1, med, q3 = _q([a - b for a, b in zip(values, bare, strict=True)])
             ratio = statistics.median(values) / statistics.median(bare)
             floor = statistics.median(report.floor_us[workload][config])
-            note = f" (collection floor {floor:.2f} µs/{unit} subtracted)" if floor else ""
+            note = f" (collection / scrape floor {floor:.2f} µs/{unit} subtracted)" if floor else ""
             lines.append(f"| {TITLES[config]}{note} | {med:+.2f} | {q1:+.2f}..{q3:+.2f} | x{ratio:.3f} |")
         lines.append("")
         lines += [f"- {config}: {verdict(report, workload, config)}" for config in TARGET_CONFIGS]
@@ -370,6 +392,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--sdk-default",
         action="store_true",
         help="also the clients with the SDK's option unset (sdk.py's setting: non-recording spans)",
+    )
+    parser.add_argument(
+        "--scrape",
+        action="store_true",
+        help="end each Prometheus block with a scrape of its registry, timed, minus one with nothing new",
     )
     parser.add_argument("--seed", type=int, help="the order of the configurations in each round")
     parser.add_argument("-o", "--output", metavar="JSON", help="also write every block's µs per unit")
@@ -403,6 +430,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         collect_garbage=not args.no_gc_collect,
         progress=lambda line: print(line, flush=True),
         configs=configs,
+        scrape=args.scrape,
     )
     print("\n".join(markdown(report)))
     if args.output:
