@@ -7,8 +7,11 @@ each block's figure is taken against the block without instrumentation (``bare``
 llmtap's configurations against the SDK's tracing of the same round. Method, caveat and results:
 ``benchmarks/README.md`` ("In one process").
 
-    python benchmarks/inproc.py                    # 60 rounds x 5 configurations, non-stream then stream
+    python benchmarks/inproc.py                    # 60 rounds x 5 configurations, non-stream then stream (~2 min)
     python benchmarks/inproc.py --rounds 20 --no-stream
+    python benchmarks/inproc.py --sdk-default      # + the clients with the SDK's option unset (sdk.py's setting)
+    python benchmarks/inproc.py --scrape           # + a timed scrape at the end of each Prometheus block
+    python benchmarks/inproc.py -o blocks.json     # + every block's µs per unit
 
 Configurations, all on the same simulator (a child process) and clients:
 
