@@ -163,7 +163,7 @@ def imports_attribution(config: str, base_url: str, added: Sequence[str]) -> Non
             with contextlib.suppress(Exception):  # a module that only loads as part of another's import
                 importlib.import_module(name)
         step(group)
-    import llmtap  # noqa: F401  (llmtap's own modules that ``import llmtap`` loads)
+    import llmtap  # llmtap's own modules that ``import llmtap`` loads
 
     step("llmtap (import llmtap)")
     lazily = [name for name in added if name.startswith("llmtap") and name not in sys.modules]
@@ -171,7 +171,7 @@ def imports_attribution(config: str, base_url: str, added: Sequence[str]) -> Non
         importlib.import_module(name)
     step(f"llmtap's modules instrument() loads: {' '.join(n[7:] for n in lazily)}")
     if config in sdk.APP_BASELINES:
-        sdk.instrument(config, base_url, app.app_objects)
+        llmtap.instrument(sdk.llmtap_settings(config, base_url), **app.instrument_kwargs)
     else:
         sdk.configure(config, base_url)
     wl.anthropic_create(1)

@@ -60,7 +60,7 @@ CONFIGS: tuple[str, ...] = (
 APP_BASELINES: dict[str, str] = {"prom_spans": "prom_spans_app", "otlp": "otlp_app"}
 """llmtap configuration -> the worker that builds the same application-owned objects without llmtap (the
 Prometheus registry, the tracer and meter providers the application hands to ``instrument()``, or that
-``llmtap run``'s OpenTelemetry distro builds): peak RSS over it is llmtap's own share (its modules, wrapt, its
+``llmtap run``'s OpenTelemetry distro builds): peak RSS over it is llmtap's own share (its modules, its
 exporters and their state, what the OTel SDK loads only when llmtap uses the providers). These workers are
 for peak RSS only: the CPU tables leave them out."""
 RSS_ONLY: frozenset[str] = frozenset(APP_BASELINES.values())
@@ -177,28 +177,52 @@ class Configured:
     """The OTel configurations' reader: collected at the end of every timed value (:func:`collecting`)."""
     collections: int = 0
     histogram_points: int = 0
-    app_objects: dict[str, Any] = field(default_factory=dict)
-    """The application-owned objects handed to ``instrument()`` (``registry``, ``tracer_provider``,
-    ``meter_provider``): what an application-only worker built for llmtap to use."""
+    settings: Any = None
+    """llmtap's configurations: the ``llmtap.Settings`` that :func:`activate` instruments with."""
+    instrument_kwargs: dict[str, Any] = field(default_factory=dict)
+    """llmtap's configurations: the application-owned registry / providers handed to ``instrument()``."""
+    tracer_provider: Any = None
+    """``anthropic_tracing``: the provider of the Anthropic SDK's own spans (made global by :func:`configure`,
+    or handed to one client by its ``open_telemetry`` option: ``benchmarks/inproc.py``)."""
 
 
 def configure(config: str, base_url: str) -> Configured:
     """Switch ``config`` on in this process, importing only what it uses."""
+    out = prepare(config, base_url)
+    if out.tracer_provider is not None:
+        # The Anthropic SDK traces every API call when a global tracer provider exists (anthropic/_tracing.py:
+        # get_tracer(); ANTHROPIC_OPEN_TELEMETRY=false or open_telemetry=False turn it off).
+        from opentelemetry import trace
+
+        trace.set_tracer_provider(out.tracer_provider)
+    activate(out)
+    return out
+
+
+def activate(out: Configured) -> None:
+    """``llmtap.instrument()`` with ``out``'s settings and application-owned objects (nothing for the
+    configurations without llmtap); ``llmtap.uninstrument()`` undoes it and the objects stay reusable."""
+    if out.settings is None:
+        return
+    import llmtap
+
+    out.tap = llmtap.instrument(out.settings, **out.instrument_kwargs)
+
+
+def prepare(config: str, base_url: str) -> Configured:
+    """What ``config`` needs, built but not switched on (nothing made global, nothing instrumented),
+    importing only what it uses."""
     out = Configured()
     if config in ("baseline", "baseline_again"):
         return out
     if config == "anthropic_tracing":
-        # The Anthropic SDK traces every API call when a global tracer provider exists (anthropic/_tracing.py:
-        # get_tracer(); ANTHROPIC_OPEN_TELEMETRY=false or open_telemetry=False turn it off).
-        from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         out.span_exporter = _CountingSpanExporter()
-        provider = TracerProvider()
-        provider.add_span_processor(BatchSpanProcessor(out.span_exporter))  # type: ignore[arg-type]
-        trace.set_tracer_provider(provider)
-        out.providers.append(provider)
+        out.tracer_provider = TracerProvider()
+        out.tracer_provider.add_span_processor(BatchSpanProcessor(out.span_exporter))  # type: ignore[arg-type]
+        out.providers.append(out.tracer_provider)
         return out
     app_only = config in RSS_ONLY
     if app_only:  # the application's objects of this llmtap configuration, without llmtap
@@ -208,7 +232,7 @@ def configure(config: str, base_url: str) -> Configured:
     otel_metrics = config in ("otel_metrics", "otlp", "all")
     if config not in ("core", "prometheus", "spans", "otel_metrics", "prom_spans", "otlp", "all"):
         raise SystemExit(f"unknown configuration {config!r}")
-    kwargs: dict[str, Any] = {}
+    kwargs = out.instrument_kwargs
     if metrics:
         from prometheus_client import CollectorRegistry
 
@@ -232,39 +256,46 @@ def configure(config: str, base_url: str) -> Configured:
         meter_provider = MeterProvider(metric_readers=[out.metric_reader])
         kwargs["meter_provider"] = meter_provider
         out.providers.append(meter_provider)
-    out.app_objects = kwargs
     if app_only:
         out.span_exporter = None  # nothing uses the provider: no span to expect
         return out
-    out.tap = instrument(config, base_url, kwargs)
+    out.settings = llmtap_settings(config, base_url)
     return out
 
 
-def instrument(config: str, base_url: str, app_objects: dict[str, Any]) -> Any:
-    """``llmtap.instrument()`` as ``config`` (one of :data:`APP_BASELINES`' keys) runs it, over ``app_objects``."""
+def llmtap_settings(config: str, base_url: str) -> Any:
+    """The ``llmtap.Settings`` of the llmtap configuration ``config``."""
     import llmtap
 
-    settings = llmtap.Settings(
+    return llmtap.Settings(
         metrics=config in ("prometheus", "prom_spans", "all"),
         traces=config in ("spans", "prom_spans", "otlp", "all"),
         otel_metrics=config in ("otel_metrics", "otlp", "all"),
         base_urls=(base_url,),
     )
-    return llmtap.instrument(settings, **app_objects)
 
 
 class Workloads:
     """The SDK calls; one unit is one stream read to its end, or one request."""
 
-    def __init__(self, base_url: str, tokens: int) -> None:
+    def __init__(self, base_url: str, tokens: int, open_telemetry: Any = None) -> None:
+        """``open_telemetry``: the anthropic clients' option of that name (``None``, the SDK's default: its
+        tracing on whenever a global tracer provider exists; ``False``: off; ``{"tracer_provider": p}``: on,
+        into ``p``)."""
         import anthropic
         import openai
 
         scenario = {"x-llmtap-sim": f"tokens={tokens}"}
         short = {"x-llmtap-sim": "tokens=5"}
-        self.a = anthropic.Anthropic(base_url=base_url, api_key="bench", max_retries=0, default_headers=scenario)
-        self.aa = anthropic.AsyncAnthropic(base_url=base_url, api_key="bench", max_retries=0, default_headers=scenario)
-        self.a_short = anthropic.Anthropic(base_url=base_url, api_key="bench", max_retries=0, default_headers=short)
+        a: dict[str, Any] = {
+            "base_url": base_url,
+            "api_key": "bench",
+            "max_retries": 0,
+            "open_telemetry": open_telemetry,
+        }
+        self.a = anthropic.Anthropic(**a, default_headers=scenario)
+        self.aa = anthropic.AsyncAnthropic(**a, default_headers=scenario)
+        self.a_short = anthropic.Anthropic(**a, default_headers=short)
         self.b = anthropic.AnthropicBedrock(
             base_url=base_url,
             aws_region="us-east-1",
@@ -272,6 +303,7 @@ class Workloads:
             aws_secret_key="bench",
             max_retries=0,
             default_headers=scenario,
+            open_telemetry=open_telemetry,
         )
         self.o = openai.OpenAI(base_url=base_url + "/v1", api_key="bench", max_retries=0, default_headers=scenario)
         self.oa = openai.AsyncOpenAI(
