@@ -327,7 +327,7 @@ class Workloads:
         n = 0
         for _ in range(loops):
             for _event in self.a.messages.create(
-                model="claude-sonnet-4-5",
+                model="claude-sonnet-4-6",
                 max_tokens=4096,
                 messages=MESSAGES,
                 stream=True,
@@ -340,7 +340,7 @@ class Workloads:
             n = 0
             for _ in range(loops):
                 stream = await self.aa.messages.create(
-                    model="claude-sonnet-4-5",
+                    model="claude-sonnet-4-6",
                     max_tokens=4096,
                     messages=MESSAGES,
                     stream=True,
@@ -365,7 +365,7 @@ class Workloads:
 
     def anthropic_create(self, loops: int) -> int:
         for _ in range(loops):
-            self.a_short.messages.create(model="claude-sonnet-4-5", max_tokens=1024, messages=MESSAGES)
+            self.a_short.messages.create(model="claude-sonnet-4-6", max_tokens=1024, messages=MESSAGES)
         return loops
 
     def openai_stream(self, loops: int) -> int:
@@ -601,7 +601,7 @@ def stream_memory(base_url: str, sizes: Sequence[int], gzip: bool) -> dict[int, 
     )
     only_llmtap = own_code_filters()
     out: dict[int, int] = {}
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 4096, "messages": MESSAGES, "stream": True}
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 4096, "messages": MESSAGES, "stream": True}
     with httpx2.Client(timeout=60) as client:
         for n in sizes:
             scenario = f"tokens={n + 10}" + (",gzip" if gzip else "")
