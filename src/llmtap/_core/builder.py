@@ -9,6 +9,9 @@ from llmtap._providers._base import Facts
 
 __all__ = ["build_record"]
 
+# the named tuples made without their Python-level ``__new__`` / ``_make`` (one call less each; every field given)
+_new = tuple.__new__
+
 
 def build_record(
     start: AttemptStart,
@@ -35,7 +38,8 @@ def build_record(
     stops = facts.stop_reasons
     # per choice index, in index order (one choice but for n > 1)
     reasons = tuple(stops.values()) if len(stops) < 2 else tuple(reason for _, reason in sorted(stops.items()))
-    return AttemptRecord._make(
+    return _new(
+        AttemptRecord,
         (
             *start,
             outcome,
@@ -46,17 +50,16 @@ def build_record(
             gaps.first,
             first_token_at,
             ended_at,
-            gaps.chunks,
-            gaps.max,
-            gaps.stalls,
-            gaps.bucket_counts(),
-            gaps.sum,
-            Usage(
-                input_tokens,
-                facts.output_tokens,
-                facts.cache_read_tokens,
-                facts.cache_write_tokens,
-                facts.reasoning_tokens,
+            *gaps.summary(),  # chunks, max_gap, stalls, gap_bucket_counts, gap_sum
+            _new(
+                Usage,
+                (
+                    input_tokens,
+                    facts.output_tokens,
+                    facts.cache_read_tokens,
+                    facts.cache_write_tokens,
+                    facts.reasoning_tokens,
+                ),
             ),
             reasons,
             facts.response_id,
