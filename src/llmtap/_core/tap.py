@@ -57,6 +57,7 @@ _perf_counter = time.perf_counter
 _time_ns = time.time_ns
 _current_attributes = _attributes.CURRENT.get
 _SUPPRESS_KEY, _SUPPRESS_LEGACY_KEY = _SUPPRESS_KEYS
+_new = tuple.__new__
 
 
 class Attempt:
@@ -191,23 +192,31 @@ class Tap:
             pairs, labels = self._attributes(values)
         else:
             pairs, labels = (), self._no_labels
-        start = AttemptStart(
-            endpoint.provider_name,
-            provider.operation,
-            bounds.request_model(model) if model else "",
-            address,
-            server_port,
-            path,
-            request.method,
-            info.stream,
-            info.max_tokens,
-            resend,
-            reason,
-            call_id,
-            pairs,
-            labels,
-            started_at,
-            _time_ns(),
+        if model:
+            # a model seen before: its label value without a call
+            model_label = bounds.request_model.seen.get(model) or bounds.request_model(model)
+        else:
+            model_label = ""
+        start: AttemptStart = _new(  # every field, in order (without the named tuple's Python-level __new__)
+            AttemptStart,
+            (
+                endpoint.provider_name,
+                provider.operation,
+                model_label,
+                address,
+                server_port,
+                path,
+                request.method,
+                info.stream,
+                info.max_tokens,
+                resend,
+                reason,
+                call_id,
+                pairs,
+                labels,
+                started_at,
+                _time_ns(),
+            ),
         )
         span: object = None
         if self.spans is not None:
