@@ -71,5 +71,5 @@ def build_record(
             parse_errors + facts.rejected,
             None,  # cost: priced by the tap (Settings.cost)
             span_context,
-        )
+        ),
     )

@@ -291,7 +291,13 @@ class _Sending:
             _internal_error("clock", exc)
             now = attempt.observer.start.started_at
         try:
-            attempt.observer.on_response(response.status_code, response.headers.raw, now)
+            headers = response.headers
+            # httpx keeps (raw name, lower-case name, value) items: read as they are, no copy; else its raw pairs
+            items = getattr(headers, "_list", None)
+            if type(items) is list:
+                attempt.observer.on_header_items(response.status_code, items, now)
+            else:
+                attempt.observer.on_response(response.status_code, headers.raw, now)
             if response.is_stream_consumed:
                 # built with its content already read (MockTransport, ASGI/WSGI apps, test cassettes)
                 attempt.observer.on_content(response.content, now)
