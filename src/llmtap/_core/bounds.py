@@ -115,6 +115,7 @@ class RecordBounds:
         "overflow",
         "request_model",
         "response_model",
+        "servers",
         "stop_reason",
     )
 
@@ -130,6 +131,8 @@ class RecordBounds:
         self.overflow = overflow
         self._server = LabelBound("server", settings.max_servers, overflow)
         self._servers: dict[tuple[str, int], tuple[str, int]] = {}
+        self.servers: Mapping[tuple[str, int], tuple[str, int]] = self._servers
+        """(host, port) -> what :meth:`server` answers, for the pairs seen (read-only: the answer without a call)."""
         self._attribute_bounds = tuple(
             (key, LabelBound("attribute", settings.max_attribute_values, overflow)) for key in settings.attribute_labels
         )

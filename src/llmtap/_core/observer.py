@@ -111,14 +111,13 @@ class AttemptObserver:
         self.headers_at = now
         self.status = status
         provider = self.provider
-        found = read_header_items(provider, items, self.facts)
-        self.parse_errors += found.errors
-        self.retry_after = found.retry_after
-        self._rate_limits = found.rate_limits
-        content_type = found.content_type
-        if found.encoding:
+        content_type, encoding, self.retry_after, self._rate_limits, errors = read_header_items(
+            provider, items, self.facts
+        )
+        self.parse_errors += errors
+        if encoding:
             try:
-                self._decoder = make_decoder(found.encoding)
+                self._decoder = make_decoder(encoding)
             except BodyDecodeError as exc:
                 self.parse_errors += 1
                 log_once("encoding", "llmtap: %s; response bodies with it are not parsed", exc)

@@ -188,7 +188,7 @@ class Tap:
                     reason = "unknown"
         bounds = self._bounds
         model = info.model
-        address, server_port = bounds.server(host, port)
+        address, server_port = bounds.servers.get((host, port)) or bounds.server(host, port)
         values = _current_attributes()
         if values or self._baggage_keys:
             pairs, labels = self._attributes(values)
