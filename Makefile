@@ -51,10 +51,12 @@ test: $(STAMP) prometheus lint typecheck dashboards
 	LLMTAP_REQUIRE_PROMETHEUS=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## bench: llmtap's cost inside the real SDKs vs the issue's targets, ~5 min (BENCH_ARGS=--quick: ~1 min;
-## python benchmarks/micro.py: the sub-µs figures), then the tests' fixed timing budgets (pytest -m budget,
-## left out of `make test`). Method and figures: benchmarks/README.md
+## python benchmarks/micro.py: the sub-µs figures), then llmtap against the Anthropic SDK's tracing in one
+## process, ~2 min (INPROC_ARGS, e.g. "--rounds 20 --no-stream"), then the tests' fixed timing budgets
+## (pytest -m budget, left out of `make test`). Method and figures: benchmarks/README.md
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sdk.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/inproc.py $(INPROC_ARGS)
 	$(BIN)/python -m pytest -m budget -q
 
 ## scale: 10,000 concurrent async streams and 64 threads on one sync client, in one process

@@ -177,25 +177,52 @@ class Configured:
     """The OTel configurations' reader: collected at the end of every timed value (:func:`collecting`)."""
     collections: int = 0
     histogram_points: int = 0
+    settings: Any = None
+    """llmtap's configurations: the ``llmtap.Settings`` that :func:`activate` instruments with."""
+    instrument_kwargs: dict[str, Any] = field(default_factory=dict)
+    """llmtap's configurations: the application-owned registry / providers handed to ``instrument()``."""
+    tracer_provider: Any = None
+    """``anthropic_tracing``: the provider of the Anthropic SDK's own spans (made global by :func:`configure`,
+    or handed to one client by its ``open_telemetry`` option: ``benchmarks/inproc.py``)."""
 
 
 def configure(config: str, base_url: str) -> Configured:
     """Switch ``config`` on in this process, importing only what it uses."""
+    out = prepare(config, base_url)
+    if out.tracer_provider is not None:
+        # The Anthropic SDK traces every API call when a global tracer provider exists (anthropic/_tracing.py:
+        # get_tracer(); ANTHROPIC_OPEN_TELEMETRY=false or open_telemetry=False turn it off).
+        from opentelemetry import trace
+
+        trace.set_tracer_provider(out.tracer_provider)
+    activate(out)
+    return out
+
+
+def activate(out: Configured) -> None:
+    """``llmtap.instrument()`` with ``out``'s settings and application-owned objects (nothing for the
+    configurations without llmtap); ``llmtap.uninstrument()`` undoes it and the objects stay reusable."""
+    if out.settings is None:
+        return
+    import llmtap
+
+    out.tap = llmtap.instrument(out.settings, **out.instrument_kwargs)
+
+
+def prepare(config: str, base_url: str) -> Configured:
+    """What ``config`` needs, built but not switched on (nothing made global, nothing instrumented),
+    importing only what it uses."""
     out = Configured()
     if config in ("baseline", "baseline_again"):
         return out
     if config == "anthropic_tracing":
-        # The Anthropic SDK traces every API call when a global tracer provider exists (anthropic/_tracing.py:
-        # get_tracer(); ANTHROPIC_OPEN_TELEMETRY=false or open_telemetry=False turn it off).
-        from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         out.span_exporter = _CountingSpanExporter()
-        provider = TracerProvider()
-        provider.add_span_processor(BatchSpanProcessor(out.span_exporter))  # type: ignore[arg-type]
-        trace.set_tracer_provider(provider)
-        out.providers.append(provider)
+        out.tracer_provider = TracerProvider()
+        out.tracer_provider.add_span_processor(BatchSpanProcessor(out.span_exporter))  # type: ignore[arg-type]
+        out.providers.append(out.tracer_provider)
         return out
     app_only = config in RSS_ONLY
     if app_only:  # the application's objects of this llmtap configuration, without llmtap
@@ -205,7 +232,7 @@ def configure(config: str, base_url: str) -> Configured:
     otel_metrics = config in ("otel_metrics", "otlp", "all")
     if config not in ("core", "prometheus", "spans", "otel_metrics", "prom_spans", "otlp", "all"):
         raise SystemExit(f"unknown configuration {config!r}")
-    kwargs: dict[str, Any] = {}
+    kwargs = out.instrument_kwargs
     if metrics:
         from prometheus_client import CollectorRegistry
 
@@ -234,24 +261,31 @@ def configure(config: str, base_url: str) -> Configured:
         return out
     import llmtap
 
-    out.tap = llmtap.instrument(
-        llmtap.Settings(metrics=metrics, traces=traces, otel_metrics=otel_metrics, base_urls=(base_url,)), **kwargs
-    )
+    out.settings = llmtap.Settings(metrics=metrics, traces=traces, otel_metrics=otel_metrics, base_urls=(base_url,))
     return out
 
 
 class Workloads:
     """The SDK calls; one unit is one stream read to its end, or one request."""
 
-    def __init__(self, base_url: str, tokens: int) -> None:
+    def __init__(self, base_url: str, tokens: int, open_telemetry: Any = None) -> None:
+        """``open_telemetry``: the anthropic clients' option of that name (``None``, the SDK's default: its
+        tracing on whenever a global tracer provider exists; ``False``: off; ``{"tracer_provider": p}``: on,
+        into ``p``)."""
         import anthropic
         import openai
 
         scenario = {"x-llmtap-sim": f"tokens={tokens}"}
         short = {"x-llmtap-sim": "tokens=5"}
-        self.a = anthropic.Anthropic(base_url=base_url, api_key="bench", max_retries=0, default_headers=scenario)
-        self.aa = anthropic.AsyncAnthropic(base_url=base_url, api_key="bench", max_retries=0, default_headers=scenario)
-        self.a_short = anthropic.Anthropic(base_url=base_url, api_key="bench", max_retries=0, default_headers=short)
+        a: dict[str, Any] = {
+            "base_url": base_url,
+            "api_key": "bench",
+            "max_retries": 0,
+            "open_telemetry": open_telemetry,
+        }
+        self.a = anthropic.Anthropic(**a, default_headers=scenario)
+        self.aa = anthropic.AsyncAnthropic(**a, default_headers=scenario)
+        self.a_short = anthropic.Anthropic(**a, default_headers=short)
         self.b = anthropic.AnthropicBedrock(
             base_url=base_url,
             aws_region="us-east-1",
@@ -259,6 +293,7 @@ class Workloads:
             aws_secret_key="bench",
             max_retries=0,
             default_headers=scenario,
+            open_telemetry=open_telemetry,
         )
         self.o = openai.OpenAI(base_url=base_url + "/v1", api_key="bench", max_retries=0, default_headers=scenario)
         self.oa = openai.AsyncOpenAI(

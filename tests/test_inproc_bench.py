@@ -1,0 +1,57 @@
+"""``benchmarks/inproc.py`` (run in full by ``make bench``), reduced to a few tiny blocks: it runs and its
+positive controls pass. No timing is asserted here: the figures belong to ``make bench``."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests.support.scripts import load_script
+
+
+def _load_inproc() -> ModuleType:
+    """benchmarks/inproc.py, loaded as a module."""
+    return load_script("benchmarks/inproc.py", "llmtap_bench_inproc")
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_inproc_runs_and_its_positive_controls_pass() -> None:
+    inproc = _load_inproc()
+    configs = (*inproc.CONFIGS, inproc.SDK_DEFAULT)
+    report = inproc.run(rounds=2, requests=3, streams=1, tokens=10, warmup_rounds=1, seed=0, configs=configs)
+
+    assert report.failed == []
+    for workload in inproc.WORKLOADS:
+        for config in configs:
+            assert len(report.us[workload][config]) == 2 and all(v > 0 for v in report.us[workload][config])
+    # what the controls compared is not empty: every configuration ran, llmtap's hook was in the path of
+    # its own blocks only, the registries and the collections saw the requests
+    controls = report.controls
+    assert set(controls.units) == set(configs)
+    assert controls.hooked == {c: {report.configured[c].settings is not None} for c in configs}
+    assert controls.tracers == {"off": True, "traced": True, "default": True}
+    assert controls.hooked["prom_spans"] == {True} and controls.hooked["bare"] == {False}
+    assert controls.attempts["prom_spans"] and all(seen == timed > 0 for seen, timed in controls.attempts["prom_spans"])
+    assert controls.points["otlp"][-1] > 0
+    spans = {c: conf.span_exporter.spans for c, conf in report.configured.items() if conf.span_exporter is not None}
+    assert set(spans) == {"prom_spans", "otlp", "anthropic_tracing"}
+    assert all(n == controls.units[c] > 0 for c, n in spans.items())
+    text = "\n".join(inproc.markdown(report))
+    assert all(f"- {c}: " in text for c in ("prom_spans", "otlp"))
+
+    # the checks can fail: one span too few, llmtap's hook in a bare block, a foreign span, a registry miss
+    spoilers: list[tuple[Callable[[Any], None], str]] = [
+        (lambda c: c.units.__setitem__("otlp", c.units["otlp"] + 1), "otlp"),
+        (lambda c: c.hooked["bare"].add(True), "bare"),
+        (lambda c: c.foreign_spans.append("core block: spans of prom_spans"), "core block"),
+        (lambda c: c.attempts["prom_spans"].append((0, 3)), "prom_spans"),
+    ]
+    for spoil, named in spoilers:
+        spoiled = copy.deepcopy(controls)
+        spoil(spoiled)
+        failed = inproc.check_controls(report.configured, spoiled)
+        assert len(failed) == 1 and named in failed[0], failed
