@@ -17,10 +17,9 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import baggage
 from opentelemetry import context as otel_context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
@@ -110,6 +109,11 @@ class Tap:
         self._excluded = re.compile("|".join(settings.excluded_urls)) if settings.excluded_urls else None
         self._bounds = RecordBounds(settings, PROVIDERS)
         self._baggage_keys = settings.baggage_attributes
+        self._get_baggage: Callable[[str], object] | None = None
+        if self._baggage_keys:  # OpenTelemetry's baggage module only when asked for (Settings.baggage_attributes)
+            from opentelemetry.baggage import get_baggage
+
+            self._get_baggage = get_baggage
         self._no_labels = ("",) * len(settings.attribute_labels)
         self._pricer: Pricer | None = None
         if settings.cost:
@@ -244,10 +248,11 @@ class Tap:
     def _attributes(self, values: Mapping[str, str]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
         """The app's attributes (``values``, and the baggage keys asked for: span attributes) and the
         bounded attribute labels, for one attempt."""
-        if self._baggage_keys:
+        get_baggage = self._get_baggage
+        if get_baggage is not None:
             from_baggage = {}
             for key in self._baggage_keys:
-                value = baggage.get_baggage(key)
+                value = get_baggage(key)
                 if value is not None:
                     from_baggage[key] = str(value)
             if from_baggage:
