@@ -11,6 +11,8 @@ from llmtap._providers._base import Facts
 
 __all__ = ["build_record"]
 
+# the named tuples made without their Python-level ``__new__`` / ``_make`` (one call less each; every field given)
+_new = tuple.__new__
 _T = TypeVar("_T", str, tuple[str, ...])
 _SHARED: dict[object, object] = {}
 """Response models and stop-reason tuples seen so far -> the first equal object (at most :data:`_MAX_SHARED`):
@@ -56,7 +58,8 @@ def build_record(
     # per choice index, in index order (one choice but for n > 1)
     reasons = tuple(stops.values()) if len(stops) < 2 else tuple(reason for _, reason in sorted(stops.items()))
     model = facts.response_model
-    return AttemptRecord._make(
+    return _new(
+        AttemptRecord,
         (
             *start,
             outcome,
@@ -67,17 +70,16 @@ def build_record(
             gaps.first,
             first_token_at,
             ended_at,
-            gaps.chunks,
-            gaps.max,
-            gaps.stalls,
-            gaps.bucket_counts(),
-            gaps.sum,
-            Usage(
-                input_tokens,
-                facts.output_tokens,
-                facts.cache_read_tokens,
-                facts.cache_write_tokens,
-                facts.reasoning_tokens,
+            *gaps.summary(),  # chunks, max_gap, stalls, gap_bucket_counts, gap_sum
+            _new(
+                Usage,
+                (
+                    input_tokens,
+                    facts.output_tokens,
+                    facts.cache_read_tokens,
+                    facts.cache_write_tokens,
+                    facts.reasoning_tokens,
+                ),
             ),
             _shared(reasons) if reasons else (),
             facts.response_id,
@@ -89,5 +91,5 @@ def build_record(
             parse_errors + facts.rejected,
             None,  # cost: priced by the tap (Settings.cost)
             span_context,
-        )
+        ),
     )
