@@ -60,9 +60,10 @@ if TYPE_CHECKING:
 
 __all__ = ["METRIC_NAMES", "PENDING_MAX", "PrometheusExporter", "exemplar_of"]
 
-PENDING_MAX = 4_096
-"""Ended records kept for the next scrape; past it, each end folds the oldest one itself (what it costs
-without the queue), so a registry nobody scrapes holds at most this many."""
+PENDING_MAX = 1_024
+"""Ended records kept for the next scrape (up to ~3-4 KiB each, their raw rate-limit headers included: a few
+MiB at most); past it, each end folds the oldest one itself (what an end cost before the queue), so a
+registry nobody scrapes holds no more."""
 
 METRIC_NAMES: tuple[str, ...] = (*(i.prometheus() for i in INSTRUMENTS), *HEALTH_METRIC_NAMES)
 """Every metric family this exporter registers (histograms and counters by their family name)."""
