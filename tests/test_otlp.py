@@ -752,3 +752,53 @@ def test_genai_semconv_generations(sim: Simulator, generation: str, present: set
         families = {m.name for m in cap.registry.collect() if any(s.value for s in m.samples)}
     assert present <= families
     assert not absent & families
+
+
+def _attempts_total(spied: _Spied) -> float:
+    """llmtap.attempts summed over the series of one collection (cumulative counters)."""
+    data = spied.reader.get_metrics_data()
+    return sum(
+        p.value for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+        if m.name == "llmtap.attempts" for p in m.data.data_points
+    )  # fmt: skip
+
+
+def test_counters_of_queued_records_are_reported_by_the_same_collection(spied: _Spied) -> None:
+    """The queue is written by the collection's first callback, before the counters are observed."""
+    totals = spied.exporter._shared.totals["attempts"]
+    spied.exporter.end(_a_record(0.5), None)
+    assert sum(v for _, v in totals.values()) == 0  # queued: nothing folded on the application's thread
+    assert _attempts_total(spied) == 1  # positive control: that collection reports it
+    assert _attempts_total(spied) == 1  # once
+
+
+def test_ends_racing_collections_are_each_counted_once(spied: _Spied, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ends on several threads (queued, and written past a small ENDED_MAX) while another thread collects."""
+    import threading
+
+    from llmtap._exporters import otel_metrics
+
+    monkeypatch.setattr(otel_metrics, "ENDED_MAX", 16)
+    threads, each = 4, 500
+    done = threading.Event()
+    seen: list[float] = []
+
+    def ends() -> None:
+        for _ in range(each):
+            spied.exporter.end(_a_record(0.5), None)
+
+    def collects() -> None:
+        while not done.is_set():
+            seen.append(_attempts_total(spied))
+
+    collector = threading.Thread(target=collects)
+    collector.start()
+    workers = [threading.Thread(target=ends) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    done.set()
+    collector.join()
+    assert seen == sorted(seen)  # never counted back
+    assert _attempts_total(spied) == threads * each
