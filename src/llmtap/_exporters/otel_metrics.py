@@ -404,10 +404,10 @@ class _Shared:
         that follow report them); record the pending histogram values, and the pending gaps one value per gap
         (see :func:`spread`); a new exemplar interval begins."""
         queue = self._ended
-        while True:
+        for _ in range(len(queue)):  # what ended before the collection: later ends wait for the next one
             try:
                 ended = queue.popleft()
-            except IndexError:
+            except IndexError:  # an end past ENDED_MAX took it
                 break
             _write_ended(ended)
         with self.lock:

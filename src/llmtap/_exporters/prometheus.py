@@ -258,11 +258,19 @@ class _Folded(Collector):
         pending.append(ended)
 
     def drain(self) -> None:
-        """Fold every queued record, oldest first (the scrape, and ``close()``)."""
+        """Fold the records queued when it begins, oldest first (the scrape, and ``close()``),
+        :data:`_DRAIN_BATCH` at a time under the fold lock: a start that writes (a stream in flight, a
+        retry) waits for one batch at most, not for the whole queue."""
         pending = self._pending
-        with self._lock:
-            while pending:
-                self._fold_ended(pending.popleft())  # the only other taker holds this lock too
+        left = len(pending)  # what ended before the drain began: later ends wait for the next one
+        while left > 0:
+            with self._lock:
+                for _ in range(min(left, _DRAIN_BATCH)):
+                    if not pending:  # the only other taker (an end past the cap) holds this lock too
+                        left = 0
+                        break
+                    self._fold_ended(pending.popleft())
+                    left -= 1
 
     def write(
         self,
@@ -396,6 +404,10 @@ class _Folded(Collector):
                 for series, value in numbers[name]:
                     family.add_metric(series, value)
             yield family
+
+
+_DRAIN_BATCH = 64
+"""Queued records folded per hold of the fold lock at scrape (tens of µs)."""
 
 
 def _forget_in_child(ref: weakref.ref[_Folded]) -> None:
