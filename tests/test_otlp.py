@@ -758,7 +758,7 @@ def _attempts_total(spied: _Spied) -> float:
     """llmtap.attempts summed over the series of one collection (cumulative counters)."""
     data = spied.reader.get_metrics_data()
     return sum(
-        p.value for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+        float(p.value) for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
         if m.name == "llmtap.attempts" for p in m.data.data_points
     )  # fmt: skip
 
