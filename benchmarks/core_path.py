@@ -38,7 +38,7 @@ HEADERS = [
     (b"content-length", b"421"),
 ]
 BODY = (
-    b'{"id":"msg_01E0cKikJXfhUdytBvqwC5fp","type":"message","role":"assistant","model":"claude-sonnet-4-5",'
+    b'{"id":"msg_01E0cKikJXfhUdytBvqwC5fp","type":"message","role":"assistant","model":"claude-sonnet-4-6",'
     b'"content":[{"type":"text","text":"tok0 tok1 tok2 tok3 tok4 "}],"stop_reason":"end_turn",'
     b'"stop_sequence":null,"usage":{"input_tokens":25,"cache_creation_input_tokens":0,'
     b'"cache_read_input_tokens":0,"cache_creation":{"ephemeral_5m_input_tokens":0,'
@@ -52,7 +52,7 @@ class _Body(httpx.SyncByteStream):
 
 
 class _Options:
-    json_data = {"model": "claude-sonnet-4-5", "max_tokens": 1024, "messages": []}  # noqa: RUF012
+    json_data = {"model": "claude-sonnet-4-6", "max_tokens": 1024, "messages": []}  # noqa: RUF012
 
 
 def _unit() -> Any:

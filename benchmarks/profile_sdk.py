@@ -130,14 +130,21 @@ def _rss_kib() -> float:
 
 def imports_attribution(config: str, base_url: str, added: Sequence[str]) -> None:
     """On top of the application-only worker: each added package's RSS (current, after a collection) as it is
-    imported, the non-llmtap ones first, then llmtap's own, then ``instrument()`` and the requests."""
+    imported, the non-llmtap ones first, then llmtap's own, then ``instrument()`` and the requests.
+
+    For the configurations with an application-only worker, ``instrument()`` is given that worker's own
+    registry and providers and the requests go through the same SDK clients: building those a second time
+    (a second TracerProvider and its export thread, new clients with their TLS contexts) would be counted
+    as llmtap's state."""
     import importlib
 
     import anthropic  # noqa: F401
     import openai  # noqa: F401
 
-    sdk.configure(sdk.APP_BASELINES.get(config, "baseline"), base_url)
-    _requests(base_url)
+    app = sdk.configure(sdk.APP_BASELINES.get(config, "baseline"), base_url)
+    wl = sdk.Workloads(base_url, 5)
+    wl.anthropic_create(1)
+    wl.openai_create(1)
     order: dict[str, list[str]] = {}
     for name in added:
         if not name.startswith("llmtap"):
@@ -156,16 +163,21 @@ def imports_attribution(config: str, base_url: str, added: Sequence[str]) -> Non
             with contextlib.suppress(Exception):  # a module that only loads as part of another's import
                 importlib.import_module(name)
         step(group)
-    import llmtap  # noqa: F401  (llmtap's own modules that ``import llmtap`` loads)
+    import llmtap  # llmtap's own modules that ``import llmtap`` loads
 
     step("llmtap (import llmtap)")
     lazily = [name for name in added if name.startswith("llmtap") and name not in sys.modules]
     for name in lazily:
         importlib.import_module(name)
     step(f"llmtap's modules instrument() loads: {' '.join(n[7:] for n in lazily)}")
-    sdk.configure(config, base_url)
-    _requests(base_url)
+    if config in sdk.APP_BASELINES:
+        llmtap.instrument(sdk.llmtap_settings(config, base_url), **app.instrument_kwargs)
+    else:
+        sdk.configure(config, base_url)
+    wl.anthropic_create(1)
+    wl.openai_create(1)
     step("instrument() + the two requests (llmtap's state)")
+    wl.close()
     json.dump({"steps": steps}, sys.stdout)
 
 
@@ -240,6 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             imports_attribution(argv[1], child_url, argv[2:])
         return 0
     args = parser.parse_args(argv)
+    sdk.ensure_bytecode()  # as installed: no child compiles llmtap from source
     url = os.environ.get("LLMTAP_BENCH_URL")
     if url:
         run(args, url)

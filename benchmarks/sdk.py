@@ -60,7 +60,7 @@ CONFIGS: tuple[str, ...] = (
 APP_BASELINES: dict[str, str] = {"prom_spans": "prom_spans_app", "otlp": "otlp_app"}
 """llmtap configuration -> the worker that builds the same application-owned objects without llmtap (the
 Prometheus registry, the tracer and meter providers the application hands to ``instrument()``, or that
-``llmtap run``'s OpenTelemetry distro builds): peak RSS over it is llmtap's own share (its modules, wrapt, its
+``llmtap run``'s OpenTelemetry distro builds): peak RSS over it is llmtap's own share (its modules, its
 exporters and their state, what the OTel SDK loads only when llmtap uses the providers). These workers are
 for peak RSS only: the CPU tables leave them out."""
 RSS_ONLY: frozenset[str] = frozenset(APP_BASELINES.values())
@@ -259,10 +259,20 @@ def prepare(config: str, base_url: str) -> Configured:
     if app_only:
         out.span_exporter = None  # nothing uses the provider: no span to expect
         return out
+    out.settings = llmtap_settings(config, base_url)
+    return out
+
+
+def llmtap_settings(config: str, base_url: str) -> Any:
+    """The ``llmtap.Settings`` of the llmtap configuration ``config``."""
     import llmtap
 
-    out.settings = llmtap.Settings(metrics=metrics, traces=traces, otel_metrics=otel_metrics, base_urls=(base_url,))
-    return out
+    return llmtap.Settings(
+        metrics=config in ("prometheus", "prom_spans", "all"),
+        traces=config in ("spans", "prom_spans", "otlp", "all"),
+        otel_metrics=config in ("otel_metrics", "otlp", "all"),
+        base_urls=(base_url,),
+    )
 
 
 class Workloads:
@@ -317,7 +327,7 @@ class Workloads:
         n = 0
         for _ in range(loops):
             for _event in self.a.messages.create(
-                model="claude-sonnet-4-5",
+                model="claude-sonnet-4-6",
                 max_tokens=4096,
                 messages=MESSAGES,
                 stream=True,
@@ -330,7 +340,7 @@ class Workloads:
             n = 0
             for _ in range(loops):
                 stream = await self.aa.messages.create(
-                    model="claude-sonnet-4-5",
+                    model="claude-sonnet-4-6",
                     max_tokens=4096,
                     messages=MESSAGES,
                     stream=True,
@@ -355,7 +365,7 @@ class Workloads:
 
     def anthropic_create(self, loops: int) -> int:
         for _ in range(loops):
-            self.a_short.messages.create(model="claude-sonnet-4-5", max_tokens=1024, messages=MESSAGES)
+            self.a_short.messages.create(model="claude-sonnet-4-6", max_tokens=1024, messages=MESSAGES)
         return loops
 
     def openai_stream(self, loops: int) -> int:
@@ -461,6 +471,20 @@ def collection_floor(configured: Configured, scrape: bool = True) -> tuple[float
     if reader is not None:
         reader.get_metrics_data()
     return time.process_time() - c0, time.perf_counter() - w0
+
+
+def ensure_bytecode() -> None:
+    """Write llmtap's bytecode caches (``__pycache__``), as installing its wheel does (pip compiles every module
+    at install), before any worker starts: the other packages' caches were written when they were installed,
+    and a worker compiling llmtap from source (an editable checkout under ``PYTHONDONTWRITEBYTECODE=1``
+    compiles at every start) would count the compiler's transient memory (~0.9 MiB of tracemalloc peak,
+    ~0.3 MiB that stays in RSS) as llmtap's."""
+    import compileall
+    import importlib.util
+
+    spec = importlib.util.find_spec("llmtap")  # finds, does not import
+    if spec is not None and spec.origin is not None:
+        compileall.compile_dir(os.path.dirname(spec.origin), quiet=1)
 
 
 def max_rss_bytes() -> int:
@@ -595,7 +619,7 @@ def stream_memory(base_url: str, sizes: Sequence[int], gzip: bool) -> dict[int, 
     )
     only_llmtap = own_code_filters()
     out: dict[int, int] = {}
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 4096, "messages": MESSAGES, "stream": True}
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 4096, "messages": MESSAGES, "stream": True}
     with httpx2.Client(timeout=60) as client:
         for n in sizes:
             scenario = f"tokens={n + 10}" + (",gzip" if gzip else "")
@@ -914,6 +938,7 @@ def master(args: argparse.Namespace) -> int:
     chosen |= {APP_BASELINES[c] for c in chosen if c in APP_BASELINES}  # llmtap's share needs its app worker
     configs = [c for c in CONFIGS if c in chosen]
     workloads = tuple(w for w in WORKLOADS if not args.workloads or w in args.workloads)
+    ensure_bytecode()
     load = os.getloadavg()[0]
     print(f"llmtap in-SDK benchmark{' (quick)' if args.quick else ''}: {machine_line()}; 1-min load {load:.2f}")
     print(f"  {rounds} rounds x {len(configs)} configurations, {values} values each, streams of {tokens} deltas")

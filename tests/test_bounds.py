@@ -42,6 +42,9 @@ def test_known_values_pass_unknown_up_to_the_limit_then_overflow() -> None:
     ]  # fmt: skip
     assert bound.admitted == 3
     assert label_overflows()["t"] - before == 2  # each replacement counted
+    # what a call answers for a value seen, read without one (RecordBounds.apply's shortcut)
+    assert bound.seen.get("a") == "a" and bound.seen.get("end_turn") == "end_turn"
+    assert bound.seen.get("d") == "_other" and bound.seen.get("never") is None
 
 
 def test_sanitised_values() -> None:

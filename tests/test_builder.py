@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from llmtap import Outcome
 from llmtap._core.builder import build_record
 from llmtap._core.gaps import GapCounter
@@ -59,3 +61,25 @@ def test_stop_reasons_in_choice_order_and_rate_limits_read_from_the_raw_values()
     assert record.stop_reasons == ("stop", "length") and record.stop_reason == "stop"
     assert record.rate_limits == (RateLimit("requests", 50.0, 49.0, None),)
     assert _build(Facts(), includes_cache=True).rate_limits == ()
+
+
+def test_records_share_their_response_model_and_stop_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spans hold these until exported: records of equal values hold one object (a bounded memo; past its
+    bound a record keeps its own, equal value)."""
+    shared: dict[object, object] = {}
+    monkeypatch.setattr("llmtap._core.builder._SHARED", shared)
+
+    def record(model: str, reason: str) -> AttemptRecord:
+        facts = _facts(response_model="".join(model))  # a new string, as parsed from each body
+        facts.set_stop_reason("".join(reason))
+        return _build(facts, includes_cache=True)
+
+    first, second = record("claude", "end_turn"), record("claude", "end_turn")
+    assert second.response_model == "claude" and second.response_model is first.response_model
+    assert second.stop_reasons == ("end_turn",) and second.stop_reasons is first.stop_reasons
+    monkeypatch.setattr("llmtap._core.builder._MAX_SHARED", 2)  # full
+    third, fourth = record("gpt", "stop"), record("gpt", "stop")
+    assert third.response_model == fourth.response_model == "gpt" and third.response_model is not fourth.response_model
+    assert fourth.stop_reasons == ("stop",) and third.stop_reasons is not fourth.stop_reasons
+    empty = _build(Facts(), includes_cache=True)
+    assert (empty.stop_reasons, empty.response_model) == ((), None) and len(shared) == 2  # nothing to share

@@ -57,3 +57,13 @@ def test_the_same_as_counting_every_gap(seed: int) -> None:
     assert gaps.stalls == sum(gap > stall for gap in plain)
     assert gaps.sum == pytest.approx(sum(plain))
     assert gaps.chunks == len(times)
+    assert gaps.summary() == (gaps.chunks, gaps.max, gaps.stalls, gaps.bucket_counts(), gaps.sum)
+
+
+@pytest.mark.parametrize("ticks", [(), (1.0,), (1.0, 1.0), (1.0, 1.05), (1.0, 3.0)])
+def test_the_summary_is_the_record_fields(ticks: tuple[float, ...]) -> None:
+    """What the record builder takes in one call, with the one-chunk shortcut among them."""
+    gaps = GapCounter((0.1, 1.0), stall_threshold=0.5)
+    for now in ticks:
+        gaps.tick(now)
+    assert gaps.summary() == (gaps.chunks, gaps.max, gaps.stalls, gaps.bucket_counts(), gaps.sum)

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from llmtap._core.headers import _RESET_AT, rate_limits, read_headers
+from llmtap._core.headers import _RESET_AT, rate_limits, read_header_items, read_headers
 from llmtap._providers._base import Facts
 from llmtap._providers.anthropic import PROVIDER as ANTHROPIC
 from llmtap._providers.bedrock import PROVIDER as BEDROCK
@@ -77,3 +77,18 @@ def test_garbage_numbers_are_parse_errors(value: bytes) -> None:
 def test_garbage_resets_are_parse_errors(value: bytes) -> None:
     found = read_headers(ANTHROPIC, [(b"anthropic-ratelimit-tokens-reset", value)], Facts())
     assert found.errors == 1 and found.rate_limits == (("tokens", _RESET_AT, None),)
+
+
+@pytest.mark.parametrize("module_name", ["httpx", "httpx2"])
+def test_httpx_header_items_are_read_as_kept(module_name: str) -> None:
+    """The shells read httpx's own ``(raw, lower-case, value)`` items (no copy): the same findings as the raw pairs."""
+    module = pytest.importorskip(module_name)
+    raw = [(b"Content-Type", b"application/json"), (b"Request-Id", b"req_7"), (b"Retry-After", b"2")]
+    headers = module.Headers(raw)
+    items = headers._list
+    assert type(items) is list and [(name, value) for name, _, value in items] == headers.raw == raw
+    via_items, via_pairs = Facts(), Facts()
+    found = read_header_items(ANTHROPIC, items, via_items)
+    assert found == read_headers(ANTHROPIC, raw, via_pairs)
+    assert found.content_type == b"application/json" and found.retry_after == 2.0
+    assert via_items.request_id == via_pairs.request_id == "req_7"

@@ -20,11 +20,15 @@ ON_DEMAND = (
     "llmtap._instrumentor",  # only opentelemetry-instrument / llmtap run / llmtap.LlmtapInstrumentor
     "opentelemetry.instrumentation",
     "llmtap._core.cost",  # only with Settings.cost
+    "llmtap._core.eventstream",  # only with the first Bedrock stream (AWS event-stream framing)
+    "opentelemetry.baggage",  # only with Settings.baggage_attributes
+    "queue",  # the hand-off takes SimpleQueue from _queue, without queue.py's classes
 )
-FOREIGN = ("anthropic", "openai", "aiohttp", "opentelemetry.sdk", "opentelemetry.semconv", "psutil")
+FOREIGN = ("anthropic", "openai", "aiohttp", "opentelemetry.sdk", "opentelemetry.semconv", "psutil", "wrapt")
 """Never imported by llmtap itself: the SDKs and HTTP clients are patched when the application imports them;
 the OpenTelemetry SDK (and the semantic-convention constants and psutil its resources load) is the
-application's, handed to instrument() or set as the global provider."""
+application's, handed to instrument() or set as the global provider; wrapt (15 modules, ~0.33 MiB) is
+OpenTelemetry's instrumentation machinery's, llmtap patches without it (``_hooks/_patching.py``)."""
 PROMETHEUS = ("prometheus_client", "llmtap._exporters.prometheus", "llmtap._exporters._health_prometheus")
 """Loaded only when the Prometheus exporter is on (Settings.metrics)."""
 
@@ -93,3 +97,25 @@ def test_a_mistyped_setting_still_gets_its_suggestion(clean_env: dict[str, str])
     assert out.returncode == 0, out.stderr
     assert "difflib" in json.loads(out.stdout)
     assert "ignoring LLMTAP_TRACE: no such setting (did you mean LLMTAP_TRACES?)" in out.stderr
+
+
+_USED = """
+import json, sys
+import llmtap
+from llmtap._core.framer import FrameFeed
+from llmtap._providers.bedrock import AnthropicBedrock
+llmtap.instrument(llmtap.Settings(baggage_attributes=("tenant",)))
+FrameFeed(lambda event, data: None, AnthropicBedrock(), 1024)  # what a Bedrock stream's start makes
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_what_is_loaded_on_demand_is_loaded_when_used(clean_env: dict[str, str]) -> None:
+    """Positive control of the on-demand modules above: the setting or the traffic that needs one loads it."""
+    out = subprocess.run([sys.executable, "-c", _USED], capture_output=True, text=True, timeout=60, env=clean_env)
+    assert out.returncode == 0, out.stderr
+    modules = set(json.loads(out.stdout))
+    assert _found(modules, ("llmtap._core.eventstream", "opentelemetry.baggage")) == [
+        "llmtap._core.eventstream",
+        "opentelemetry.baggage",
+    ]

@@ -1,13 +1,27 @@
-"""``llmtap._core.record``: the outcome classes (each outcome in exactly one, as the README's table says) and
-what a record derives from its times."""
+"""``llmtap._core.record``: the outcome classes (each outcome in exactly one, as the README's table says),
+what a record derives from its times, and the named tuples the request path makes with ``tuple.__new__``
+(without their Python-level constructors, which check the field count)."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
+import httpx
+
+import llmtap
+from llmtap._core.builder import build_record
+from llmtap._core.calls import call_record
+from llmtap._core.gaps import GapCounter
+from llmtap._core.headers import read_header_items
 from llmtap._core.record import APP_SIDE, FAILED, SERVICE_SIDE, CallRecord, Cost, Outcome
+from llmtap._core.request import info_from_json
+from llmtap._providers._base import Facts
+from llmtap._providers.anthropic import PROVIDER as ANTHROPIC
+from llmtap.testing import capture
 from tests.support.paths import ROOT
 from tests.support.records import attempt_record
+from tests.support.replay import START
 
 
 def _readme_outcomes() -> dict[str, str]:
@@ -64,3 +78,25 @@ def test_a_calls_times_include_its_retries() -> None:
 
 def test_a_costs_total_leaves_the_savings_out() -> None:
     assert Cost(input=1.0, output=2.0, cache_read=0.25, cache_write=0.5, cache_savings=100.0).total == 3.75
+
+
+BASE = "http://llm.test"
+
+
+def _complete(value: Any) -> bool:
+    return len(value) == len(type(value)._fields)
+
+
+def test_every_named_tuple_of_the_request_path_is_complete() -> None:
+    with capture(llmtap.Settings(base_urls=(BASE,), traces=False), patch=False) as cap:
+        request = httpx.Request("POST", BASE + "/v1/messages", json={"model": "m", "max_tokens": 8})
+        attempt = cap.tap._begin(request)
+        assert attempt is not None
+        start = attempt.observer.start
+    record = build_record(
+        START, Outcome.COMPLETED, None, 200, False, 0.5, None, 1.0, GapCounter((0.1,), 1.0), Facts(), False, (), None, 0
+    )
+    found = read_header_items(ANTHROPIC, [(b"Content-Type", b"content-type", b"application/json")], Facts())
+    for value in (start, record, record.usage, call_record("c", 1, 0.0, record), info_from_json({"model": "m"}), found):
+        assert _complete(value), type(value).__name__
+    assert not _complete(tuple.__new__(type(start), tuple(start)[:-1]))  # the check bites: one field short

@@ -288,3 +288,30 @@ def test_a_failed_send_raises_the_apps_exception(cap: Capture, mode: str) -> Non
             asyncio.run(_stream.observe_async(cap.tap, request, asend, shell))
     assert raised.value is error
     assert [(r.outcome, r.status_code) for r in cap.records] == [(Outcome.CONNECTION_ERROR, None)]
+
+
+class _PairsOnly:
+    """Response headers that keep no httpx ``(raw, lower-case, value)`` items, only their raw pairs."""
+
+    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+        self.raw = raw
+
+
+@pytest.mark.parametrize("items", [True, False], ids=["httpx-items", "raw-pairs"])
+def test_response_headers_are_read_from_httpx_items_or_raw_pairs(cap: Capture, items: bool) -> None:
+    """The shells read httpx's own header items; headers without them are read from their raw pairs, alike."""
+    request = httpx2.Request("POST", BASE + "/v1/messages", json={"model": "m"})
+    raw = [(b"Content-Type", b"text/event-stream"), (b"Request-Id", b"req_9"), (b"retry-after", b"2")]
+    response = httpx2.Response(200, headers=raw, stream=Body([*BODY, STOP]), request=request)  # type: ignore[arg-type]
+    if not items:
+        response.headers = _PairsOnly(raw)  # type: ignore[assignment]
+    shell = _stream.shells_for(httpx2)[0]
+    _stream.observe_sync(cap.tap, request, lambda: response, shell)
+    assert b"".join(response.stream) == b"".join([*BODY, STOP])  # type: ignore[arg-type]
+    [record] = cap.records
+    assert (record.outcome, record.streamed, record.request_id, record.retry_after) == (
+        Outcome.COMPLETED,
+        True,
+        "req_9",
+        2.0,
+    )

@@ -139,6 +139,23 @@ def test_span_detail_adds_the_http_attributes_and_what_repeats_a_metric() -> Non
     provider.shutdown()
 
 
+def test_spans_of_one_operation_and_model_share_their_name_string(
+    spans: Spans, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A span holds its name until exported: one string per (operation, model), bounded (past the bound a
+    span gets its own, equal name)."""
+    model = "".join(["clau", "de"])  # not a constant the compiler would share anyway
+    spans.attempt(operation="chat", request_model=model)
+    spans.attempt(operation="chat", request_model="".join(["clau", "de"]))
+    first, second = spans.finished()
+    assert first.name == second.name == "chat claude" and first.name is second.name
+    monkeypatch.setattr("llmtap._exporters.tracing._MAX_NAMES", 1)  # full: the next pair is named, not kept
+    spans.attempt(operation="chat", request_model="gpt")
+    spans.attempt(operation="chat", request_model="gpt")
+    third, fourth = spans.finished()[2:]
+    assert third.name == fourth.name == "chat gpt" and third.name is not fourth.name
+
+
 def test_a_span_without_a_model_is_named_by_its_operation(spans: Spans) -> None:
     spans.attempt(operation="chat", request_model="")
     (span,) = spans.finished()

@@ -39,7 +39,7 @@ from llmtap.simulator import Scenario, Simulator
 
 __all__ = ["DEMO_FOR", "MIXES", "MIX_HELP", "DemoError", "run_demo"]
 
-MODELS = ("claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-1")
+MODELS = ("claude-sonnet-4-6", "claude-haiku-4-5", "claude-opus-4-1")
 OPENAI_MODELS = ("gpt-4o-mini", "gpt-5")
 PROMPT = "Tell me a story."
 

@@ -8,26 +8,24 @@ __all__ = ["BodyBuffer"]
 class BodyBuffer:
     """Holds the pieces of one body up to ``max_bytes``; past that it drops them and holds nothing more."""
 
-    __slots__ = ("_max", "_parts", "_size")
+    __slots__ = ("_max", "_parts", "_size", "overflowed")
 
     def __init__(self, max_bytes: int) -> None:
         self._max = max_bytes
         self._parts: list[bytes] = []
         self._size = 0
-
-    @property
-    def overflowed(self) -> bool:
-        return self._size < 0
+        self.overflowed = False
+        """The body exceeded ``max_bytes``: nothing is kept (an attribute: read once per attempt)."""
 
     def add(self, data: bytes) -> bool:
         """Keep ``data``; ``False`` only for the piece that makes the body exceed the bound (the caller
         counts it once); later pieces are ignored."""
-        if self._size < 0:
+        if self.overflowed:
             return True
         self._size += len(data)
         if self._size > self._max:
             self._parts.clear()
-            self._size = -1
+            self.overflowed = True
             return False
         self._parts.append(data)
         return True

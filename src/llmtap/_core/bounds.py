@@ -52,7 +52,7 @@ class LabelBound:
     Thread-safe; a value seen before is one dict lookup, without a lock.
     """
 
-    __slots__ = ("_admitted", "_known", "_lock", "_map", "label", "limit", "overflow")
+    __slots__ = ("_admitted", "_known", "_lock", "_map", "label", "limit", "overflow", "seen")
 
     def __init__(self, label: str, limit: int, overflow: str, known: Iterable[str] = ()) -> None:
         self.label = label
@@ -60,6 +60,8 @@ class LabelBound:
         self.overflow = overflow
         self._known = frozenset(sanitize(value) for value in known)
         self._map: dict[str, str] = {value: value for value in self._known}
+        self.seen: Mapping[str, str] = self._map
+        """Value -> label value, for the values seen (read-only: what a call would answer without one)."""
         self._admitted: set[str] = set()
         self._lock = threading.Lock()
 
@@ -113,6 +115,7 @@ class RecordBounds:
         "overflow",
         "request_model",
         "response_model",
+        "servers",
         "stop_reason",
     )
 
@@ -128,6 +131,8 @@ class RecordBounds:
         self.overflow = overflow
         self._server = LabelBound("server", settings.max_servers, overflow)
         self._servers: dict[tuple[str, int], tuple[str, int]] = {}
+        self.servers: Mapping[tuple[str, int], tuple[str, int]] = self._servers
+        """(host, port) -> what :meth:`server` answers, for the pairs seen (read-only: the answer without a call)."""
         self._attribute_bounds = tuple(
             (key, LabelBound("attribute", settings.max_attribute_values, overflow)) for key in settings.attribute_labels
         )
@@ -158,23 +163,26 @@ class RecordBounds:
         return self.request_model(model) if model else ""
 
     def apply(self, record: AttemptRecord) -> AttemptRecord:
-        """``record`` with its wire-valued labels bounded (the same object when nothing changed)."""
+        """``record`` with its wire-valued labels bounded (the same object when nothing changed). A value
+        that passes as itself (seen before: nearly always) is one dict lookup, without a call."""
         changes: dict[str, object] = {}
         value = record.response_model
-        if value:
+        if value and self.response_model.seen.get(value) != value:
             bounded = self.response_model(value)
             if bounded != value:
                 changes["response_model"] = bounded
         value = record.error_type
-        if value:
+        if value and self.error_type.seen.get(value) != value:
             bounded = self.error_type(value)
             if bounded != value:
                 changes["error_type"] = bounded
         reasons = record.stop_reasons
         if len(reasons) == 1:  # one choice (all but n > 1)
-            bounded = self.stop_reason(reasons[0])
-            if bounded != reasons[0]:
-                changes["stop_reasons"] = (bounded,)
+            value = reasons[0]
+            if self.stop_reason.seen.get(value) != value:
+                bounded = self.stop_reason(value)
+                if bounded != value:
+                    changes["stop_reasons"] = (bounded,)
         elif reasons:
             bounded_reasons = tuple(self.stop_reason(reason) for reason in reasons)
             if bounded_reasons != reasons:

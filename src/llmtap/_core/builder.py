@@ -2,12 +2,34 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from llmtap._core.gaps import GapCounter
 from llmtap._core.headers import RawRateLimit
 from llmtap._core.record import AttemptRecord, AttemptStart, Outcome, Usage
 from llmtap._providers._base import Facts
 
 __all__ = ["build_record"]
+
+# the named tuples made without their Python-level ``__new__`` / ``_make`` (one call less each; every field given)
+_new = tuple.__new__
+_T = TypeVar("_T", str, tuple[str, ...])
+_SHARED: dict[object, object] = {}
+"""Response models and stop-reason tuples seen so far -> the first equal object (at most :data:`_MAX_SHARED`):
+a record holds that one, not its own copy parsed from this body. Spans keep these values until the
+application's span processor exports them (up to 512 spans between exports by default), so each record
+sharing the few distinct values saves ~120 bytes of every held span."""
+_MAX_SHARED = 512
+
+
+def _shared(value: _T) -> _T:
+    """The first value seen equal to ``value`` (``value`` itself once the memo is full: bounded)."""
+    seen = _SHARED.get(value)
+    if seen is not None:
+        return seen  # type: ignore[return-value]
+    if len(_SHARED) < _MAX_SHARED:
+        _SHARED.setdefault(value, value)
+    return value
 
 
 def build_record(
@@ -35,7 +57,9 @@ def build_record(
     stops = facts.stop_reasons
     # per choice index, in index order (one choice but for n > 1)
     reasons = tuple(stops.values()) if len(stops) < 2 else tuple(reason for _, reason in sorted(stops.items()))
-    return AttemptRecord._make(
+    model = facts.response_model
+    return _new(
+        AttemptRecord,
         (
             *start,
             outcome,
@@ -46,21 +70,20 @@ def build_record(
             gaps.first,
             first_token_at,
             ended_at,
-            gaps.chunks,
-            gaps.max,
-            gaps.stalls,
-            gaps.bucket_counts(),
-            gaps.sum,
-            Usage(
-                input_tokens,
-                facts.output_tokens,
-                facts.cache_read_tokens,
-                facts.cache_write_tokens,
-                facts.reasoning_tokens,
+            *gaps.summary(),  # chunks, max_gap, stalls, gap_bucket_counts, gap_sum
+            _new(
+                Usage,
+                (
+                    input_tokens,
+                    facts.output_tokens,
+                    facts.cache_read_tokens,
+                    facts.cache_write_tokens,
+                    facts.reasoning_tokens,
+                ),
             ),
-            reasons,
+            _shared(reasons) if reasons else (),
             facts.response_id,
-            facts.response_model,
+            _shared(model) if model else model,
             facts.request_id,
             rate_limit_headers,
             retry_after,
@@ -68,5 +91,5 @@ def build_record(
             parse_errors + facts.rejected,
             None,  # cost: priced by the tap (Settings.cost)
             span_context,
-        )
+        ),
     )

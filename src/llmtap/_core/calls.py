@@ -21,6 +21,7 @@ from llmtap._providers._base import RequestInfo
 __all__ = ["CURRENT_CALL", "Call", "call_record", "retry_reason"]
 
 CURRENT_CALL: contextvars.ContextVar[Call | None] = contextvars.ContextVar("llmtap_call", default=None)
+_new = tuple.__new__  # a named tuple with every field given, without its Python-level __new__
 
 # Call ids: a random prefix per process, drawn again in a forked child (gunicorn forks its workers
 # after the app, and llmtap, are imported), then a counter: unique across workers, hosts and restarts.
@@ -39,18 +40,21 @@ os.register_at_fork(after_in_child=_new_process)
 
 def call_record(call_id: str, attempts: int, started_at: float, last: AttemptRecord) -> CallRecord:
     """The record of a call whose last attempt was ``last``: the one place a CallRecord is built."""
-    return CallRecord(  # positionally, in field order (keywords cost more than building it)
-        call_id,
-        last.provider,
-        last.operation,
-        last.request_model,
-        attempts,
-        last.outcome,
-        started_at,
-        last.ended_at,
-        last.first_token_at,
-        last.span_context,
-        last.attribute_labels,
+    return _new(  # every field, in field order (without the named tuple's Python-level __new__)
+        CallRecord,
+        (
+            call_id,
+            last.provider,
+            last.operation,
+            last.request_model,
+            attempts,
+            last.outcome,
+            started_at,
+            last.ended_at,
+            last.first_token_at,
+            last.span_context,
+            last.attribute_labels,
+        ),
     )
 
 
@@ -108,7 +112,8 @@ class Call:
         with self._lock:
             self._in_flight -= 1
             self._last = record
-            return self._end_if_done()
+            # an SDK reads a plain body before its request() returns: nothing more to do then
+            return self._end_if_done() if self._returned else None
 
     def request_returned(self) -> CallRecord | None:
         """The SDK's ``request()`` returned or raised; the call's record if that ended the call."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from llmtap._core.eventstream import EventStreamFramer
 from llmtap._log import log_once
 from llmtap._providers._base import Provider
 
@@ -205,6 +204,10 @@ class FrameFeed:
         self._dispatch = dispatch
         self._provider = provider
         self._max = max_event_bytes
+        # Bedrock's binary framing only: its decoder is loaded by the first Bedrock stream's response headers
+        # (the request's own thread, an ordinary stack, no lock of ours; ~16 KiB, ~0.1 ms once)
+        from llmtap._core.eventstream import EventStreamFramer
+
         self._framer = EventStreamFramer(max_event_bytes)
         self.scan_all = True
         self.errors = 0

@@ -93,3 +93,12 @@ class GapCounter:
         if counts is None:  # no gap above the first bound (a body in one chunk: every non-streaming one, nearly)
             return (gaps, *_zeros(len(self._bounds)))
         return (gaps - sum(counts), *counts[1:])
+
+    def summary(self) -> tuple[int, float, int, tuple[int, ...], float]:
+        """Chunks, longest gap, stalls, :meth:`bucket_counts` and :attr:`sum`: the record's fields, in its
+        order, in one call (the record is built once per attempt)."""
+        chunks = self.chunks
+        if self._counts is None and chunks < 2:  # a body in one chunk (every non-streaming one, nearly)
+            return chunks, self.max, self.stalls, _zeros(len(self._bounds) + 1), 0.0
+        first = self.first
+        return chunks, self.max, self.stalls, self.bucket_counts(), 0.0 if first is None else self.last - first

@@ -23,8 +23,11 @@ A forked child starts with an empty queue and a new lock: the parent's attempts 
 from __future__ import annotations
 
 import os
-import queue
 import threading
+
+# The C queue module that queue.SimpleQueue and queue.Empty are (the same objects): queue.py itself, with
+# its Queue classes, is ~40 KiB of every instrumented process that imports nothing else of it.
+from _queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING
 
 from llmtap._log import internal_error
@@ -37,8 +40,8 @@ __all__ = ["defer", "drain", "start", "tend"]
 
 _Item = tuple["Tap", "Attempt", "Ending", float, "BaseException | None"]
 
-_items: queue.SimpleQueue[_Item] = queue.SimpleQueue()
-_wakeups: queue.SimpleQueue[None] = queue.SimpleQueue()
+_items: SimpleQueue[_Item] = SimpleQueue()
+_wakeups: SimpleQueue[None] = SimpleQueue()
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
 
@@ -64,7 +67,7 @@ def drain() -> None:
         while True:
             try:
                 tap, attempt, ending, at, exc = _items.get_nowait()
-            except queue.Empty:
+            except Empty:
                 return
             try:
                 tap._end(attempt, ending, at, exc)
@@ -96,8 +99,8 @@ def _run() -> None:
 def _after_fork_in_child() -> None:
     """The parent's queue, lock (perhaps held by its thread at the fork) and thread stay behind."""
     global _items, _wakeups, _lock, _thread
-    _items = queue.SimpleQueue()
-    _wakeups = queue.SimpleQueue()
+    _items = SimpleQueue()
+    _wakeups = SimpleQueue()
     _lock = threading.Lock()
     _thread = None
 

@@ -1,4 +1,4 @@
-"""Response headers: the one walk over them on the request path (:func:`read_headers`), and the
+"""Response headers: the one walk over them on the request path (:func:`read_header_items`), and the
 parsing of the values providers declare (see ``Provider.headers``).
 
 Write cheap, read expensive: the walk keeps what the request path needs (content type and encoding,
@@ -30,6 +30,7 @@ __all__ = [
     "finite",
     "parse_duration",
     "rate_limits",
+    "read_header_items",
     "read_headers",
     "reset_at",
     "retry_after_seconds",
@@ -143,6 +144,7 @@ _GENERIC_HEADERS: dict[bytes, tuple[int, str]] = {
     b"retry-after": (_RETRY_AFTER, ""),
 }
 _MAX_PLAIN_DIGITS = 300  # float() of longer digit strings overflows to inf
+_new = tuple.__new__
 
 
 @functools.cache
@@ -179,8 +181,14 @@ def _checked(kind: int, value: bytes) -> bytes:
 
 
 def read_headers(provider: Provider, raw_headers: Sequence[tuple[bytes, bytes]], facts: Facts) -> ResponseHeaders:
-    """Walk the raw response headers once: the request id, server time and error type go into ``facts``,
-    the rest is returned. A value that does not parse is counted and logged, never raised."""
+    """:func:`read_header_items` of raw ``(name, value)`` pairs."""
+    return read_header_items(provider, [(name, name.lower(), value) for name, value in raw_headers], facts)
+
+
+def read_header_items(provider: Provider, items: Sequence[tuple[bytes, bytes, bytes]], facts: Facts) -> ResponseHeaders:
+    """Walk the response headers once, as ``(raw name, lower-case name, value)`` items (the form httpx keeps
+    them in): the request id, server time and error type go into ``facts``, the rest is returned. A value
+    that does not parse is counted and logged, never raised."""
     content_type = b""
     encoding = b""
     retry_after = retry_after_ms = None
@@ -188,14 +196,10 @@ def read_headers(provider: Provider, raw_headers: Sequence[tuple[bytes, bytes]],
     errors = 0
     now_unix = 0.0
     get = _header_table(provider).get
-    for raw_name, value in raw_headers:
-        spec = get(raw_name)  # most names come lower-case (HTTP/2 always): no copy needed
+    for raw_name, name, value in items:
+        spec = get(name)
         if spec is None:
-            if raw_name.islower():
-                continue
-            spec = get(raw_name.lower())
-            if spec is None:
-                continue
+            continue
         kind, resource = spec
         if kind <= _RESET_IN and (
             (value.isdigit() and len(value) < _MAX_PLAIN_DIGITS)  # a limit or what remains: plainly a number
@@ -236,7 +240,10 @@ def read_headers(provider: Provider, raw_headers: Sequence[tuple[bytes, bytes]],
             )
     # every value is parsed (a garbage one is a parse error); retry-after-ms is the more precise
     wait = retry_after_ms if retry_after_ms is not None else retry_after
-    return ResponseHeaders(content_type, encoding, None if wait is None else max(wait, 0.0), tuple(limits), errors)
+    return _new(  # every field, in order (without the named tuple's Python-level __new__)
+        ResponseHeaders,
+        (content_type, encoding, None if wait is None else max(wait, 0.0), tuple(limits), errors),
+    )
 
 
 # -- read expensive: the conversion, when a reader asks --------------------------------------------

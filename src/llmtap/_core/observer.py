@@ -7,7 +7,7 @@ the attempt's one immutable :class:`~llmtap.AttemptRecord`, later ones return ``
 
 The observer only coordinates its parts, each a small unit of its own:
 
-- :func:`~llmtap._core.headers.read_headers`: the one walk over the response headers;
+- :func:`~llmtap._core.headers.read_header_items`: the one walk over the response headers;
 - :class:`~llmtap._core.gaps.GapCounter`: chunk timing and gap statistics;
 - :class:`~llmtap._core.framer.SseFramer` / :class:`~llmtap._core.framer.FrameFeed`: streamed bodies
   framed into whole events (bounded by ``max_event_bytes``), which the observer hands to the provider
@@ -29,7 +29,7 @@ from llmtap._core.builder import build_record
 from llmtap._core.decision import Ending, classify_exception, decide, heard
 from llmtap._core.framer import FrameFeed, SseFramer
 from llmtap._core.gaps import GapCounter
-from llmtap._core.headers import RawRateLimit, read_headers
+from llmtap._core.headers import RawRateLimit, read_header_items
 from llmtap._core.jsonbody import loads
 from llmtap._core.record import AttemptRecord, AttemptStart
 from llmtap._log import internal_error, log_once
@@ -103,18 +103,21 @@ class AttemptObserver:
     # -- response headers ---------------------------------------------------------------------
 
     def on_response(self, status: int, raw_headers: Sequence[tuple[bytes, bytes]], now: float) -> None:
-        """The status line and headers arrived."""
+        """The status line and headers (raw ``(name, value)`` pairs) arrived."""
+        self.on_header_items(status, [(name, name.lower(), value) for name, value in raw_headers], now)
+
+    def on_header_items(self, status: int, items: Sequence[tuple[bytes, bytes, bytes]], now: float) -> None:
+        """The status line and headers arrived, as ``(raw name, lower-case name, value)`` items (httpx's form)."""
         self.headers_at = now
         self.status = status
         provider = self.provider
-        found = read_headers(provider, raw_headers, self.facts)
-        self.parse_errors += found.errors
-        self.retry_after = found.retry_after
-        self._rate_limits = found.rate_limits
-        content_type = found.content_type
-        if found.encoding:
+        content_type, encoding, self.retry_after, self._rate_limits, errors = read_header_items(
+            provider, items, self.facts
+        )
+        self.parse_errors += errors
+        if encoding:
             try:
-                self._decoder = make_decoder(found.encoding)
+                self._decoder = make_decoder(encoding)
             except BodyDecodeError as exc:
                 self.parse_errors += 1
                 log_once("encoding", "llmtap: %s; response bodies with it are not parsed", exc)

@@ -16,6 +16,7 @@ from llmtap._providers._base import RequestInfo, as_int
 __all__ = ["UNKNOWN", "info_from_body", "info_from_content", "info_from_json", "info_from_options"]
 
 UNKNOWN = RequestInfo(None, None, None)
+_new = tuple.__new__
 
 # Anthropic and Chat Completions (legacy), Chat Completions, Responses.
 _MAX_TOKENS_KEYS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
@@ -36,10 +37,13 @@ def info_from_json(data: Mapping[str, Any]) -> RequestInfo:
             max_tokens = as_int(value)
             if max_tokens is not None:
                 break
-    return RequestInfo(
-        model if isinstance(model, str) else None,
-        stream if isinstance(stream, bool) else None,
-        max_tokens,
+    return _new(  # without the named tuple's Python-level __new__ (once per SDK call)
+        RequestInfo,
+        (
+            model if isinstance(model, str) else None,
+            stream if isinstance(stream, bool) else None,
+            max_tokens,
+        ),
     )
 
 

@@ -187,7 +187,8 @@ class _SyncShell(_Watched):
         _end(self._tap, self._attempt, Ending.EOF)
 
     def close(self) -> None:
-        _closed(self._tap, self._attempt)
+        if not self._attempt.observer.done:  # a body read whole ended its attempt already
+            _closed(self._tap, self._attempt)
         self._inner.close()
 
 
@@ -215,7 +216,8 @@ class _AsyncShell(_Watched):
         _end(self._tap, self._attempt, Ending.EOF)
 
     async def aclose(self) -> None:
-        _closed(self._tap, self._attempt)
+        if not self._attempt.observer.done:
+            _closed(self._tap, self._attempt)
         await self._inner.aclose()
 
 
@@ -283,9 +285,19 @@ class _Sending:
     def responded(self, response: Any, shell: type) -> None:
         self._leave()
         tap, attempt = self.tap, self.attempt
-        now = _now(attempt)
         try:
-            attempt.observer.on_response(response.status_code, response.headers.raw, now)
+            now = _clock()  # as :func:`_now` (inline: once per attempt)
+        except Exception as exc:
+            _internal_error("clock", exc)
+            now = attempt.observer.start.started_at
+        try:
+            headers = response.headers
+            # httpx keeps (raw name, lower-case name, value) items: read as they are, no copy; else its raw pairs
+            items = getattr(headers, "_list", None)
+            if type(items) is list:
+                attempt.observer.on_header_items(response.status_code, items, now)
+            else:
+                attempt.observer.on_response(response.status_code, headers.raw, now)
             if response.is_stream_consumed:
                 # built with its content already read (MockTransport, ASGI/WSGI apps, test cassettes)
                 attempt.observer.on_content(response.content, now)

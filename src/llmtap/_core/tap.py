@@ -17,10 +17,9 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import baggage
 from opentelemetry import context as otel_context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
@@ -57,6 +56,7 @@ _perf_counter = time.perf_counter
 _time_ns = time.time_ns
 _current_attributes = _attributes.CURRENT.get
 _SUPPRESS_KEY, _SUPPRESS_LEGACY_KEY = _SUPPRESS_KEYS
+_new = tuple.__new__
 
 
 class Attempt:
@@ -92,6 +92,8 @@ class Tap:
         self.settings = settings = settings or Settings()
         self.sinks: tuple[Sink, ...] = tuple(sinks)
         self.spans = spans
+        self._call_sinks: tuple[Sink | TracingExporter, ...] = self.sinks if spans is None else (spans, *self.sinks)
+        """Where a call's record goes: the span exporter, then every sink."""
         self.metrics_address: tuple[str, int] | None = None
         """``(address, port)`` of the ``/metrics`` server :func:`llmtap.instrument` started for this tap
         (``Settings.metrics_port``; port 0 picks a free one), ``None`` when it serves none."""
@@ -107,6 +109,11 @@ class Tap:
         self._excluded = re.compile("|".join(settings.excluded_urls)) if settings.excluded_urls else None
         self._bounds = RecordBounds(settings, PROVIDERS)
         self._baggage_keys = settings.baggage_attributes
+        self._get_baggage: Callable[[str], object] | None = None
+        if self._baggage_keys:  # OpenTelemetry's baggage module only when asked for (Settings.baggage_attributes)
+            from opentelemetry.baggage import get_baggage
+
+            self._get_baggage = get_baggage
         self._no_labels = ("",) * len(settings.attribute_labels)
         self._pricer: Pricer | None = None
         if settings.cost:
@@ -185,29 +192,34 @@ class Tap:
                     reason = "unknown"
         bounds = self._bounds
         model = info.model
-        address, server_port = bounds.server(host, port)
+        address, server_port = bounds.servers.get((host, port)) or bounds.server(host, port)
         values = _current_attributes()
         if values or self._baggage_keys:
             pairs, labels = self._attributes(values)
         else:
             pairs, labels = (), self._no_labels
-        start = AttemptStart(
-            endpoint.provider_name,
-            provider.operation,
-            bounds.request_model(model) if model else "",
-            address,
-            server_port,
-            path,
-            request.method,
-            info.stream,
-            info.max_tokens,
-            resend,
-            reason,
-            call_id,
-            pairs,
-            labels,
-            started_at,
-            _time_ns(),
+        # a model seen before: its label value without a call
+        model_label = (bounds.request_model.seen.get(model) or bounds.request_model(model)) if model else ""
+        start: AttemptStart = _new(  # every field, in order (without the named tuple's Python-level __new__)
+            AttemptStart,
+            (
+                endpoint.provider_name,
+                provider.operation,
+                model_label,
+                address,
+                server_port,
+                path,
+                request.method,
+                info.stream,
+                info.max_tokens,
+                resend,
+                reason,
+                call_id,
+                pairs,
+                labels,
+                started_at,
+                _time_ns(),
+            ),
         )
         span: object = None
         if self.spans is not None:
@@ -236,10 +248,11 @@ class Tap:
     def _attributes(self, values: Mapping[str, str]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
         """The app's attributes (``values``, and the baggage keys asked for: span attributes) and the
         bounded attribute labels, for one attempt."""
-        if self._baggage_keys:
+        get_baggage = self._get_baggage
+        if get_baggage is not None:
             from_baggage = {}
             for key in self._baggage_keys:
-                value = baggage.get_baggage(key)
+                value = get_baggage(key)
                 if value is not None:
                     from_baggage[key] = str(value)
             if from_baggage:
@@ -278,7 +291,8 @@ class Tap:
                 self.spans.end(record, span)
             except Exception as exc:
                 internal_error("sink", "llmtap: the %s exporter failed: %r", self.spans.name, exc)
-        for sink, state in zip(self.sinks, attempt.states, strict=True):
+        # one state per sink, made together in _begin (strict=True checked that again on every attempt)
+        for sink, state in zip(self.sinks, attempt.states, strict=False):
             if state is _FAILED:
                 continue
             try:
@@ -306,8 +320,7 @@ class Tap:
 
     def _call_ended(self, record: CallRecord) -> None:
         """A logical call ended: its record goes to the span exporter and every sink."""
-        spans = self.spans
-        for sink in self.sinks if spans is None else (spans, *self.sinks):
+        for sink in self._call_sinks:
             try:
                 sink.call_end(record)
             except Exception as exc:

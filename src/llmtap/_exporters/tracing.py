@@ -27,6 +27,8 @@ from llmtap._version import __version__
 
 __all__ = ["TracingExporter"]
 
+_MAX_NAMES = 256
+
 
 class TracingExporter:
     """Creates attempt spans with the tracer of ``tracer_provider`` (default: the global one); ``detail``
@@ -44,6 +46,9 @@ class TracingExporter:
         )
         self._last_span: dict[str, SpanContext] = {}
         """Open logical calls -> their latest attempt's span, for the next retry's link."""
+        self._names: dict[tuple[str, str], str] = {}
+        """(operation, model) -> the span name, one string shared by the spans of that pair (a span holds
+        its name until exported); at most :data:`_MAX_NAMES`, further pairs get their own string."""
 
     def start(self, attempt: AttemptStart) -> object:
         model = attempt.request_model
@@ -76,8 +81,16 @@ class TracingExporter:
             previous = self._last_span.get(call_id)
             if previous is not None:
                 links = [Link(previous, {"llmtap.link": "previous_attempt"})]
+        if model:
+            name = self._names.get((operation, model))
+            if name is None:
+                name = f"{operation} {model}"
+                if len(self._names) < _MAX_NAMES:
+                    self._names[operation, model] = name
+        else:
+            name = operation
         span = self._tracer.start_span(
-            f"{operation} {model}" if model else operation,
+            name,
             # read once here: the SDK reads the current context three times when it is not given
             context=otel_context.get_current(),
             kind=SpanKind.CLIENT,

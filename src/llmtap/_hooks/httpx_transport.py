@@ -29,6 +29,7 @@ from llmtap._core.calls import CURRENT_CALL, Call
 from llmtap._core.request import info_from_options
 from llmtap._core.stream import observe_async, observe_sync, shells_for
 from llmtap._core.tap import Tap
+from llmtap._hooks._patching import when_imported, wrap_method
 from llmtap._log import internal_error, logger
 
 __all__ = ["Patches", "wrap_transport"]
@@ -57,7 +58,7 @@ SDK_PROVIDERS: dict[str, str] = {
 AIOHTTP_MODULE = "aiohttp"  # observed by ``aiohttp_session.py``, below any httpx client sending through it
 
 _hooked: set[str] = set()
-"""Module names given llmtap's post-import hook. wrapt cannot take a hook back, so each is registered once
+"""Module names given llmtap's post-import hook. A hook is never taken back, so each is registered once
 per process, and the hook asks the installation in effect (if any) what to do: a fact of the process,
 not lifecycle state."""
 
@@ -159,13 +160,16 @@ def _installed(name: str) -> bool:
 
 
 def _wrap(owner: Any, attribute: str, wrapper: Any, label: str, applied: list[tuple[Any, str, Any]]) -> None:
-    from wrapt import FunctionWrapper
-
     original = owner.__dict__.get(attribute)
     if original is None:
         logger.warning("llmtap: %s has no %s; this version is not instrumented", label, attribute)
         return
-    setattr(owner, attribute, FunctionWrapper(original, wrapper))
+    try:
+        patched = wrap_method(original, wrapper)
+    except TypeError as exc:
+        logger.warning("llmtap: %s.%s is %s; this version is not instrumented", label, attribute, exc)
+        return
+    setattr(owner, attribute, patched)
     applied.append((owner, attribute, original))
 
 
@@ -191,7 +195,7 @@ def _patch_aiohttp(module: ModuleType, applied: list[tuple[Any, str, Any]]) -> N
 
 
 def _imported(module: ModuleType) -> None:
-    """wrapt's post-import hook (once per module name for the process): the installation in effect, if
+    """The post-import hook (once per module name for the process): the installation in effect, if
     any, patches the module it wants."""
     installation = _installation.current
     if installation is not None and installation.patches is not None:
@@ -222,12 +226,10 @@ class Patches:
     def apply(self) -> None:
         """Patch the wanted modules imported already (a failure raises: the caller undoes everything) and
         hook the others' import (patched then by the installation in effect, a failure logged)."""
-        from wrapt import register_post_import_hook
-
         for name in self._wanted:
             if name not in _hooked:
                 _hooked.add(name)
-                register_post_import_hook(_imported, name)  # runs now if imported: no installation yet
+                when_imported(name, _imported)  # runs now if imported: no installation yet
             self._patch(sys.modules.get(name), strict=True)
 
     def imported(self, module: ModuleType) -> None:
