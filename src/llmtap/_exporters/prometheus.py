@@ -171,13 +171,13 @@ def exemplar_of(context: SpanContext) -> dict[str, str]:
     return {"trace_id": format(context.trace_id, "032x"), "span_id": format(context.span_id, "016x")}
 
 
-Ended = tuple["AttemptRecord | CallRecord", "bool | None", float]
+_Ended = tuple["AttemptRecord | CallRecord", "bool | None", float]
 """What an end hands over: the record, whether its start counted a stream in flight (``None``: a call's
 record) and the wall-clock time it ended (an exemplar's timestamp)."""
 
 
 def _measure(
-    mapping: Mapping, ended: Ended
+    mapping: Mapping, ended: _Ended
 ) -> tuple[tuple[str, ...], list[Measurement], SpanContext | None, AttemptRecord | None]:
     """What an ended record writes, for both stores: its base label set, its measurements, its span (for
     exemplars) and itself again when it has rate limits (converted when they are read)."""
@@ -235,7 +235,7 @@ class _Folded(Collector):
         self._created_series = created_series
         self._lock = threading.Lock()
         self._scrape_lock = threading.Lock()
-        self._pending: deque[Ended] = deque()
+        self._pending: deque[_Ended] = deque()
         self.seen: set[tuple[str, ...]] = set()
         """The base label sets whose pre-created series exist."""
         self._numbers: dict[str, dict[tuple[str | int, ...], float]] = {k: {} for k in families}
@@ -248,7 +248,7 @@ class _Folded(Collector):
         self._pending_limits: dict[tuple[str, ...], AttemptRecord] = {}
         os.register_at_fork(after_in_child=functools.partial(_forget_in_child, weakref.ref(self)))
 
-    def ended(self, ended: Ended) -> None:
+    def ended(self, ended: _Ended) -> None:
         """Queue an ended record for the next scrape (no lock); past :data:`PENDING_MAX`, fold the oldest."""
         pending = self._pending
         if len(pending) >= PENDING_MAX:
@@ -283,7 +283,7 @@ class _Folded(Collector):
         with self._lock:
             self._fold(key, measurements, span, limits, 0.0)
 
-    def _fold_ended(self, ended: Ended) -> None:
+    def _fold_ended(self, ended: _Ended) -> None:
         """Under the fold lock: one queued record (a failure is counted as the request path counts it, and
         the scrape goes on)."""
         try:
@@ -496,7 +496,7 @@ class _Objects:
             elif value:
                 child.inc(value)
 
-    def ended(self, ended: Ended) -> None:
+    def ended(self, ended: _Ended) -> None:
         """Write an ended record's measurements now (see :func:`_measure`)."""
         self.write(*_measure(self._mapping, ended))
 
