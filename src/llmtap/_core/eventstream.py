@@ -13,6 +13,11 @@ small, pure and bounded: it holds at most one partial message of at most ``max_f
 longer message (its prelude CRC checked, so its length is trusted) is skipped unread and counted
 as an error; a message with a bad message CRC is dropped and counted; a bad prelude loses the
 framing, so the rest of the body is ignored (one error), as botocore stops there too.
+
+Past the first token a reader needs few messages: :meth:`EventStreamFramer.skip` consumes a read of whole
+messages it needs nothing from (payload prefixes the provider names, :attr:`Provider.quiet_frames`) after
+the same checks, both CRCs included, without slicing out or decoding their parts; a message failing any
+check is left to :meth:`EventStreamFramer.feed`, which counts it as ever.
 """
 
 from __future__ import annotations
@@ -87,7 +92,7 @@ class EventStreamFramer:
     and read once its last byte has arrived, so each byte is copied a bounded number of times.
     """
 
-    __slots__ = ("_buf", "_need", "_skip", "broken", "errors", "max_frame")
+    __slots__ = ("_buf", "_headers", "_need", "_raw_headers", "_skip", "broken", "errors", "max_frame")
 
     def __init__(self, max_frame: int) -> None:
         self.max_frame = max_frame
@@ -99,6 +104,40 @@ class EventStreamFramer:
         self._need = 0
         """The length the partial message in ``_buf`` must reach before it is read."""
         self._skip = 0
+        self._raw_headers: bytes | None = None
+        """The header block of the last message read (a stream repeats a few), and its headers."""
+        self._headers: dict[str, str] = {}
+
+    def skip(self, data: bytes, payloads: tuple[bytes, ...]) -> int:
+        """How many leading bytes of ``data`` are whole messages nobody needs, now consumed: each intact
+        (prelude and message CRC), within ``max_frame``, with the header block of the last message read
+        (so the same headers) and a payload beginning with one of ``payloads``. The rest (all of ``data``
+        when 0) goes to :meth:`feed`, which reads and counts it as ever; nothing is skipped while a partial
+        message is held."""
+        raw = self._raw_headers
+        if raw is None or self._buf or self._skip:
+            return 0
+        headers_len = len(raw)
+        payload_at = _PRELUDE + headers_len
+        end = len(data)
+        pos = 0
+        while end - pos >= _MIN_MESSAGE:
+            total, length, prelude_crc = _UINT32X3.unpack_from(data, pos)
+            if (
+                length != headers_len
+                or total > end - pos
+                or total > self.max_frame
+                or total < payload_at + 4
+                or not data.startswith(raw, pos + _PRELUDE)
+                or not data.startswith(payloads, pos + payload_at)
+            ):
+                break
+            stop = pos + total
+            crc = zlib.crc32(data[pos : pos + 8])
+            if crc != prelude_crc or zlib.crc32(data[pos + 8 : stop - 4], crc) != _UINT32.unpack_from(data, stop - 4)[0]:
+                break
+            pos = stop
+        return pos
 
     def feed(self, data: bytes) -> list[Frame]:
         frames: list[Frame] = []
@@ -153,12 +192,19 @@ class EventStreamFramer:
                 pos = stop
                 continue
             payload_at = pos + _PRELUDE + headers_len
-            try:
-                headers = _headers(data[pos + _PRELUDE : payload_at])
-            except (ValueError, UnicodeDecodeError):
-                self.errors += 1
-                pos = stop
-                continue
+            raw = self._raw_headers
+            if raw is not None and len(raw) == headers_len and data.startswith(raw, pos + _PRELUDE):
+                headers = self._headers
+            else:
+                raw = data[pos + _PRELUDE : payload_at]
+                try:
+                    headers = _headers(raw)
+                except (ValueError, UnicodeDecodeError):
+                    self.errors += 1
+                    pos = stop
+                    continue
+                self._raw_headers = raw
+                self._headers = headers
             frames.append((headers, data[payload_at : stop - 4]))
             pos = stop
         self._need = _PRELUDE
