@@ -3,8 +3,9 @@
 A message is a 12-byte prelude (total length, headers length, CRC32 of those 8 bytes; big-endian
 uint32s), the headers, the payload and a CRC32 of everything before it. Headers are a 1-byte name
 length, the name, a 1-byte type and a value whose size the type gives (strings and byte arrays
-carry a 2-byte length). Both CRCs are checked as botocore's ``EventStreamBuffer`` checks them
-(``zlib.crc32``; the message CRC continues from the prelude's, i.e. covers the whole message).
+carry a 2-byte length). Both CRCs are checked as botocore's ``EventStreamBuffer`` checks them, with the
+same function (``binascii.crc32``, zlib's: inside the SDK its code is still warm from llmtap's call when
+botocore's follows); the message CRC continues from the prelude's, i.e. covers the whole message.
 
 Why not botocore's ``EventStreamBuffer`` when it is installed: it keeps the unparsed bytes in one
 ``bytes`` it re-slices per message and accepts 24 MiB payloads, so it would neither honour
@@ -23,7 +24,7 @@ check is left to :meth:`EventStreamFramer.feed`, which counts it as ever.
 from __future__ import annotations
 
 import struct
-import zlib
+from binascii import crc32
 
 __all__ = ["EventStreamFramer", "Frame"]
 
@@ -133,8 +134,8 @@ class EventStreamFramer:
             ):
                 break
             stop = pos + total
-            crc = zlib.crc32(data[pos : pos + 8])
-            if crc != prelude_crc or zlib.crc32(data[pos + 8 : stop - 4], crc) != _UINT32.unpack_from(data, stop - 4)[0]:
+            crc = crc32(data[pos : pos + 8])
+            if crc != prelude_crc or crc32(data[pos + 8 : stop - 4], crc) != _UINT32.unpack_from(data, stop - 4)[0]:
                 break
             pos = stop
         return pos
@@ -168,7 +169,7 @@ class EventStreamFramer:
         while end - pos >= _PRELUDE:
             total, headers_len, prelude_crc = _UINT32X3.unpack_from(data, pos)
             if (
-                zlib.crc32(view[pos : pos + 8]) != prelude_crc
+                crc32(view[pos : pos + 8]) != prelude_crc
                 or total < _MIN_MESSAGE
                 or headers_len > min(total - _MIN_MESSAGE, _MAX_HEADERS)
             ):
@@ -187,7 +188,7 @@ class EventStreamFramer:
                 return pos
             stop = pos + total
             (message_crc,) = _UINT32.unpack_from(data, stop - 4)
-            if zlib.crc32(view[pos : stop - 4]) != message_crc:
+            if crc32(view[pos : stop - 4]) != message_crc:
                 self.errors += 1
                 pos = stop
                 continue
