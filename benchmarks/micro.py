@@ -5,9 +5,9 @@
 
 What users pay is measured inside the real SDKs by ``benchmarks/sdk.py`` (``make bench``), which owns the
 targets; this file only resolves what that noise floor hides: per SSE event (one event per read, five per
-read, gzip), per Bedrock event-stream message, per attempt for each sink's ``end()``, the hand-off of a dropped stream, and the hook's cost
-on traffic that is not an LLM API. Every benchmark feeds the simulator's own renderers (no second copy of
-the wire format) and prints no PASS/FAIL.
+read, gzip), per Bedrock event-stream message, per attempt for each sink's ``end()``, the hand-off of a
+dropped stream, and the hook's cost on traffic that is not an LLM API. Every benchmark feeds the
+simulator's own renderers (no second copy of the wire format) and prints no PASS/FAIL.
 """
 
 from __future__ import annotations
