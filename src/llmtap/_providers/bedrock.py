@@ -68,7 +68,7 @@ class AnthropicBedrock(AnthropicMessages):
     headers = HEADERS
     # a content delta, as Bedrock wraps it (``{"bytes":"eyJ0eXBlIjoiY29udGVudF9ibG9ja19kZWx0YSIs...``): past the
     # first token most messages are skipped on this prefix, their base64 never decoded
-    quiet_frames = (_quiet_chunk(QUIET_DATA),)
+    quiet_frames: tuple[bytes, ...] = (_quiet_chunk(QUIET_DATA),)
     error_types = AnthropicMessages.error_types | frozenset(
         {
             "internalServerException", "modelStreamErrorException", "validationException", "throttlingException",
