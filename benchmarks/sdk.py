@@ -416,16 +416,22 @@ def timed(fn: Callable[[int], int], loops: int) -> tuple[float, float, int]:
     return c1 - c0, w1 - w0, n
 
 
-def collecting(configured: Configured, fn: Callable[[int], int]) -> Callable[[int], int]:
-    """``fn``, then, in the OTel metric configurations, one collection of the meter provider: llmtap defers
-    work to the collection (histogram values recorded on the reader's thread, counters observed), so each
+def collecting(configured: Configured, fn: Callable[[int], int], scrape: bool = True) -> Callable[[int], int]:
+    """``fn``, then one collection of what llmtap defers to it: in the OTel metric configurations, of the
+    meter provider (histogram values recorded on the reader's thread, counters observed); in the Prometheus
+    ones (``scrape``), a scrape of the registry in text format (ended records are folded at scrape). So each
     timed value pays for the collection of its own requests (see :func:`collection_floor`)."""
     reader = configured.metric_reader
-    if reader is None:
+    registry = configured.instrument_kwargs.get("registry") if scrape else None
+    if reader is None and registry is None:
         return fn
 
     def run(loops: int) -> int:
         n = fn(loops)
+        if registry is not None:
+            scrape_registry(registry)
+        if reader is None:
+            return n
         data = reader.get_metrics_data()
         configured.collections += 1
         configured.histogram_points += sum(
@@ -441,17 +447,29 @@ def collecting(configured: Configured, fn: Callable[[int], int]) -> Callable[[in
     return run
 
 
-def collection_floor(configured: Configured) -> tuple[float, float]:
-    """(CPU, wall) seconds of a collection with nothing new: the part of a collection that does not depend
-    on the requests since the last one (every series reported again, ~0.4 ms with llmtap's), paid once
-    per export interval (60 s by default) rather than once per timed value, so subtracted from each value.
-    What is left of the value's collection is the work its requests deferred to it."""
+def scrape_registry(registry: Any) -> None:
+    """What Prometheus' scrape of ``/metrics`` makes llmtap do: the registry in text format."""
+    from prometheus_client import generate_latest
+
+    generate_latest(registry)
+
+
+def collection_floor(configured: Configured, scrape: bool = True) -> tuple[float, float]:
+    """(CPU, wall) seconds of a collection (and a scrape, with ``scrape``) with nothing new: the part that
+    does not depend on the requests since the last one (every series reported again, ~0.4 ms with llmtap's),
+    paid once per export or scrape interval (60 s / 15 s by default) rather than once per timed value, so
+    subtracted from each value. What is left of the value's collection is the work its requests deferred
+    to it."""
     reader = configured.metric_reader
-    if reader is None:
+    registry = configured.instrument_kwargs.get("registry") if scrape else None
+    if reader is None and registry is None:
         return 0.0, 0.0
     c0 = time.process_time()
     w0 = time.perf_counter()
-    reader.get_metrics_data()
+    if registry is not None:
+        scrape_registry(registry)
+    if reader is not None:
+        reader.get_metrics_data()
     return time.process_time() - c0, time.perf_counter() - w0
 
 

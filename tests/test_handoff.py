@@ -96,7 +96,6 @@ LOCKS: dict[str, Callable[[Capture, MeterProvider], Any]] = {
     "bounds: stop reason": lambda cap, _: cap.tap._bounds.stop_reason._lock,
     "bounds: error type": lambda cap, _: cap.tap._bounds.error_type._lock,
     "bounds: server": lambda cap, _: cap.tap._bounds._server._lock,
-    "prometheus exporter": lambda cap, _: cap.tap.prometheus._lock,  # type: ignore[union-attr]
     "prometheus fold": lambda cap, _: cap.tap.prometheus._store._lock,  # type: ignore[union-attr]
     "prometheus scrape": lambda cap, _: cap.tap.prometheus._store._scrape_lock,  # type: ignore[union-attr]
     "prometheus registry": lambda cap, _: cap.registry._lock,
@@ -123,6 +122,16 @@ def test_the_collector_inside_a_lock_only_hands_off(
     assert cap.sample("llmtap_streams_total", outcome="abandoned") == 1
 
 
+def test_the_collector_inside_the_fold_lock_with_a_full_queue_only_hands_off(
+    sim: Simulator, tapped: tuple[Capture, MeterProvider], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past PENDING_MAX an end folds under the fold lock itself: still only a hand-off inside the collector."""
+    from llmtap._exporters import prometheus
+
+    monkeypatch.setattr(prometheus, "PENDING_MAX", 0)
+    test_the_collector_inside_a_lock_only_hands_off("prometheus fold", sim, tapped)
+
+
 # The control runs in a child process: a finaliser stuck inside the collector leaves the collector
 # "running" for good, and every later gc.collect() in that process does nothing.
 _CONTROL = """
@@ -131,6 +140,8 @@ from llmtap._core import handoff as _handoff
 from llmtap.simulator import Simulator
 from llmtap.testing import capture
 from tests.test_handoff import REQUEST, _abandon_in_a_cycle
+from llmtap._exporters import prometheus
+prometheus.PENDING_MAX = 0  # every end folds under the fold lock (else it only queues, taking no lock)
 if sys.argv[1] == "undone":
     _handoff.defer = lambda tap, attempt, ending, at, exc: tap._end(attempt, ending, at, exc)
 with Simulator() as sim, capture(llmtap.Settings(base_urls=(sim.base_url,))) as cap, httpx.Client() as client:

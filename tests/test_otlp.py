@@ -534,11 +534,11 @@ def spied() -> Iterator[_Spied]:
 
 
 def test_histogram_values_are_recorded_at_collection_not_at_the_attempts_end(spied: _Spied) -> None:
-    """The application's thread only appends a value (but a series' first, which starts the SDK's series);
-    the next collection records it, into its own interval."""
+    """The application's thread only queues the record; the next collection writes and records it, into its
+    own interval."""
     for duration in (0.5, 1.5, 2.5):
         spied.exporter.end(_a_record(duration), None)
-    assert [v for v, _ in spied.recorded] == [0.5]  # the series' first value only, on the application's thread
+    assert spied.recorded == []  # nothing on the application's thread
     point = spied.point()
     assert [v for v, _ in spied.recorded] == [0.5, 1.5, 2.5]  # positive control: the collection recorded them
     assert (point.count, point.sum, point.min, point.max) == (3, 4.5, 0.5, 2.5)
@@ -548,35 +548,42 @@ def test_histogram_values_are_recorded_at_collection_not_at_the_attempts_end(spi
     assert spied.point() is None  # and an interval without attempts none
 
 
-def test_pending_histogram_values_are_bounded(spied: _Spied, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A reader that does not collect costs no memory: past PENDING_MAX values, they are recorded at once."""
+def test_queued_records_and_pending_values_are_bounded(spied: _Spied, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader that does not collect costs no memory: past ENDED_MAX records an end writes the oldest (its
+    value pending, or recorded at once: the series' first); past PENDING_MAX values, they are recorded at once."""
     from llmtap._exporters import otel_metrics
 
+    monkeypatch.setattr(otel_metrics, "ENDED_MAX", 2)
     monkeypatch.setattr(otel_metrics, "PENDING_MAX", 2)
     for duration in (0.5, 1.5, 2.5, 3.5, 4.5):
         spied.exporter.end(_a_record(duration), None)
-    assert [v for v, _ in spied.recorded] == [0.5, 3.5, 4.5]  # the series' first, and the two past the bound
+        assert len(spied.exporter._shared._ended) <= 2
+    assert [v for v, _ in spied.recorded] == [0.5]  # the series' first, written by the third end
     point = spied.point()
+    assert [v for v, _ in spied.recorded] == [0.5, 3.5, 4.5, 1.5, 2.5]  # the queued two past PENDING_MAX
     assert (point.count, point.sum) == (5, 12.5)  # every value counted once
     spied.exporter.end(_a_record(0.5), None)
-    assert len(spied.recorded) == 5  # control: the collection emptied the pending values, 1 waits again
+    assert len(spied.recorded) == 5  # control: the collection emptied the queue, 1 waits again
+    assert spied.point().count == 1
 
 
-def test_the_first_sampled_value_per_bucket_is_recorded_at_once_with_its_span(spied: _Spied) -> None:
-    """Exemplars keep their trace, value and time: the first value of an interval per bucket that has a
-    sampled span is recorded at the attempt's end with it; the rest wait for the collection, without."""
+def test_the_first_sampled_value_per_bucket_is_recorded_with_its_span(spied: _Spied) -> None:
+    """Exemplars keep their trace and value: the first value of an interval per bucket that has a sampled
+    span is recorded (at collection) with its span's context; the rest without."""
+    from opentelemetry import trace
     from opentelemetry.trace import SpanContext, TraceFlags
 
     spans = [SpanContext(i, i, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED)) for i in (1, 2, 3)]
     spied.exporter.end(_a_record(0.5, spans[0]), None)
-    spied.exporter.end(_a_record(0.5, spans[1]), None)  # the same bucket: waits
-    spied.exporter.end(_a_record(30.0, spans[2]), None)  # another bucket: at once
-    assert [v for v, _ in spied.recorded] == [0.5, 30.0]
+    spied.exporter.end(_a_record(0.5, spans[1]), None)  # the same bucket: without its span
+    spied.exporter.end(_a_record(30.0, spans[2]), None)  # another bucket: with its span
+    assert spied.recorded == []
     point = spied.point()
+    traced = [(v, trace.get_current_span(c).get_span_context().trace_id) for v, c in spied.recorded]
+    assert traced == [(0.5, 1), (30.0, 3), (0.5, 0)]
     assert point.count == 3
     assert sorted(e.trace_id for e in point.exemplars) == [1, 3]
-    spied.exporter.end(_a_record(0.5, spans[1]), None)  # a new interval: its first value at once again
-    assert [v for v, _ in spied.recorded][-1] == 0.5 and len(spied.recorded) == 4
+    spied.exporter.end(_a_record(0.5, spans[1]), None)  # a new interval: its first value with its span again
     assert [e.trace_id for e in spied.point().exemplars] == [2]
 
 
@@ -584,9 +591,9 @@ def test_a_forked_child_does_not_report_its_parents_pending_values(spied: _Spied
     """The parent reports the values pending at the fork; the child starts with none (and its lock free)."""
     import os
 
-    spied.exporter.end(_a_record(0.5), None)  # the series' first value: recorded at once
+    spied.exporter.end(_a_record(0.5), None)
     assert spied.point().count == 1
-    spied.exporter.end(_a_record(0.5), None)  # pending at the fork
+    spied.exporter.end(_a_record(0.5), None)  # queued at the fork
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child
@@ -745,3 +752,53 @@ def test_genai_semconv_generations(sim: Simulator, generation: str, present: set
         families = {m.name for m in cap.registry.collect() if any(s.value for s in m.samples)}
     assert present <= families
     assert not absent & families
+
+
+def _attempts_total(spied: _Spied) -> float:
+    """llmtap.attempts summed over the series of one collection (cumulative counters)."""
+    data = spied.reader.get_metrics_data()
+    return sum(
+        float(p.value) for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+        if m.name == "llmtap.attempts" for p in m.data.data_points
+    )  # fmt: skip
+
+
+def test_counters_of_queued_records_are_reported_by_the_same_collection(spied: _Spied) -> None:
+    """The queue is written by the collection's first callback, before the counters are observed."""
+    totals = spied.exporter._shared.totals["attempts"]
+    spied.exporter.end(_a_record(0.5), None)
+    assert sum(v for _, v in totals.values()) == 0  # queued: nothing folded on the application's thread
+    assert _attempts_total(spied) == 1  # positive control: that collection reports it
+    assert _attempts_total(spied) == 1  # once
+
+
+def test_ends_racing_collections_are_each_counted_once(spied: _Spied, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ends on several threads (queued, and written past a small ENDED_MAX) while another thread collects."""
+    import threading
+
+    from llmtap._exporters import otel_metrics
+
+    monkeypatch.setattr(otel_metrics, "ENDED_MAX", 16)
+    threads, each = 4, 500
+    done = threading.Event()
+    seen: list[float] = []
+
+    def ends() -> None:
+        for _ in range(each):
+            spied.exporter.end(_a_record(0.5), None)
+
+    def collects() -> None:
+        while not done.is_set():
+            seen.append(_attempts_total(spied))
+
+    collector = threading.Thread(target=collects)
+    collector.start()
+    workers = [threading.Thread(target=ends) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    done.set()
+    collector.join()
+    assert seen == sorted(seen)  # never counted back
+    assert _attempts_total(spied) == threads * each

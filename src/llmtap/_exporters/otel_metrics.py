@@ -6,21 +6,23 @@ read from one table (``llmtap._core.metrics.INSTRUMENTS``), with the same meanin
 their names, units and attributes translate to exactly the Prometheus names the shipped dashboards
 and alert rules query (README: "Metric names through OpenTelemetry").
 
-Writes are cheap, reads expensive: the measurements come from the shared
-:class:`~llmtap._core.metrics.Mapping`. Counters and up-down counters are folded by llmtap per attribute
-set (plain arithmetic under one lock) and reported at collection by observable instruments (cumulative
-totals; the SDK turns them into deltas where the reader asks for delta temporality); the rate-limit
-gauges read the last record that had rate limits, converted at collection. Histogram values are
-appended to their series (one attribute dict each, built once) and recorded at the next collection,
-on the reader's thread, by an observable instrument's callback, which the SDK runs before the
-collection's snapshot: each value lands, exactly once, in the interval it was measured in. The SDK
-still spends ~7 µs per value there (it cleans, sorts and hashes the attributes of every
-``record()``), but no longer inside the user's request. Recorded at once instead are: the first
-value per bucket and interval that has a sampled span (the SDK's exemplar reservoir keeps one per
-bucket; so it keeps its trace, value and time), a series' first value (so the SDK's series starts
-when it did), and every value once :data:`PENDING_MAX` are pending (a reader that never collects
-costs no memory). A forked child drops its parent's pending values
-(the parent reports them).
+Writes are cheap, reads expensive: an attempt's (or call's) end only appends its record to a queue (no
+lock); the next collection, on the reader's thread, writes it, oldest first, in a callback the SDK runs
+before the other instruments' callbacks and before the collection's snapshot (:meth:`_Shared._flush`), so
+each record lands, exactly once, in the interval it ended in. Past :data:`ENDED_MAX` queued records, an end
+writes the oldest itself (a reader that never collects costs no memory). The measurements come from the
+shared :class:`~llmtap._core.metrics.Mapping`. Counters and up-down counters are folded by llmtap per
+attribute set (plain arithmetic under one lock) and reported by observable instruments (cumulative totals;
+the SDK turns them into deltas where the reader asks for delta temporality); the rate-limit gauges read the
+last record that had rate limits, converted at collection. Histogram values are appended to their series
+(one attribute dict each, built once) and recorded by the same callback. The SDK still spends ~7 µs per
+value there (it cleans, sorts and hashes the attributes of every ``record()``), but no longer inside the
+user's request. Recorded with its span's context (from ``record.span_context``) is the first value per
+bucket and interval that has a sampled span (the SDK's reservoir keeps one exemplar per bucket: it keeps
+its trace and value; its time is the collection's, in the same interval, not the attempt's end); recorded
+as soon as written, not with the pending values, are a series' first value and every value once
+:data:`PENDING_MAX` are pending. A forked child drops its parent's queued records and pending values (the
+parent reports them).
 
 Differences from the native exporter, all invisible to the shipped queries:
 
@@ -49,8 +51,9 @@ import os
 import threading
 import weakref
 from array import array
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
@@ -73,6 +76,7 @@ from llmtap._core.metrics import (
 )
 from llmtap._exporters import _otel_fork
 from llmtap._exporters._health import register_otel
+from llmtap._log import internal_error
 from llmtap._version import __version__
 
 if TYPE_CHECKING:
@@ -196,11 +200,21 @@ class OtelMetricsExporter:
         return True if attempt.request_stream else None
 
     def end(self, record: AttemptRecord, state: object) -> None:
-        limits = record if self._rate_limited and record.rate_limit_headers else None  # converted at collection
-        self._write(base_key(record), self.mapping.end(record, state is not None), record.span_context, limits)
+        self._shared.ended((self, record, state is not None))  # written at the next collection
 
     def call_end(self, record: CallRecord) -> None:
-        self._write(base_key(record), self.mapping.call_end(record), record.span_context)
+        self._shared.ended((self, record, None))
+
+    def _write_ended(self, record: AttemptRecord | CallRecord, in_flight: bool | None) -> None:
+        """What an ended record writes (``in_flight``: its start counted a stream in flight; ``None``: a call's
+        record), at collection (or at its end, past :data:`ENDED_MAX`)."""
+        if in_flight is None:
+            call = cast("CallRecord", record)
+            self._write(base_key(call), self.mapping.call_end(call), call.span_context)
+            return
+        attempt = cast("AttemptRecord", record)
+        limits = attempt if self._rate_limited and attempt.rate_limit_headers else None  # converted at collection
+        self._write(base_key(attempt), self.mapping.end(attempt, in_flight), attempt.span_context, limits)
 
 
 def _context_of(span_context: SpanContext) -> Context:
@@ -215,6 +229,13 @@ the current context, that of whichever thread records, and an empty ``Context()`
 PENDING_MAX = 65_536
 """Histogram values kept for the next collection, in all (8 bytes each); past it, values are recorded
 at once, as if no collection came (a reader that never collects costs no memory)."""
+
+ENDED_MAX = 1_024
+"""Ended records kept for the next collection (up to ~3-4 KiB each, their raw rate-limit headers included: a
+few MiB at most); past it, each end writes the oldest one itself (what an end cost before the queue)."""
+
+_Ended = tuple["OtelMetricsExporter", "AttemptRecord | CallRecord", "bool | None"]
+"""An ended record, its exporter, and whether its start counted a stream in flight (``None``: a call's)."""
 
 
 class _Histogram:
@@ -270,6 +291,9 @@ class _Shared:
         """The series that recorded an exemplar this interval (each once)."""
         self._pending = 0
         """Histogram values pending, in all (bounded by :data:`PENDING_MAX`)."""
+        self._ended: deque[_Ended] = deque()
+        """Ended records, written at the next collection (bounded by :data:`ENDED_MAX`); appending to a
+        ``deque`` is atomic: an end takes no lock."""
         self._made: dict[str, Any] = {}
         self._made_lock = threading.Lock()
         register_otel(meter, namespace)  # llmtap.internal_errors, llmtap.label_overflows (observable counters)
@@ -362,9 +386,30 @@ class _Shared:
         if gaps.max > pending[2]:
             pending[2] = gaps.max
 
+    def ended(self, ended: _Ended) -> None:
+        """Queue an ended record for the next collection (no lock); past :data:`ENDED_MAX`, write the oldest."""
+        queue = self._ended
+        if len(queue) >= ENDED_MAX:
+            try:
+                oldest = queue.popleft()
+            except IndexError:  # a collection emptied it meanwhile
+                pass
+            else:
+                _write_ended(oldest)
+        queue.append(ended)
+
     def _flush(self, options: CallbackOptions) -> Iterable[Observation]:
-        """At collection, before its snapshot: record the pending histogram values, and the pending gaps
-        one value per gap (see :func:`spread`); a new exemplar interval begins."""
+        """At collection, before its snapshot (this instrument's callback is the first registered): write the
+        ended records, oldest first (counters and gauges folded, so the observable instruments' callbacks
+        that follow report them); record the pending histogram values, and the pending gaps one value per gap
+        (see :func:`spread`); a new exemplar interval begins."""
+        queue = self._ended
+        for _ in range(len(queue)):  # what ended before the collection: later ends wait for the next one
+            try:
+                ended = queue.popleft()
+            except IndexError:  # an end past ENDED_MAX took it
+                break
+            _write_ended(ended)
         with self.lock:
             values = [(h.instrument, h.attributes, h.values) for h in self._queued]
             gaps = [(h.instrument, h.attributes, h.gaps) for h in self._gapped if h.gaps is not None]
@@ -389,9 +434,19 @@ class _Shared:
         """In a forked child: the pending values are the parent's (it reports them), and the lock may
         be held by a thread the child does not have."""
         self.lock = threading.Lock()
+        self._ended.clear()
         for h in (*self._queued, *self._gapped, *self._marked):
             h.values, h.gaps, h.marked = array("d"), None, set()
         self._queued, self._gapped, self._marked, self._pending = [], [], [], 0
+
+
+def _write_ended(ended: _Ended) -> None:
+    """Write one ended record (a failure is counted as the request path counts it, and the rest go on)."""
+    exporter, record, in_flight = ended
+    try:
+        exporter._write_ended(record, in_flight)
+    except Exception as exc:
+        internal_error("sink", "llmtap: the %s exporter failed: %r", exporter.name, exc)
 
 
 def _forget_in_child(ref: weakref.ref[_Shared]) -> None:

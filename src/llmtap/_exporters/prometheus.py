@@ -6,21 +6,27 @@ built from ``llmtap._core.metrics.INSTRUMENTS`` and filled from its :class:`~llm
 semconv names where one exists, ``llmtap_`` otherwise. Every series carries ``gen_ai_provider_name``,
 ``gen_ai_operation_name`` and ``gen_ai_request_model`` (bounded by ``Settings.max_models``).
 
-Writes are cheap, reads expensive: an attempt's end folds its measurements into plain numbers under one
-lock (:class:`_Folded`, a custom collector), keeps the record of its rate limits as it is, and the
-families, the rate-limit values and the exemplars are built when Prometheus scrapes. prometheus-client's
-multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``) only sees values written through its own value
-classes, so there the same measurements go to prometheus-client metric objects (:class:`_Objects`).
+Writes are cheap, reads expensive: an attempt's (or call's) end only appends its record to a queue
+(:class:`_Folded`, a custom collector); each scrape first folds what is queued into plain numbers under one
+lock, through the same :func:`_measure` and fold as every other write, then builds the families, the
+rate-limit values and the exemplars. Past :data:`PENDING_MAX` queued records an end folds the oldest one
+itself (a registry nobody scrapes costs no memory). prometheus-client's multiprocess mode
+(``PROMETHEUS_MULTIPROC_DIR``) only sees values written through its own value classes, read by another
+process: there the same measurements go to prometheus-client metric objects at once (:class:`_Objects`).
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
+import os
 import threading
 import time
+import weakref
+from collections import deque
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, values
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -45,13 +51,19 @@ from llmtap._core.metrics import (
 from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
 from llmtap._exporters._health import HEALTH_METRIC_NAMES
 from llmtap._exporters._health_prometheus import HealthCollector
+from llmtap._log import internal_error
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from opentelemetry.trace import SpanContext
 
-__all__ = ["METRIC_NAMES", "PrometheusExporter", "exemplar_of"]
+__all__ = ["METRIC_NAMES", "PENDING_MAX", "PrometheusExporter", "exemplar_of"]
+
+PENDING_MAX = 1_024
+"""Ended records kept for the next scrape (up to ~3-4 KiB each, their raw rate-limit headers included: a few
+MiB at most); past it, each end folds the oldest one itself (what an end cost before the queue), so a
+registry nobody scrapes holds no more."""
 
 METRIC_NAMES: tuple[str, ...] = (*(i.prometheus() for i in INSTRUMENTS), *HEALTH_METRIC_NAMES)
 """Every metric family this exporter registers (histograms and counters by their family name)."""
@@ -95,8 +107,6 @@ class PrometheusExporter:
         self.registry = reg = REGISTRY if registry is None else registry
         self.mapping = mapping = Mapping(exclude)
         self.excluded = frozenset(i.key for i in INSTRUMENTS) - mapping.on
-        self._lock = threading.Lock()
-        self._seen: set[tuple[str, ...]] = set()
         extra = tuple(label_name(key) for key in attribute_labels)
         families = {i.key: _Family(i, namespace, extra) for i in mapping.instruments}
         multiprocess = values.ValueClass is not values.MutexValue  # chosen by prometheus-client at import
@@ -118,37 +128,28 @@ class PrometheusExporter:
                 "already uses these names in this registry: uninstrument it first, or pass registry="
             ) from exc
         self._write = self._store.write
-        self._rate_limited = mapping.rate_limited
-
-    def _base(self, key: tuple[str, ...]) -> tuple[str, ...]:
-        """``key``, its pre-created series made the first time it is seen."""
-        if key not in self._seen:
-            with self._lock:
-                if key not in self._seen:
-                    self._write(key, self.mapping.initial, None)
-                    self._seen.add(key)
-        return key
+        self._ended = self._store.ended
+        self._seen = self._store.seen  # read without a lock: a miss only costs a write that takes one
 
     # -- Sink ----------------------------------------------------------------------------------
 
     def start(self, attempt: AttemptStart) -> object:
-        key = self._base(base_key(attempt))
+        key = base_key(attempt)
         measurements = self.mapping.start(attempt)
-        if measurements:
+        if measurements or key not in self._seen:  # a new base label set: its pre-created series now
             self._write(key, measurements, None)
         return True if attempt.request_stream else None
 
     def end(self, record: AttemptRecord, state: object) -> None:
-        key = self._base(base_key(record))
-        limits = record if self._rate_limited and record.rate_limit_headers else None  # converted at collection
-        self._write(key, self.mapping.end(record, state is not None), record.span_context, limits)
+        self._ended((record, state is not None, time.time()))
 
     def call_end(self, record: CallRecord) -> None:
-        key = self._base(base_key(record))
-        self._write(key, self.mapping.call_end(record), record.span_context)
+        self._ended((record, None, time.time()))
 
     def close(self) -> None:
-        """Remove every llmtap metric from the registry."""
+        """Fold what is queued, then remove every llmtap metric from the registry."""
+        if isinstance(self._store, _Folded):
+            self._store.drain()
         self.unregister()
 
     def unregister(self) -> None:
@@ -168,6 +169,25 @@ def exemplar_of(context: SpanContext) -> dict[str, str]:
     """The OpenMetrics exemplar labels of a span: ``trace_id`` and ``span_id`` in W3C hex, the names
     Grafana links to a trace by."""
     return {"trace_id": format(context.trace_id, "032x"), "span_id": format(context.span_id, "016x")}
+
+
+_Ended = tuple["AttemptRecord | CallRecord", "bool | None", float]
+"""What an end hands over: the record, whether its start counted a stream in flight (``None``: a call's
+record) and the wall-clock time it ended (an exemplar's timestamp)."""
+
+
+def _measure(
+    mapping: Mapping, ended: _Ended
+) -> tuple[tuple[str, ...], list[Measurement], SpanContext | None, AttemptRecord | None]:
+    """What an ended record writes, for both stores: its base label set, its measurements, its span (for
+    exemplars) and itself again when it has rate limits (converted when they are read)."""
+    record, in_flight, _ = ended
+    if in_flight is None:
+        call = cast("CallRecord", record)
+        return base_key(call), mapping.call_end(call), call.span_context, None
+    attempt = cast("AttemptRecord", record)
+    limits = attempt if mapping.rate_limited and attempt.rate_limit_headers else None
+    return base_key(attempt), mapping.end(attempt, in_flight), attempt.span_context, limits
 
 
 class _Family:
@@ -201,9 +221,13 @@ class _Histogram:
 
 
 class _Folded(Collector):
-    """Every llmtap series as plain numbers, written under one lock and turned into metric families at
-    scrape: counters and gauges as floats, histograms as bucket counts, rate limits as the last record
-    that had any (read at scrape)."""
+    """Every llmtap series as plain numbers, turned into metric families at scrape: counters and gauges as
+    floats, histograms as bucket counts, rate limits as the last record that had any (read at scrape).
+
+    Ended records wait in a queue (a ``deque``: appending is atomic, so an end takes no lock) and are folded
+    under the fold lock by the next scrape, oldest first; starts and the pre-created series are folded at
+    once. Past :data:`PENDING_MAX` queued records, an end folds the oldest itself. A forked child forgets
+    its parent's queue (the parent reports it)."""
 
     def __init__(self, families: dict[str, _Family], mapping: Mapping, created_series: bool) -> None:
         self._families = families
@@ -211,6 +235,9 @@ class _Folded(Collector):
         self._created_series = created_series
         self._lock = threading.Lock()
         self._scrape_lock = threading.Lock()
+        self._pending: deque[_Ended] = deque()
+        self.seen: set[tuple[str, ...]] = set()
+        """The base label sets whose pre-created series exist."""
         self._numbers: dict[str, dict[tuple[str | int, ...], float]] = {k: {} for k in families}
         self._created: dict[tuple[str, tuple[str | int, ...]], float] = {}
         self._histograms: dict[str, dict[tuple[str | int, ...], _Histogram]] = {k: {} for k in families}
@@ -219,6 +246,31 @@ class _Folded(Collector):
         self._exemplar_keys = frozenset(k for k, f in families.items() if f.exemplar)
         self._bounds = {k: f.bounds for k, f in families.items()}
         self._pending_limits: dict[tuple[str, ...], AttemptRecord] = {}
+        os.register_at_fork(after_in_child=functools.partial(_forget_in_child, weakref.ref(self)))
+
+    def ended(self, ended: _Ended) -> None:
+        """Queue an ended record for the next scrape (no lock); past :data:`PENDING_MAX`, fold the oldest."""
+        pending = self._pending
+        if len(pending) >= PENDING_MAX:
+            with self._lock:
+                if pending:  # else a scrape emptied it meanwhile (it pops under this lock too)
+                    self._fold_ended(pending.popleft())
+        pending.append(ended)
+
+    def drain(self) -> None:
+        """Fold the records queued when it begins, oldest first (the scrape, and ``close()``),
+        :data:`_DRAIN_BATCH` at a time under the fold lock: a start that writes (a stream in flight, a
+        retry) waits for one batch at most, not for the whole queue."""
+        pending = self._pending
+        left = len(pending)  # what ended before the drain began: later ends wait for the next one
+        while left > 0:
+            with self._lock:
+                for _ in range(min(left, _DRAIN_BATCH)):
+                    if not pending:  # the only other taker (an end past the cap) holds this lock too
+                        left = 0
+                        break
+                    self._fold_ended(pending.popleft())
+                    left -= 1
 
     def write(
         self,
@@ -227,44 +279,75 @@ class _Folded(Collector):
         span: SpanContext | None,
         limits: AttemptRecord | None = None,
     ) -> None:
-        """Fold ``measurements`` of the base label set ``key``; ``limits``: a record whose rate limits
-        become gauge values at the next scrape (kept as it is until then)."""
-        numbers, histograms, histogram_keys = self._numbers, self._histograms, self._histogram_keys
+        """Fold ``measurements`` of the base label set ``key`` now (see :meth:`_fold`)."""
         with self._lock:
-            if limits is not None:
-                self._pending_limits[key] = limits
-            for name, value, labels in measurements:
-                series = key + labels
-                if name in histogram_keys:
-                    histogram = histograms[name].get(series)
-                    if histogram is None:
-                        histogram = histograms[name][series] = _Histogram(len(self._bounds[name]) + 1)
-                    if isinstance(value, Buckets):
-                        counts = histogram.counts
-                        for i, count in enumerate(value.counts):
-                            if count:
-                                counts[i] += count
-                        histogram.sum += value.sum
-                        continue
-                    i = bisect.bisect_left(self._bounds[name], value)
-                    histogram.counts[i] += 1
-                    histogram.sum += value
-                    if span is not None and name in self._exemplar_keys:
-                        exemplars = histogram.exemplars
-                        if exemplars is None:
-                            exemplars = histogram.exemplars = [None] * len(histogram.counts)
-                        exemplars[i] = (span, value, time.time())
+            self._fold(key, measurements, span, limits, 0.0)
+
+    def _fold_ended(self, ended: _Ended) -> None:
+        """Under the fold lock: one queued record (a failure is counted as the request path counts it, and
+        the scrape goes on)."""
+        try:
+            key, measurements, span, limits = _measure(self._mapping, ended)
+            self._fold(key, measurements, span, limits, ended[2])
+        except Exception as exc:
+            internal_error("sink", "llmtap: the %s exporter failed: %r", PrometheusExporter.name, exc)
+
+    def _fold(
+        self,
+        key: tuple[str, ...],
+        measurements: Iterable[Measurement],
+        span: SpanContext | None,
+        limits: AttemptRecord | None,
+        at: float,
+    ) -> None:
+        """Under the fold lock: fold ``measurements`` of the base label set ``key`` (its pre-created series
+        first, the first time it is seen); ``span``: exemplars, timed ``at``; ``limits``: a record whose rate
+        limits become gauge values at the next scrape (kept as it is until then)."""
+        if key not in self.seen:
+            self.seen.add(key)
+            self._fold(key, self._mapping.initial, None, None, 0.0)
+        numbers, histograms, histogram_keys = self._numbers, self._histograms, self._histogram_keys
+        if limits is not None:
+            self._pending_limits[key] = limits
+        for name, value, labels in measurements:
+            series = key + labels
+            if name in histogram_keys:
+                histogram = histograms[name].get(series)
+                if histogram is None:
+                    histogram = histograms[name][series] = _Histogram(len(self._bounds[name]) + 1)
+                if isinstance(value, Buckets):
+                    counts = histogram.counts
+                    for i, count in enumerate(value.counts):
+                        if count:
+                            counts[i] += count
+                    histogram.sum += value.sum
                     continue
-                family = numbers[name]
-                seen = family.get(series)
-                if seen is None:
-                    if self._created_series:
-                        self._created[(name, series)] = time.time()
-                    family[series] = float(value)  # type: ignore[arg-type]
-                elif name in self._gauge_keys:
-                    family[series] = float(value)  # type: ignore[arg-type]
-                else:
-                    family[series] = seen + value  # type: ignore[operator]
+                i = bisect.bisect_left(self._bounds[name], value)
+                histogram.counts[i] += 1
+                histogram.sum += value
+                if span is not None and name in self._exemplar_keys:
+                    exemplars = histogram.exemplars
+                    if exemplars is None:
+                        exemplars = histogram.exemplars = [None] * len(histogram.counts)
+                    exemplars[i] = (span, value, at)
+                continue
+            family = numbers[name]
+            seen = family.get(series)
+            if seen is None:
+                if self._created_series:
+                    self._created[(name, series)] = time.time()
+                family[series] = float(value)  # type: ignore[arg-type]
+            elif name in self._gauge_keys:
+                family[series] = float(value)  # type: ignore[arg-type]
+            else:
+                family[series] = seen + value  # type: ignore[operator]
+
+    def _forget(self) -> None:
+        """In a forked child: the queued records are the parent's (it reports them), and the locks may be
+        held by a thread the child does not have."""
+        self._lock = threading.Lock()
+        self._scrape_lock = threading.Lock()
+        self._pending.clear()
 
     def describe(self) -> Iterator[Metric]:
         for name in self._families:
@@ -280,6 +363,7 @@ class _Folded(Collector):
 
     def collect(self) -> Iterator[Metric]:
         with self._scrape_lock:  # rate limits merge in the order the records came
+            self.drain()
             pending, self._pending_limits = self._pending_limits, {}
             for key, record in pending.items():
                 self.write(key, self._mapping.rate_limits(record), None)
@@ -322,6 +406,16 @@ class _Folded(Collector):
             yield family
 
 
+_DRAIN_BATCH = 64
+"""Queued records folded per hold of the fold lock at scrape (tens of µs)."""
+
+
+def _forget_in_child(ref: weakref.ref[_Folded]) -> None:
+    folded = ref()
+    if folded is not None:
+        folded._forget()
+
+
 class _LeanCounter(Counter):
     """No ``*_created`` sample per label set (see ``Settings.prometheus_created_series``).
 
@@ -348,6 +442,8 @@ class _Objects:
         self._mapping = mapping
         counter, histogram = (Counter, Histogram) if created_series else (_LeanCounter, _LeanHistogram)
         self._lock = threading.Lock()
+        self.seen: set[tuple[str, ...]] = set()
+        """The base label sets whose pre-created series exist."""
         self._children: dict[tuple[str, tuple[str | int, ...]], Any] = {}
         self._kinds = {k: f.kind for k, f in families.items()}
         self._exemplar_keys = frozenset(k for k, f in families.items() if f.exemplar)
@@ -373,6 +469,14 @@ class _Objects:
         span: SpanContext | None,
         limits: AttemptRecord | None = None,
     ) -> None:
+        """Write ``measurements`` of the base label set ``key`` now (its pre-created series first, the
+        first time it is seen): the values live in files another process reads."""
+        if key not in self.seen:
+            with self._lock:
+                new = key not in self.seen
+                self.seen.add(key)
+            if new:
+                self.write(key, self._mapping.initial, None)
         if limits is not None:  # the gauges live in files: set now
             self.write(key, self._mapping.rate_limits(limits), None)
         for name, value, labels in measurements:
@@ -391,6 +495,10 @@ class _Objects:
                 child.set(value)
             elif value:
                 child.inc(value)
+
+    def ended(self, ended: _Ended) -> None:
+        """Write an ended record's measurements now (see :func:`_measure`)."""
+        self.write(*_measure(self._mapping, ended))
 
 
 def _merge_histogram(child: Histogram, buckets: Buckets) -> None:
