@@ -367,6 +367,8 @@ def test_skip_consumes_whole_intact_quiet_messages_only() -> None:
     other = encode_event_stream_message({":message-type": "event", ":event-type": "chunk"}, payload)
     assert framer.skip(other, (prefix,)) == 0  # another header block: feed parses it
     assert EventStreamFramer(100).skip(delta, (prefix,)) == 0  # over max_frame: feed skips and counts it
+    short = encode_event_stream_message(EVENT, prefix[:20])  # a payload shorter than the prefix
+    assert framer.skip(short + delta, (prefix,)) == 0 and framer.skip(delta + short, (prefix,)) == len(delta)
     framer.feed(delta[:50])  # a partial message held: nothing is skipped until it completes
     assert framer.skip(delta, (prefix,)) == 0
     assert [p for _, p in framer.feed(delta[50:])] == [payload] and framer.errors == 0

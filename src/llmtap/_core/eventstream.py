@@ -124,16 +124,15 @@ class EventStreamFramer:
         pos = 0
         while end - pos >= _MIN_MESSAGE:
             total, length, prelude_crc = _UINT32X3.unpack_from(data, pos)
+            stop = pos + total
             if (
                 length != headers_len
-                or total > end - pos
+                or stop > end
                 or total > self.max_frame
-                or total < payload_at + 4
+                or not data.startswith(payloads, pos + payload_at, stop - 4)  # inside the payload (or False)
                 or not data.startswith(raw, pos + _PRELUDE)
-                or not data.startswith(payloads, pos + payload_at)
             ):
                 break
-            stop = pos + total
             crc = crc32(data[pos : pos + 8])
             if crc != prelude_crc or crc32(data[pos + 8 : stop - 4], crc) != _UINT32.unpack_from(data, stop - 4)[0]:
                 break
