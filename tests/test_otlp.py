@@ -527,8 +527,37 @@ def spied() -> Iterator[_Spied]:
         original(value, attributes, context)
 
     duration.record = spy
+    reader.get_metrics_data()  # a first collection: a reader exists, so ends wait for the next one
     try:
         yield _Spied(exporter, reader, recorded)
+    finally:
+        provider.shutdown()
+
+
+def test_before_any_collection_nothing_waits() -> None:
+    """With no reader yet (or ever: the API's no-op provider), an end is written at once and nothing is held."""
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from llmtap._exporters.otel_metrics import OtelMetricsExporter
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    try:
+        exporter = OtelMetricsExporter(provider)
+        shared = exporter._shared
+        exporter.end(_a_record(0.5), None)
+        exporter.end(_a_record(1.5), None)
+        assert not shared._ended and shared._pending == 0  # nothing held
+        assert sum(v for _, v in shared.totals["attempts"].values()) == 2  # written at once
+        reader.get_metrics_data()
+        exporter.end(_a_record(2.5), None)  # positive control: after a collection an end waits for the next
+        assert len(shared._ended) == 1
+        data: Any = reader.get_metrics_data()
+        counts = [
+            p.count for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+            if m.name == "gen_ai.client.operation.duration" for p in m.data.data_points
+        ]  # fmt: skip
+        assert counts == [3]  # cumulative: every value once
     finally:
         provider.shutdown()
 
