@@ -5,9 +5,9 @@
 
 What users pay is measured inside the real SDKs by ``benchmarks/sdk.py`` (``make bench``), which owns the
 targets; this file only resolves what that noise floor hides: per SSE event (one event per read, five per
-read, gzip), per attempt for each sink's ``end()``, the hand-off of a dropped stream, and the hook's cost
-on traffic that is not an LLM API. Every benchmark feeds the simulator's own renderers (no second copy of
-the wire format) and prints no PASS/FAIL.
+read, gzip), per Bedrock event-stream message, per attempt for each sink's ``end()``, the hand-off of a
+dropped stream, and the hook's cost on traffic that is not an LLM API. Every benchmark feeds the
+simulator's own renderers (no second copy of the wire format) and prints no PASS/FAIL.
 """
 
 from __future__ import annotations
@@ -33,8 +33,10 @@ from llmtap._core.record import AttemptRecord, AttemptStart
 from llmtap._exporters.otel_metrics import OtelMetricsExporter
 from llmtap._exporters.prometheus import PrometheusExporter
 from llmtap._exporters.tracing import TracingExporter
+from llmtap._providers._base import Provider
 from llmtap._settings import CHUNK_GAP_BUCKETS
 from llmtap.simulator._anthropic import AnthropicMessages
+from llmtap.simulator._clouds import _chunk, _sse_data
 from llmtap.simulator._exchange import Context, RateLimitSnapshot
 from llmtap.simulator._scenario import Scenario, delta_text
 
@@ -48,6 +50,8 @@ START = AttemptStart(
 )  # fmt: skip
 HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"request-id", b"req_1")]
 GZIP_HEADERS = [*HEADERS, (b"content-encoding", b"gzip")]
+BEDROCK = next(p for p in PROVIDERS if p.name == "aws.bedrock")
+BEDROCK_HEADERS = [(b"content-type", b"application/vnd.amazon.eventstream"), (b"x-amzn-requestid", b"r-1")]
 
 
 def stream_events(deltas: int) -> list[bytes]:
@@ -68,6 +72,11 @@ def stream_events(deltas: int) -> list[bytes]:
     return events + api.close_events() + api.stop_events()
 
 
+def bedrock_messages(events: Sequence[bytes]) -> list[bytes]:
+    """The same events as Bedrock streams them: one AWS event-stream message each, the simulator's framing."""
+    return [_chunk(_sse_data(event)) for event in events]
+
+
 def gzipped(events: Sequence[bytes]) -> list[bytes]:
     compressor = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
     chunks = [compressor.compress(e) + compressor.flush(zlib.Z_SYNC_FLUSH) for e in events]
@@ -75,14 +84,16 @@ def gzipped(events: Sequence[bytes]) -> list[bytes]:
     return chunks
 
 
-def observer_time(chunks: Sequence[bytes], headers: list[tuple[bytes, bytes]]) -> Callable[[int], float]:
+def observer_time(
+    chunks: Sequence[bytes], headers: list[tuple[bytes, bytes]], provider: Provider = PROVIDER
+) -> Callable[[int], float]:
     """Seconds for ``loops`` streams through a fresh observer, as the shells feed it."""
 
     def run(loops: int) -> float:
         clock = time.perf_counter
         total = 0.0
         for _ in range(loops):
-            observer = AttemptObserver(START, PROVIDER, CONFIG)
+            observer = AttemptObserver(START, provider, CONFIG)
             observer.on_response(200, headers, clock())
             on_chunk = observer.on_chunk
             t0 = clock()
@@ -265,7 +276,7 @@ def shell_time(events: Sequence[bytes], is_async: bool, observed: bool) -> Calla
         for _ in range(loops):
             stream = body()
             t0 = time.perf_counter()
-            async for _chunk in aiter_raw(stream):
+            async for _read in aiter_raw(stream):
                 pass
             total += time.perf_counter() - t0
         return total
@@ -278,7 +289,7 @@ def shell_time(events: Sequence[bytes], is_async: bool, observed: bool) -> Calla
         for _ in range(loops):
             stream = body()
             t0 = time.perf_counter()
-            for _chunk in iter_raw(stream):
+            for _read in iter_raw(stream):
                 pass
             total += time.perf_counter() - t0
         return total
@@ -294,6 +305,11 @@ def main() -> None:
     fives = [b"".join(events[i : i + 5]) for i in range(0, n, 5)]
     runner.bench_time_func("observer, per event (5 events per read)", observer_time(fives, HEADERS), inner_loops=n)
     runner.bench_time_func("observer, per event (gzip)", observer_time(gzipped(events), GZIP_HEADERS), inner_loops=n)
+    runner.bench_time_func(
+        "observer, per event (Bedrock event-stream, 1 message per read)",
+        observer_time(bedrock_messages(events), BEDROCK_HEADERS, BEDROCK),
+        inner_loops=n,
+    )
     record = a_record()
     # the instruments a default Settings() leaves off (cost, the latest semconv generation), as the tap does
     off = tuple(i.name for i in INSTRUMENTS if i.requires or i.semconv_version == "latest")

@@ -2,6 +2,7 @@
 
     python benchmarks/profile_sdk.py request [--config all]   # cProfile of 2,000 anthropic messages.create
     python benchmarks/profile_sdk.py stream [--config all]    # cProfile of 20 anthropic streams x 2,006 events
+    python benchmarks/profile_sdk.py bedrock-stream [--config all]  # the same over Bedrock's event-stream
     python benchmarks/profile_sdk.py imports [--config core]  # modules and RSS llmtap adds to the app's
     python benchmarks/profile_sdk.py span-memory --config prom_spans  # bytes a finished span holds
 
@@ -39,6 +40,8 @@ def profile(kind: str, config: str, base_url: str, top: int) -> None:
     wl = sdk.Workloads(base_url, tokens)
     if kind == "request":
         fn, loops = wl.anthropic_create, 2000
+    elif kind == "bedrock-stream":
+        fn, loops = wl.bedrock_stream, 20
     else:
         fn, loops = wl.anthropic_stream, 20
     fn(5)  # warm: connections, label children, first-use caches
@@ -234,7 +237,7 @@ def span_memory_child(config: str, base_url: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("kind", choices=("request", "stream", "imports", "span-memory"))
+    parser.add_argument("kind", choices=("request", "stream", "bedrock-stream", "imports", "span-memory"))
     parser.add_argument("--config", default="all", choices=sdk.CONFIGS)
     parser.add_argument("--top", type=int, default=25)
     if argv is None:

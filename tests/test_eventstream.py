@@ -22,6 +22,7 @@ from llmtap._core.record import Outcome
 from llmtap._providers import anthropic as anthropic_provider
 from llmtap._providers import bedrock, vertex_anthropic
 from llmtap._providers._base import Provider
+from llmtap.simulator._clouds import _chunk as compact_chunk
 from llmtap.simulator._clouds import encode_event_stream_message
 from tests.support.fixtures import recorded_fixtures, require_fixtures
 from tests.support.replay import START, load
@@ -223,7 +224,8 @@ def test_recorded_streams_read_the_same_inside_bedrock_frames(path: Path) -> Non
     text: str = fixture["response"]["body_text"]
     events = [block for block in text.replace("\r\n", "\n").split("\n\n") if "data:" in block]
     records = []
-    for provider, framing in ((anthropic_provider.PROVIDER, "sse"), (bedrock.PROVIDER, "bedrock")):
+    framings = ((anthropic_provider.PROVIDER, "sse"), (bedrock.PROVIDER, "bedrock"), (bedrock.PROVIDER, "verbatim"))
+    for provider, framing in framings:
         start = START._replace(provider=provider.name)
         obs = AttemptObserver(start, provider, CONFIG)
         ctype = b"text/event-stream" if framing == "sse" else b"application/vnd.amazon.eventstream"
@@ -233,12 +235,15 @@ def test_recorded_streams_read_the_same_inside_bedrock_frames(path: Path) -> Non
                 obs.on_chunk(block.encode() + b"\n\n", 1.0 + i)
             else:
                 data = next(line[5:].strip() for line in block.split("\n") if line.startswith("data:"))
-                obs.on_chunk(chunk(json.loads(data)), 1.0 + i)
+                if framing == "verbatim":  # the API's own bytes, as Bedrock wraps them: content deltas skipped
+                    obs.on_chunk(compact_chunk(data.encode()), 1.0 + i)
+                else:  # re-encoded with spaces: every message decoded
+                    obs.on_chunk(chunk(json.loads(data)), 1.0 + i)
         record = obs.end(Ending.EOF, 1000.0)
         assert record is not None
         records.append(record._replace(provider=""))
-    sse, framed = records
-    assert framed == sse
+    sse, framed, verbatim = records
+    assert framed == sse and verbatim == sse
     assert sse.outcome is Outcome.COMPLETED and sse.first_token_at is not None  # positive control
 
 
@@ -320,3 +325,100 @@ def test_terminal_event_ends_the_attempt(provider: Provider, which: str) -> None
     record = obs.end(Ending.TERMINAL, 1.0)
     assert record is not None and record.ended_at == 1.0
     assert record.outcome is (Outcome.COMPLETED if which == "final" else Outcome.SERVER_ERROR)
+
+
+# Past the first token, whole content-delta messages are only checked, never decoded (EventStreamFramer.skip)
+
+DELTA = b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"tok "}}'
+COMPACT = [json.dumps(e, separators=(",", ":")).encode() for e in STREAM]
+
+
+def test_quiet_frame_prefix_is_how_a_content_delta_is_wrapped() -> None:
+    (prefix,) = bedrock.PROVIDER.quiet_frames
+    for event in [DELTA, *COMPACT]:  # only the content delta begins so
+        ((_, payload),) = EventStreamFramer(1024).feed(compact_chunk(event))
+        assert payload.startswith(prefix) == event.startswith(b'{"type":"content_block_delta",')
+        assert bedrock.PROVIDER.event_from_frame(EVENT, payload) == (None, event)
+    with pytest.raises(ValueError, match="multiple of 3"):
+        bedrock._quiet_chunk(b'{"type":"x"')
+
+
+def _read_framer(*messages: bytes) -> EventStreamFramer:
+    framer = EventStreamFramer(1024)
+    for message in messages:
+        assert len(framer.feed(message)) == 1  # its header block is now the last one read
+    return framer
+
+
+def test_skip_consumes_whole_intact_quiet_messages_only() -> None:
+    (prefix,) = bedrock.PROVIDER.quiet_frames
+    delta, stop = compact_chunk(DELTA), compact_chunk(COMPACT[-1])
+    assert EventStreamFramer(1024).skip(delta, (prefix,)) == 0  # no message read yet: no header block known
+    framer = _read_framer(delta)
+    assert framer.skip(delta + delta, (prefix,)) == 2 * len(delta)  # positive control
+    assert framer.skip(delta + stop + delta, (prefix,)) == len(delta)  # stops at a message that is needed
+    assert framer.skip(delta[:-1], (prefix,)) == 0  # not whole
+    bad = delta[:-5] + bytes([delta[-5] ^ 1]) + delta[-4:]
+    assert framer.skip(bad + delta, (prefix,)) == 0  # a bad message CRC is left to feed, which counts it
+    assert framer.feed(bad) == [] and framer.take_errors() == 1
+    bad_prelude = delta[:11] + bytes([delta[11] ^ 1]) + delta[12:]
+    assert framer.skip(bad_prelude, (prefix,)) == 0
+    ((_, payload),) = EventStreamFramer(1024).feed(delta)
+    other = encode_event_stream_message({":message-type": "event", ":event-type": "chunk"}, payload)
+    assert framer.skip(other, (prefix,)) == 0  # another header block: feed parses it
+    assert EventStreamFramer(100).skip(delta, (prefix,)) == 0  # over max_frame: feed skips and counts it
+    short = encode_event_stream_message(EVENT, prefix[:20])  # a payload shorter than the prefix
+    assert framer.skip(short + delta, (prefix,)) == 0 and framer.skip(delta + short, (prefix,)) == len(delta)
+    framer.feed(delta[:50])  # a partial message held: nothing is skipped until it completes
+    assert framer.skip(delta, (prefix,)) == 0
+    assert [p for _, p in framer.feed(delta[50:])] == [payload] and framer.errors == 0
+
+
+@pytest.mark.parametrize("reads", ["message", "whole", 7])
+def test_compact_bedrock_stream_decodes_only_what_it_needs(reads: str | int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator's (and the API's) compact events: past the first token, content deltas read whole never
+    reach the provider's decoding; every other message does, and the record is the one a full read gives."""
+    seen: list[bytes] = []
+    original = bedrock.PROVIDER.event_from_frame
+
+    def spy(headers: dict[str, str], payload: bytes) -> tuple[bytes | None, bytes] | None:
+        converted = original(headers, payload)
+        if converted is not None:
+            seen.append(converted[1])
+        return converted
+
+    monkeypatch.setattr(bedrock.PROVIDER, "event_from_frame", spy)
+    events = [*COMPACT[:3], DELTA, DELTA, DELTA, *COMPACT[3:]]
+    parts = [compact_chunk(e) for e in events]
+    data = b"".join(parts)
+    if reads == "message":
+        chunks = parts
+    elif reads == "whole":
+        chunks = [b"".join(parts[:3]), b"".join(parts[3:])]
+    else:
+        chunks = [data[i : i + 7] for i in range(0, len(data), 7)]
+    obs = observer()
+    for n, part in enumerate(chunks):
+        obs.on_chunk(part, 1.0 + n)
+    record = obs.end(Ending.EOF, 1000.0)
+    assert record is not None
+    assert record.outcome is Outcome.COMPLETED and record.parse_errors == 0
+    assert (record.usage.input_tokens, record.usage.output_tokens) == (9, 3) and record.stop_reason == "end_turn"
+    first_token_read = {"message": 2, "whole": 0, 7: (len(b"".join(parts[:3])) - 1) // 7}[reads]
+    assert record.first_token_at == 1.0 + first_token_read
+    if reads == 7:  # a read rarely starts at a message boundary: (nearly) every message is decoded
+        assert seen[:3] == COMPACT[:3] and seen[-3:] == COMPACT[3:] and DELTA in seen  # positive control
+    else:
+        assert seen == COMPACT
+
+
+def test_corrupt_content_delta_past_the_first_token_is_still_counted() -> None:
+    obs = observer()
+    parts = [compact_chunk(e) for e in COMPACT]
+    delta = compact_chunk(DELTA)
+    bad = delta[:-5] + bytes([delta[-5] ^ 1]) + delta[-4:]
+    for n, part in enumerate([*parts[:3], delta, bad, delta, *parts[3:]]):
+        obs.on_chunk(part, 0.2 + n / 100)
+    record = obs.end(Ending.EOF, 1.0)
+    assert record is not None and record.parse_errors == 1
+    assert record.outcome is Outcome.COMPLETED and record.usage.output_tokens == 3  # positive control

@@ -527,8 +527,37 @@ def spied() -> Iterator[_Spied]:
         original(value, attributes, context)
 
     duration.record = spy
+    reader.get_metrics_data()  # a first collection: a reader exists, so ends wait for the next one
     try:
         yield _Spied(exporter, reader, recorded)
+    finally:
+        provider.shutdown()
+
+
+def test_before_any_collection_nothing_waits() -> None:
+    """With no reader yet (or ever: the API's no-op provider), an end is written at once and nothing is held."""
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from llmtap._exporters.otel_metrics import OtelMetricsExporter
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    try:
+        exporter = OtelMetricsExporter(provider)
+        shared = exporter._shared
+        exporter.end(_a_record(0.5), None)
+        exporter.end(_a_record(1.5), None)
+        assert not shared._ended and shared._pending == 0  # nothing held
+        assert sum(v for _, v in shared.totals["attempts"].values()) == 2  # written at once
+        reader.get_metrics_data()
+        exporter.end(_a_record(2.5), None)  # positive control: after a collection an end waits for the next
+        assert len(shared._ended) == 1
+        data: Any = reader.get_metrics_data()
+        counts = [
+            p.count for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+            if m.name == "gen_ai.client.operation.duration" for p in m.data.data_points
+        ]  # fmt: skip
+        assert counts == [3]  # cumulative: every value once
     finally:
         provider.shutdown()
 
@@ -802,3 +831,35 @@ def test_ends_racing_collections_are_each_counted_once(spied: _Spied, monkeypatc
     collector.join()
     assert seen == sorted(seen)  # never counted back
     assert _attempts_total(spied) == threads * each
+
+
+def test_by_default_the_meter_path_is_on_only_with_a_meter_provider(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No meter provider (the API's stand-in): no OpenTelemetry metrics exporter, said once at INFO; a provider
+    given, a global one set, or the setting made explicitly: on."""
+    import logging
+
+    from opentelemetry import metrics
+
+    from llmtap import Settings
+    from llmtap._exporters import otel_metrics_on
+    from llmtap._log import _seen
+
+    proxy = metrics.get_meter_provider()
+    if type(proxy).__name__ != "_ProxyMeterProvider":
+        pytest.skip("a global meter provider is set in this process")
+    monkeypatch.setattr("llmtap._log._seen", set(_seen) - {"otel_metrics_off"})
+    with caplog.at_level(logging.INFO, logger="llmtap"):
+        assert otel_metrics_on(Settings(), None) is False
+    assert "no OpenTelemetry meter provider is set" in caplog.text
+    provider = MeterProvider()
+    try:
+        assert otel_metrics_on(Settings(), provider) is True  # positive control: one given
+        assert otel_metrics_on(Settings(otel_metrics=True), None) is True  # explicit: through a later global one
+        assert otel_metrics_on(Settings.from_env({"LLMTAP_OTEL_METRICS": "true"}), None) is True
+        assert otel_metrics_on(Settings(otel_metrics=False), provider) is False
+        monkeypatch.setattr(metrics, "get_meter_provider", lambda: provider)  # a global one set
+        assert otel_metrics_on(Settings(), None) is True
+    finally:
+        provider.shutdown()

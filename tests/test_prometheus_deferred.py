@@ -21,9 +21,12 @@ from tests.test_metrics import call, record, start
 ATTEMPTS = "llmtap_attempts_total"
 
 
-def _exporter() -> tuple[PrometheusExporter, _Folded]:
+def _exporter(scraped: bool = True) -> tuple[PrometheusExporter, _Folded]:
+    """A fresh exporter; ``scraped``: its registry was scraped once (a reader exists: ends queue)."""
     exporter = PrometheusExporter(CollectorRegistry())
     assert isinstance(exporter._store, _Folded)
+    if scraped:
+        _attempts(exporter)
     return exporter, exporter._store
 
 
@@ -57,6 +60,18 @@ def test_an_end_is_queued_and_the_scrape_folds_it_once() -> None:
     duration = "gen_ai_client_operation_duration_seconds_count"
     assert exporter.registry.get_sample_value(duration, _labels(error_type="")) == 1
     assert exporter.registry.get_sample_value("llmtap_call_duration_seconds_count", _labels(outcome="completed")) == 1
+
+
+def test_a_registry_nobody_has_scraped_holds_no_record() -> None:
+    """Until the first scrape each end folds its own record: nothing waits for a reader that may never come."""
+    exporter, store = _exporter(scraped=False)
+    exporter.end(record(), exporter.start(start()))
+    exporter.call_end(call())
+    assert not store._pending and _folded_attempts(store) == 1  # folded at once
+    assert _attempts(exporter) == 1
+    exporter.end(record(), None)  # positive control: once scraped, an end queues
+    assert len(store._pending) == 1 and _folded_attempts(store) == 1
+    assert _attempts(exporter) == 2
 
 
 def test_past_the_cap_every_attempt_is_still_counted_once(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -86,7 +86,10 @@ class Settings(BaseModel):
     Needs ``traces``."""
     otel_metrics: bool = True
     """Also record every metric through the OpenTelemetry meter provider (for OTLP / a Collector);
-    with an exporting meter provider, set ``metrics=False`` so the names do not arrive twice."""
+    with an exporting meter provider, set ``metrics=False`` so the names do not arrive twice. Left at
+    its default, it is on only when there is a meter provider to record into (``meter_provider=`` given
+    to ``instrument()``, or a global one set before it); set it (or ``LLMTAP_OTEL_METRICS=true``) to
+    record through a global provider set later."""
     otel_chunk_gaps: bool = False
     """Also record ``gen_ai.client.operation.time_per_output_chunk`` through the meter provider. The
     OpenTelemetry API records one value at a time and one SDK ``record()`` costs about a third of what

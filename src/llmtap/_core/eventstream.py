@@ -3,8 +3,9 @@
 A message is a 12-byte prelude (total length, headers length, CRC32 of those 8 bytes; big-endian
 uint32s), the headers, the payload and a CRC32 of everything before it. Headers are a 1-byte name
 length, the name, a 1-byte type and a value whose size the type gives (strings and byte arrays
-carry a 2-byte length). Both CRCs are checked as botocore's ``EventStreamBuffer`` checks them
-(``zlib.crc32``; the message CRC continues from the prelude's, i.e. covers the whole message).
+carry a 2-byte length). Both CRCs are checked as botocore's ``EventStreamBuffer`` checks them, with the
+same function (``binascii.crc32``, zlib's: inside the SDK its code is still warm from llmtap's call when
+botocore's follows); the message CRC continues from the prelude's, i.e. covers the whole message.
 
 Why not botocore's ``EventStreamBuffer`` when it is installed: it keeps the unparsed bytes in one
 ``bytes`` it re-slices per message and accepts 24 MiB payloads, so it would neither honour
@@ -13,12 +14,17 @@ small, pure and bounded: it holds at most one partial message of at most ``max_f
 longer message (its prelude CRC checked, so its length is trusted) is skipped unread and counted
 as an error; a message with a bad message CRC is dropped and counted; a bad prelude loses the
 framing, so the rest of the body is ignored (one error), as botocore stops there too.
+
+Past the first token a reader needs few messages: :meth:`EventStreamFramer.skip` consumes a read of whole
+messages it needs nothing from (payload prefixes the provider names, :attr:`Provider.quiet_frames`) after
+the same checks, both CRCs included, without slicing out or decoding their parts; a message failing any
+check is left to :meth:`EventStreamFramer.feed`, which counts it as ever.
 """
 
 from __future__ import annotations
 
 import struct
-import zlib
+from binascii import crc32
 
 __all__ = ["EventStreamFramer", "Frame"]
 
@@ -87,7 +93,7 @@ class EventStreamFramer:
     and read once its last byte has arrived, so each byte is copied a bounded number of times.
     """
 
-    __slots__ = ("_buf", "_need", "_skip", "broken", "errors", "max_frame")
+    __slots__ = ("_buf", "_headers", "_need", "_raw_headers", "_skip", "broken", "errors", "max_frame")
 
     def __init__(self, max_frame: int) -> None:
         self.max_frame = max_frame
@@ -99,6 +105,39 @@ class EventStreamFramer:
         self._need = 0
         """The length the partial message in ``_buf`` must reach before it is read."""
         self._skip = 0
+        self._raw_headers: bytes | None = None
+        """The header block of the last message read (a stream repeats a few), and its headers."""
+        self._headers: dict[str, str] = {}
+
+    def skip(self, data: bytes, payloads: tuple[bytes, ...]) -> int:
+        """How many leading bytes of ``data`` are whole messages nobody needs, now consumed: each intact
+        (prelude and message CRC), within ``max_frame``, with the header block of the last message read
+        (so the same headers) and a payload beginning with one of ``payloads``. The rest (all of ``data``
+        when 0) goes to :meth:`feed`, which reads and counts it as ever; nothing is skipped while a partial
+        message is held."""
+        raw = self._raw_headers
+        if raw is None or self._buf or self._skip:
+            return 0
+        headers_len = len(raw)
+        payload_at = _PRELUDE + headers_len
+        end = len(data)
+        pos = 0
+        while end - pos >= _MIN_MESSAGE:
+            total, length, prelude_crc = _UINT32X3.unpack_from(data, pos)
+            stop = pos + total
+            if (
+                length != headers_len
+                or stop > end
+                or total > self.max_frame
+                or not data.startswith(payloads, pos + payload_at, stop - 4)  # inside the payload (or False)
+                or not data.startswith(raw, pos + _PRELUDE)
+            ):
+                break
+            crc = crc32(data[pos : pos + 8])
+            if crc != prelude_crc or crc32(data[pos + 8 : stop - 4], crc) != _UINT32.unpack_from(data, stop - 4)[0]:
+                break
+            pos = stop
+        return pos
 
     def feed(self, data: bytes) -> list[Frame]:
         frames: list[Frame] = []
@@ -129,7 +168,7 @@ class EventStreamFramer:
         while end - pos >= _PRELUDE:
             total, headers_len, prelude_crc = _UINT32X3.unpack_from(data, pos)
             if (
-                zlib.crc32(view[pos : pos + 8]) != prelude_crc
+                crc32(view[pos : pos + 8]) != prelude_crc
                 or total < _MIN_MESSAGE
                 or headers_len > min(total - _MIN_MESSAGE, _MAX_HEADERS)
             ):
@@ -148,17 +187,24 @@ class EventStreamFramer:
                 return pos
             stop = pos + total
             (message_crc,) = _UINT32.unpack_from(data, stop - 4)
-            if zlib.crc32(view[pos : stop - 4]) != message_crc:
+            if crc32(view[pos : stop - 4]) != message_crc:
                 self.errors += 1
                 pos = stop
                 continue
             payload_at = pos + _PRELUDE + headers_len
-            try:
-                headers = _headers(data[pos + _PRELUDE : payload_at])
-            except (ValueError, UnicodeDecodeError):
-                self.errors += 1
-                pos = stop
-                continue
+            raw = self._raw_headers
+            if raw is not None and len(raw) == headers_len and data.startswith(raw, pos + _PRELUDE):
+                headers = self._headers
+            else:
+                raw = data[pos + _PRELUDE : payload_at]
+                try:
+                    headers = _headers(raw)
+                except (ValueError, UnicodeDecodeError):
+                    self.errors += 1
+                    pos = stop
+                    continue
+                self._raw_headers = raw
+                self._headers = headers
             frames.append((headers, data[payload_at : stop - 4]))
             pos = stop
         self._need = _PRELUDE

@@ -198,7 +198,7 @@ class FrameFeed:
     """AWS event-stream messages as the provider turns them into events (Bedrock), filtered by marker
     once :attr:`scan_all` is cleared, as :class:`SseFramer` filters."""
 
-    __slots__ = ("_dispatch", "_framer", "_max", "_provider", "errors", "scan_all")
+    __slots__ = ("_dispatch", "_framer", "_max", "_provider", "_quiet", "errors", "scan_all")
 
     def __init__(self, dispatch: Dispatch, provider: Provider, max_event_bytes: int) -> None:
         self._dispatch = dispatch
@@ -209,11 +209,19 @@ class FrameFeed:
         from llmtap._core.eventstream import EventStreamFramer
 
         self._framer = EventStreamFramer(max_event_bytes)
+        self._quiet = provider.quiet_frames
         self.scan_all = True
         self.errors = 0
         """Messages dropped (too long, bad CRC or headers) or unreadable."""
 
     def feed(self, data: bytes) -> None:
+        if self._quiet and not self.scan_all:
+            # past the first token: whole messages of a kind never needed (content deltas) are only checked
+            skipped = self._framer.skip(data, self._quiet)
+            if skipped:
+                if skipped == len(data):
+                    return
+                data = data[skipped:]
         provider = self._provider
         for headers, payload in self._framer.feed(data):
             try:

@@ -6,10 +6,12 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import TYPE_CHECKING, NamedTuple
 
 from llmtap._core.metrics import switched_off
 from llmtap._exporters._base import Sink
+from llmtap._log import log_once
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -77,7 +79,7 @@ def build(
                 attribute_labels=settings.attribute_labels,
             )
             sinks.append(prometheus)
-        if settings.otel_metrics:
+        if otel_metrics_on(settings, meter_provider):
             from llmtap._exporters.otel_metrics import OtelMetricsExporter
 
             sinks.append(
@@ -98,3 +100,25 @@ def build(
             Exporters(tuple(sinks), spans, prometheus).close()
         raise
     return Exporters(tuple(sinks), spans, prometheus)
+
+
+def otel_metrics_on(settings: Settings, meter_provider: MeterProvider | None) -> bool:
+    """Whether the OpenTelemetry metrics exporter is built: ``Settings.otel_metrics`` when it was set (by
+    argument or ``LLMTAP_OTEL_METRICS``); by default, only when there is a meter provider to record into
+    (one given, or a global one set before ``instrument()``), so an app with no OpenTelemetry metrics pays
+    nothing for them (the API's no-op provider would take every value and keep none)."""
+    if not settings.otel_metrics:
+        return False
+    if meter_provider is not None or "otel_metrics" in settings.model_fields_set:
+        return True
+    from opentelemetry import metrics
+
+    if type(metrics.get_meter_provider()).__name__ != "_ProxyMeterProvider":  # the API's stand-in until one is set
+        return True
+    log_once(
+        "otel_metrics_off",
+        "llmtap: no OpenTelemetry meter provider is set, so llmtap records no OpenTelemetry metrics; set one "
+        "before instrument(), pass meter_provider=, or set LLMTAP_OTEL_METRICS=true to record through one set later",
+        level=logging.INFO,
+    )
+    return False

@@ -9,8 +9,10 @@ and alert rules query (README: "Metric names through OpenTelemetry").
 Writes are cheap, reads expensive: an attempt's (or call's) end only appends its record to a queue (no
 lock); the next collection, on the reader's thread, writes it, oldest first, in a callback the SDK runs
 before the other instruments' callbacks and before the collection's snapshot (:meth:`_Shared._flush`), so
-each record lands, exactly once, in the interval it ended in. Past :data:`ENDED_MAX` queued records, an end
-writes the oldest itself (a reader that never collects costs no memory). The measurements come from the
+each record lands, exactly once, in the interval it ended in. Records (and histogram values) wait only once
+a collection has run: until then, as with the API's no-op meter provider, each end writes its own and
+nothing is held. Past :data:`ENDED_MAX` queued records, an end writes the oldest itself (a reader that
+stops collecting costs no more memory). The measurements come from the
 shared :class:`~llmtap._core.metrics.Mapping`. Counters and up-down counters are folded by llmtap per
 attribute set (plain arithmetic under one lock) and reported by observable instruments (cumulative totals;
 the SDK turns them into deltas where the reader asks for delta temporality); the rate-limit gauges read the
@@ -230,9 +232,10 @@ PENDING_MAX = 65_536
 """Histogram values kept for the next collection, in all (8 bytes each); past it, values are recorded
 at once, as if no collection came (a reader that never collects costs no memory)."""
 
-ENDED_MAX = 1_024
-"""Ended records kept for the next collection (up to ~3-4 KiB each, their raw rate-limit headers included: a
-few MiB at most); past it, each end writes the oldest one itself (what an end cost before the queue)."""
+ENDED_MAX = 256
+"""Ended records kept for the next collection (up to ~3 KiB each: under 1 MiB); past it, each end writes the
+oldest itself, as if no collection came. Records (and histogram values) wait only once a collection has
+run: with no reader (the API's no-op meter provider, a provider without readers) nothing waits."""
 
 _Ended = tuple["OtelMetricsExporter", "AttemptRecord | CallRecord", "bool | None"]
 """An ended record, its exporter, and whether its start counted a stream in flight (``None``: a call's)."""
@@ -292,6 +295,9 @@ class _Shared:
         self._pending = 0
         """Histogram values pending, in all (bounded by :data:`PENDING_MAX`)."""
         self._ended: deque[_Ended] = deque()
+        self.collected = False
+        """A collection has run (a reader exists): ended records and histogram values wait for the next one
+        from now on; until then they are written at once and nothing is held."""
         """Ended records, written at the next collection (bounded by :data:`ENDED_MAX`); appending to a
         ``deque`` is atomic: an end takes no lock."""
         self._made: dict[str, Any] = {}
@@ -363,7 +369,7 @@ class _Shared:
                     self._marked.append(histogram)
                 marked.add(bucket)
                 return True
-        if first or self._pending >= PENDING_MAX:
+        if first or not self.collected or self._pending >= PENDING_MAX:
             return False
         if not histogram.values:
             self._queued.append(histogram)
@@ -389,6 +395,9 @@ class _Shared:
     def ended(self, ended: _Ended) -> None:
         """Queue an ended record for the next collection (no lock); past :data:`ENDED_MAX`, write the oldest."""
         queue = self._ended
+        if not self.collected:
+            _write_ended(ended)
+            return
         if len(queue) >= ENDED_MAX:
             try:
                 oldest = queue.popleft()
@@ -403,6 +412,7 @@ class _Shared:
         ended records, oldest first (counters and gauges folded, so the observable instruments' callbacks
         that follow report them); record the pending histogram values, and the pending gaps one value per gap
         (see :func:`spread`); a new exemplar interval begins."""
+        self.collected = True  # ends and values wait for the collections from now on
         queue = self._ended
         for _ in range(len(queue)):  # what ended before the collection: later ends wait for the next one
             try:

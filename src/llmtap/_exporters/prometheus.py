@@ -60,10 +60,10 @@ if TYPE_CHECKING:
 
 __all__ = ["METRIC_NAMES", "PENDING_MAX", "PrometheusExporter", "exemplar_of"]
 
-PENDING_MAX = 1_024
-"""Ended records kept for the next scrape (up to ~3-4 KiB each, their raw rate-limit headers included: a few
-MiB at most); past it, each end folds the oldest one itself (what an end cost before the queue), so a
-registry nobody scrapes holds no more."""
+PENDING_MAX = 256
+"""Ended records kept for the next scrape (up to ~3 KiB each, their raw rate-limit headers included: under
+1 MiB); past it, each end folds the oldest one itself (what an end cost before the queue). Records wait
+only once the registry has been scraped: one nobody scrapes holds none (each end folds its own)."""
 
 METRIC_NAMES: tuple[str, ...] = (*(i.prometheus() for i in INSTRUMENTS), *HEALTH_METRIC_NAMES)
 """Every metric family this exporter registers (histograms and counters by their family name)."""
@@ -226,7 +226,9 @@ class _Folded(Collector):
 
     Ended records wait in a queue (a ``deque``: appending is atomic, so an end takes no lock) and are folded
     under the fold lock by the next scrape, oldest first; starts and the pre-created series are folded at
-    once. Past :data:`PENDING_MAX` queued records, an end folds the oldest itself. A forked child forgets
+    once. Records wait only once the registry has been scraped (until then each end folds its own: a
+    registry nobody reads holds nothing). Past :data:`PENDING_MAX` queued records, an end folds the oldest
+    itself. A forked child forgets
     its parent's queue (the parent reports it)."""
 
     def __init__(self, families: dict[str, _Family], mapping: Mapping, created_series: bool) -> None:
@@ -236,6 +238,9 @@ class _Folded(Collector):
         self._lock = threading.Lock()
         self._scrape_lock = threading.Lock()
         self._pending: deque[_Ended] = deque()
+        self._scraped = False
+        """The registry has been scraped: a reader exists, so ended records may wait for it (until then
+        each end folds its own record: a registry nobody reads holds nothing)."""
         self.seen: set[tuple[str, ...]] = set()
         """The base label sets whose pre-created series exist."""
         self._numbers: dict[str, dict[tuple[str | int, ...], float]] = {k: {} for k in families}
@@ -251,6 +256,10 @@ class _Folded(Collector):
     def ended(self, ended: _Ended) -> None:
         """Queue an ended record for the next scrape (no lock); past :data:`PENDING_MAX`, fold the oldest."""
         pending = self._pending
+        if not self._scraped:
+            with self._lock:
+                self._fold_ended(ended)
+            return
         if len(pending) >= PENDING_MAX:
             with self._lock:
                 if pending:  # else a scrape emptied it meanwhile (it pops under this lock too)
@@ -363,6 +372,7 @@ class _Folded(Collector):
 
     def collect(self) -> Iterator[Metric]:
         with self._scrape_lock:  # rate limits merge in the order the records came
+            self._scraped = True  # ends queue from now on
             self.drain()
             pending, self._pending_limits = self._pending_limits, {}
             for key, record in pending.items():

@@ -165,6 +165,11 @@ class Provider(abc.ABC):
     ``event:`` line and the start of the ``data:`` payload up to its type): a read that is exactly one
     such event (one ``data:`` line) is skipped with one prefix test instead of the search for
     :attr:`markers`. Each must leave no room for a marker that matters in the rest of the event."""
+    quiet_frames: tuple[bytes, ...] = ()
+    """The AWS event-stream twin of :attr:`quiet_events` (Bedrock): beginnings of the payloads of messages
+    the parser never needs once the first content token has been seen. A read that is exactly whole
+    messages, each intact and with the header block of the last message read, whose payloads all begin
+    so, is consumed without decoding (:meth:`llmtap._core.eventstream.EventStreamFramer.skip`)."""
     input_includes_cache: bool = True
     """Whether the provider's reported input tokens already include cache reads and writes (OpenAI)
     or not (Anthropic). The record always carries the total."""

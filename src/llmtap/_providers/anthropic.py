@@ -17,7 +17,7 @@ from typing import Any
 
 from llmtap._providers._base import Facts, Header, Output, Provider
 
-__all__ = ["PROVIDER", "AnthropicMessages"]
+__all__ = ["PROVIDER", "QUIET_DATA", "AnthropicMessages"]
 
 # delta types that carry generated output: the field holding it (an empty string does not count) and
 # its kind; others (signature_delta, citations_delta) carry none
@@ -98,6 +98,10 @@ def _apply_message(facts: Facts, message: Any) -> None:
     _apply_usage(facts, message.get("usage"))
 
 
+QUIET_DATA = b'{"type":"content_block_delta",'
+"""The beginning of the one event the parser never needs past the first token, as the API sends it."""
+
+
 class AnthropicMessages(Provider):
     """Parser for the Anthropic Messages wire format."""
 
@@ -105,7 +109,7 @@ class AnthropicMessages(Provider):
     operation = "chat"
     markers = (b"message_", b'"error"')
     # the text, thinking and tool-argument deltas: most events of a stream
-    quiet_events = (b'event: content_block_delta\ndata: {"type":"content_block_delta",',)
+    quiet_events = (b"event: content_block_delta\ndata: " + QUIET_DATA,)
     input_includes_cache = False
     path_suffixes: tuple[str, ...] = ("/messages",)
     headers = HEADERS

@@ -29,7 +29,7 @@ import re
 from urllib.parse import unquote
 
 from llmtap._providers._base import Header
-from llmtap._providers.anthropic import AnthropicMessages
+from llmtap._providers.anthropic import QUIET_DATA, AnthropicMessages
 
 __all__ = ["PROVIDER", "AnthropicBedrock"]
 
@@ -44,6 +44,18 @@ HEADERS: dict[bytes, tuple[Header, str]] = {
 }
 
 
+def _quiet_chunk(data: bytes) -> bytes:
+    """The beginning of every compact chunk payload whose decoded event begins with ``data``: its base64
+    encoding is a prefix of theirs when ``data`` fills whole 3-byte groups.
+
+    Raises:
+        ValueError: ``data`` does not fill whole groups (its last characters would depend on what follows).
+    """
+    if len(data) % 3:
+        raise ValueError(f"a quiet prefix must be a multiple of 3 bytes long: {data!r}")
+    return b'{"bytes":"' + binascii.b2a_base64(data, newline=False)
+
+
 def _error(kind: str) -> tuple[bytes, bytes]:
     return b"error", json.dumps({"type": "error", "error": {"type": kind or "error"}}).encode()
 
@@ -54,6 +66,9 @@ class AnthropicBedrock(AnthropicMessages):
     name = "aws.bedrock"
     path_suffixes = ("/invoke", "/invoke-with-response-stream")
     headers = HEADERS
+    # a content delta, as Bedrock wraps it (``{"bytes":"eyJ0eXBlIjoiY29udGVudF9ibG9ja19kZWx0YSIs...``): past the
+    # first token most messages are skipped on this prefix, their base64 never decoded
+    quiet_frames: tuple[bytes, ...] = (_quiet_chunk(QUIET_DATA),)
     error_types = AnthropicMessages.error_types | frozenset(
         {
             "internalServerException", "modelStreamErrorException", "validationException", "throttlingException",
