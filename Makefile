@@ -52,8 +52,9 @@ test: $(STAMP) prometheus lint typecheck dashboards
 
 ## bench: llmtap's cost inside the real SDKs vs the issue's targets, ~5 min (BENCH_ARGS=--quick: ~1 min;
 ## python benchmarks/micro.py: the sub-µs figures), then llmtap against the Anthropic SDK's tracing in one
-## process, ~2 min (INPROC_ARGS, e.g. "--rounds 20 --no-stream"), then the tests' fixed timing budgets
-## (pytest -m budget, left out of `make test`). Method and figures: benchmarks/README.md
+## process, ~4 min: non-stream, sync and async stream (INPROC_ARGS, e.g. "--rounds 20 --no-stream"), then
+## the tests' fixed timing budgets (pytest -m budget, left out of `make test`). Method and figures:
+## benchmarks/README.md
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sdk.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/inproc.py $(INPROC_ARGS)

@@ -7,8 +7,9 @@ each block's figure is taken against the block without instrumentation (``bare``
 llmtap's configurations against the SDK's tracing of the same round. Method, caveat and results:
 ``benchmarks/README.md`` ("In one process").
 
-    python benchmarks/inproc.py                    # 60 rounds x 5 configurations, non-stream then stream (~2 min)
+    python benchmarks/inproc.py                    # 60 rounds x 5 configurations: non-stream, sync, async stream
     python benchmarks/inproc.py --rounds 20 --no-stream
+    python benchmarks/inproc.py --workloads anthropic_async_stream   # only the async stream
     python benchmarks/inproc.py --sdk-default      # + the clients with the SDK's option unset (sdk.py's setting)
     python benchmarks/inproc.py --no-scrape        # without the timed scrape that ends each Prometheus block
     python benchmarks/inproc.py -o blocks.json     # + every block's µs per unit
@@ -66,8 +67,10 @@ TITLES: dict[str, str] = {
     SDK_DEFAULT: "none, SDK option unset (non-recording spans)",
     **CONFIG_TITLES,
 }
-WORKLOADS: tuple[str, ...] = ("anthropic_create", "anthropic_stream")
-"""Non-stream first: the issue's open question."""
+WORKLOADS: tuple[str, ...] = ("anthropic_create", "anthropic_stream", "anthropic_async_stream")
+"""Non-stream first: the issue's open question. The async stream: ``AsyncAnthropic``, ``async for`` over
+``messages.create(stream=True)``, the same tokens, on the clients' one ``asyncio.Runner`` (``sdk.Workloads``)."""
+ASYNC_WORKLOADS = frozenset({"anthropic_async_stream"})
 WARM = 2
 """Untimed units at the start of every block, after ``instrument()``: the first-use work a process pays
 once (a new label set's series, the tracer's first span) is not charged to the block."""
@@ -100,12 +103,13 @@ class Controls:
     tracers: dict[str, bool] = field(default_factory=dict)
 
 
-def hooked() -> bool:
-    """llmtap's hook is in the SDK's path: ``httpx2.Client._send_single_request`` is wrapped (what
-    ``instrument()`` patches and ``uninstrument()`` restores)."""
+def hooked(workload: str = "anthropic_create") -> bool:
+    """llmtap's hook is in the workload's path: ``httpx2.Client._send_single_request`` is wrapped (what
+    ``instrument()`` patches and ``uninstrument()`` restores), or ``httpx2.AsyncClient``'s for an async one."""
     import httpx2
 
-    return hasattr(httpx2.Client.__dict__["_send_single_request"], "__wrapped__")
+    client = httpx2.AsyncClient if workload in ASYNC_WORKLOADS else httpx2.Client
+    return hasattr(client.__dict__["_send_single_request"], "__wrapped__")
 
 
 def attempts_counted(configured: Configured) -> int:
@@ -148,12 +152,14 @@ class Bench:
         self.scrape = scrape
         self.controls = Controls()
         self.controls.tracers = {
-            "off": self.off.a._tracer is None and self.off.a_short._tracer is None,
-            "traced": self.traced.a_short._tracer is not None and self.traced.a._tracer is not None,
+            "off": all(c._tracer is None for c in (self.off.a, self.off.a_short, self.off.aa)),
+            "traced": all(c._tracer is not None for c in (self.traced.a, self.traced.a_short, self.traced.aa)),
         }
         if self.default is not None:  # the SDK's default without a global SDK provider: spans not recorded
-            tracer = self.default.a_short._tracer
-            self.controls.tracers["default"] = tracer is not None and not tracer.start_span("probe").is_recording()
+            tracers = [self.default.a_short._tracer, self.default.aa._tracer]
+            self.controls.tracers["default"] = all(
+                tracer is not None and not tracer.start_span("probe").is_recording() for tracer in tracers
+            )
 
     def close(self) -> None:
         self.off.close()
@@ -179,7 +185,7 @@ class Bench:
         spans_before = self._spans()
         activate(configured)  # llmtap.instrument(...) for llmtap's configurations, nothing otherwise
         try:
-            controls.hooked.setdefault(config, set()).add(hooked())
+            controls.hooked.setdefault(config, set()).add(hooked(workload))
             unit(WARM)
             if configured.metric_reader is not None:  # the warm-up's deferred work, not the block's
                 configured.metric_reader.get_metrics_data()
@@ -191,7 +197,7 @@ class Bench:
             units = fn(n)  # and the collection / scrape of what the block deferred to it
             cpu = time.process_time() - c0
             floor = collection_floor(configured, self.scrape)[0]  # one with nothing new: not the block's
-            controls.hooked[config].add(hooked())
+            controls.hooked[config].add(hooked(workload))
             if configured.instrument_kwargs.get("registry") is not None:
                 counted = attempts_counted(configured) - attempts
                 controls.attempts.setdefault(config, []).append((counted, n))
@@ -274,7 +280,7 @@ def run(
     scrape: bool = True,
 ) -> Report:
     rng = random.Random(seed)
-    sizes = {"anthropic_create": requests, "anthropic_stream": streams}
+    sizes = {"anthropic_create": requests, "anthropic_stream": streams, "anthropic_async_stream": streams}
     us: dict[str, dict[str, list[float]]] = {w: {c: [] for c in configs} for w in workloads}
     floor_us: dict[str, dict[str, list[float]]] = {w: {c: [] for c in configs} for w in workloads}
     units: dict[str, int] = {}
@@ -368,6 +374,14 @@ def _positive(text: str) -> int:
     return value
 
 
+def _workloads(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in WORKLOADS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown workload {unknown or text!r}; known: {', '.join(WORKLOADS)}")
+    return names
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=_positive, default=60, help="timed rounds per workload (default 60)")
@@ -376,6 +390,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--streams", type=_positive, default=8, help="streams per block (8)")
     parser.add_argument("--tokens", type=_positive, default=200, help="content deltas per stream (200)")
     parser.add_argument("--no-stream", action="store_true", help="the non-stream workload only")
+    parser.add_argument(
+        "--workloads",
+        type=_workloads,
+        help=f"comma-separated, in this order (default all: {','.join(WORKLOADS)})",
+    )
     parser.add_argument(
         "--sdk-default",
         action="store_true",
@@ -399,7 +418,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    workloads = WORKLOADS[:1] if args.no_stream else WORKLOADS
+    workloads = args.workloads or WORKLOADS
+    if args.no_stream:
+        workloads = tuple(w for w in workloads if w == "anthropic_create")
     configs = (*CONFIGS, SDK_DEFAULT) if args.sdk_default else CONFIGS
     load = os.getloadavg()[0]
     print(f"llmtap in one process: {machine_line()}; 1-min load {load:.2f}")

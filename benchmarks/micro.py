@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any
 
 import httpx2
 import pyperf
@@ -232,6 +233,70 @@ def aiohttp_read_time(observed: bool) -> Callable[[int], float]:
     return lambda loops: asyncio.run(reads(loops))
 
 
+class _Body(httpx2.AsyncByteStream, httpx2.SyncByteStream):
+    """A response body in memory, one event per read, sync and async (what the transport's stream yields)."""
+
+    def __init__(self, events: Sequence[bytes]) -> None:
+        self.events = events
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.events
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for event in self.events:
+            yield event
+
+
+def shell_time(events: Sequence[bytes], is_async: bool, observed: bool) -> Callable[[int], float]:
+    """Seconds for ``loops`` streams of ``events`` read as httpx's ``iter_raw`` / ``aiter_raw`` reads its
+    stream, bare or through llmtap's shell (``_core.stream``) with its observer (no sink): per chunk, what the
+    shell and the observer add."""
+    import asyncio
+
+    from llmtap._core.stream import shells_for
+
+    shell = shells_for(httpx2)[1 if is_async else 0]
+    tap = llmtap.Tap(llmtap.Settings(metrics=False, traces=False, otel_metrics=False))
+
+    def body() -> object:
+        stream = _Body(events)
+        if not observed:
+            return stream
+        attempt = tap._begin(httpx2.Request("POST", "https://api.anthropic.com/v1/messages"))
+        assert attempt is not None
+        attempt.observer.on_response(200, HEADERS, time.perf_counter())
+        return shell(stream, tap, attempt)  # its end (once per stream) timed too: ~0.01 µs per chunk here
+
+    async def aiter_raw(stream: Any) -> AsyncIterator[bytes]:
+        async for chunk in stream:
+            yield chunk
+
+    async def areads(loops: int) -> float:
+        total = 0.0
+        for _ in range(loops):
+            stream = body()
+            t0 = time.perf_counter()
+            async for _read in aiter_raw(stream):
+                pass
+            total += time.perf_counter() - t0
+        return total
+
+    def iter_raw(stream: Any) -> Iterator[bytes]:
+        yield from stream
+
+    def reads(loops: int) -> float:
+        total = 0.0
+        for _ in range(loops):
+            stream = body()
+            t0 = time.perf_counter()
+            for _read in iter_raw(stream):
+                pass
+            total += time.perf_counter() - t0
+        return total
+
+    return (lambda loops: asyncio.run(areads(loops))) if is_async else reads
+
+
 def main() -> None:
     runner = pyperf.Runner()
     events = stream_events(2000)
@@ -259,6 +324,13 @@ def main() -> None:
         runner.bench_time_func(f"sink end(), per non-stream attempt: {name}", sink_time(sink, json_record))
     runner.bench_time_func("hook on non-LLM traffic, per request", passthrough_time())
     runner.bench_time_func("hand-off of a dropped stream (in the collector)", handoff_time())
+    for kind, is_async in (("sync", False), ("async", True)):
+        for state in ("bare", "observed"):
+            runner.bench_time_func(
+                f"httpx {kind} stream, per chunk: {state}",
+                shell_time(events, is_async, state == "observed"),
+                inner_loops=n,
+            )
     runner.bench_time_func("aiohttp readany(), per read: bare", aiohttp_read_time(observed=False))
     runner.bench_time_func("aiohttp readany(), per read: observed", aiohttp_read_time(observed=True))
 

@@ -25,6 +25,7 @@ def test_inproc_runs_and_its_positive_controls_pass() -> None:
     report = inproc.run(rounds=2, requests=3, streams=1, tokens=10, warmup_rounds=1, seed=0, configs=configs)
 
     assert report.failed == []
+    assert "anthropic_async_stream" in inproc.WORKLOADS and set(report.us) == set(inproc.WORKLOADS)
     for workload in inproc.WORKLOADS:
         for config in configs:
             assert len(report.us[workload][config]) == 2 and all(v > 0 for v in report.us[workload][config])
@@ -55,3 +56,30 @@ def test_inproc_runs_and_its_positive_controls_pass() -> None:
         spoil(spoiled)
         failed = inproc.check_controls(report.configured, spoiled)
         assert len(failed) == 1 and named in failed[0], failed
+
+
+def test_the_hook_control_reads_the_workloads_client() -> None:
+    """``hooked`` reads the sync client's hook for the sync workloads and the async client's for the async
+    stream: each is False uninstrumented (the bare blocks) and True instrumented (llmtap's blocks)."""
+    import llmtap
+
+    inproc = _load_inproc()
+    workloads = ("anthropic_create", "anthropic_async_stream")
+    assert [inproc.hooked(w) for w in workloads] == [False, False]
+    llmtap.instrument(llmtap.Settings(metrics=False, traces=False))
+    try:
+        assert [inproc.hooked(w) for w in workloads] == [True, True]
+    finally:
+        llmtap.uninstrument()
+    assert [inproc.hooked(w) for w in workloads] == [False, False]
+
+
+def test_workloads_option(capsys: pytest.CaptureFixture[str]) -> None:
+    inproc = _load_inproc()
+    args = inproc.parse_args(["--workloads", "anthropic_async_stream,anthropic_stream"])
+    assert args.workloads == ("anthropic_async_stream", "anthropic_stream")
+    assert inproc.parse_args([]).workloads is None
+    with pytest.raises(SystemExit) as exited:
+        inproc.parse_args(["--workloads", "anthropic_async_stream,nope"])
+    assert exited.value.code == 2
+    assert "unknown workload ['nope']" in capsys.readouterr().err
