@@ -324,7 +324,7 @@ def test_endpoint_with_a_key_never_leaks_it(black_box: Simulator) -> None:
         ProbeOptions(base_url=black_box.base_url, api_key=secret, models=("claude-x",), requests=12, aborts=False)
     )
     assert not report.target.simulated and report.target.models == ("claude-x",)
-    served = black_box.served
+    served = black_box.wait_idle()  # the server notes a request after its response is sent
     assert served and all(s.auth_present for s in served)  # the key was sent...
     for output in (report.to_json(), render_text(report), render_html(report), repr(report)):
         assert secret not in output  # ...and is nowhere in the report
@@ -350,7 +350,8 @@ def test_endpoint_with_a_key_never_leaks_it(black_box: Simulator) -> None:
 def test_a_refused_key_stops_after_one_request() -> None:
     with Simulator(default=Scenario(fail=99, fail_status=401)) as sim:
         report = run_probe(ProbeOptions(base_url=sim.base_url, api_key="wrong", throttle=True))
-        assert len(sim.served) == 1 and sim.served[0].status == 401
+        served = sim.wait_served(1)  # the server notes a request after its response is sent
+        assert len(sim.wait_idle()) == 1 and served[0].status == 401
     assert report.samples == () and report.aborts == () and report.throttle is None
     assert any("401" in note and "API key" in note for note in report.notes)
     assert report.cannot_probe is not None and "401" in report.cannot_probe

@@ -143,7 +143,7 @@ def test_otlp_endpoint_without_port_takes_the_meter_path(tmp_path: Path) -> None
         )
         assert out.returncode == 0, out.stderr
         assert "families []" in out.stdout and "exported twice" not in out.stderr, (out.stdout, out.stderr)
-        assert histogram_count(receiver, "gen_ai.client.operation.duration") == len(sim.served) == 4
+        assert histogram_count(receiver, "gen_ai.client.operation.duration") == len(sim.wait_idle()) == 4
         # positive control: the same app with LLMTAP_METRICS=true has them in its registry (and says so)
         out = subprocess.run(
             [LLMTAP, "run", "--", sys.executable, str(app)],
@@ -173,7 +173,7 @@ def test_without_otlp_endpoint_nothing_is_sent_and_metrics_still_served(tmp_path
         )
         assert out.returncode == 0, out.stderr
         assert "Traceback" not in out.stderr and "Failed to export" not in out.stderr, out.stderr
-        assert len(sim.served) == 4  # positive control: the app did its calls
+        assert len(sim.wait_idle()) == 4  # positive control: the app did its calls
         assert posts(receiver, "/v1/traces") == posts(receiver, "/v1/metrics") == 0
 
 
