@@ -295,11 +295,11 @@ class _Shared:
         self._pending = 0
         """Histogram values pending, in all (bounded by :data:`PENDING_MAX`)."""
         self._ended: deque[_Ended] = deque()
+        """Ended records, written at the next collection (bounded by :data:`ENDED_MAX`); appending to a
+        ``deque`` is atomic: an end takes no lock."""
         self.collected = False
         """A collection has run (a reader exists): ended records and histogram values wait for the next one
         from now on; until then they are written at once and nothing is held."""
-        """Ended records, written at the next collection (bounded by :data:`ENDED_MAX`); appending to a
-        ``deque`` is atomic: an end takes no lock."""
         self._made: dict[str, Any] = {}
         self._made_lock = threading.Lock()
         register_otel(meter, namespace)  # llmtap.internal_errors, llmtap.label_overflows (observable counters)

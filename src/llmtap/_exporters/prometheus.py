@@ -228,8 +228,7 @@ class _Folded(Collector):
     under the fold lock by the next scrape, oldest first; starts and the pre-created series are folded at
     once. Records wait only once the registry has been scraped (until then each end folds its own: a
     registry nobody reads holds nothing). Past :data:`PENDING_MAX` queued records, an end folds the oldest
-    itself. A forked child forgets
-    its parent's queue (the parent reports it)."""
+    itself. A forked child forgets its parent's queue (the parent reports it)."""
 
     def __init__(self, families: dict[str, _Family], mapping: Mapping, created_series: bool) -> None:
         self._families = families
