@@ -578,8 +578,9 @@ def test_histogram_values_are_recorded_at_collection_not_at_the_attempts_end(spi
 
 
 def test_queued_records_and_pending_values_are_bounded(spied: _Spied, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A reader that does not collect costs no memory: past ENDED_MAX records an end writes the oldest (its
-    value pending, or recorded at once: the series' first); past PENDING_MAX values, they are recorded at once."""
+    """A reader that does not collect costs no memory: past ENDED_MAX records an end writes the oldest, in one
+    batch (their values pending, or recorded at once: the series' first); past PENDING_MAX values, they are
+    recorded at once."""
     from llmtap._exporters import otel_metrics
 
     monkeypatch.setattr(otel_metrics, "ENDED_MAX", 2)
@@ -587,7 +588,9 @@ def test_queued_records_and_pending_values_are_bounded(spied: _Spied, monkeypatc
     for duration in (0.5, 1.5, 2.5, 3.5, 4.5):
         spied.exporter.end(_a_record(duration), None)
         assert len(spied.exporter._shared._ended) <= 2
-    assert [v for v, _ in spied.recorded] == [0.5]  # the series' first, written by the third end
+    # the third end writes the two queued (0.5: the series' first, recorded; 1.5 pending), the fifth the next two
+    # (2.5 pending; 3.5 past PENDING_MAX, recorded)
+    assert [v for v, _ in spied.recorded] == [0.5, 3.5]
     point = spied.point()
     assert [v for v, _ in spied.recorded] == [0.5, 3.5, 4.5, 1.5, 2.5]  # the queued two past PENDING_MAX
     assert (point.count, point.sum) == (5, 12.5)  # every value counted once

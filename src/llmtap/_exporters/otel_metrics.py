@@ -233,9 +233,14 @@ PENDING_MAX = 65_536
 at once, as if no collection came (a reader that never collects costs no memory)."""
 
 ENDED_MAX = 256
-"""Ended records kept for the next collection (up to ~3 KiB each: under 1 MiB); past it, each end writes the
-oldest itself, as if no collection came. Records (and histogram values) wait only once a collection has
-run: with no reader (the API's no-op meter provider, a provider without readers) nothing waits."""
+"""Ended records kept for the next collection (up to ~3 KiB each: under 1 MiB); past it, an end writes the
+oldest :data:`_WRITE_BATCH` itself, in one batch, as if no collection came. Records (and histogram values)
+wait only once a collection has run: with no reader (the API's no-op meter provider, a provider without
+readers) nothing waits."""
+
+_WRITE_BATCH = 64
+"""Queued records an end writes past :data:`ENDED_MAX` (a reader that collects seldom keeps the queue full:
+written in batches, the work stays as cheap as at a collection)."""
 
 _Ended = tuple["OtelMetricsExporter", "AttemptRecord | CallRecord", "bool | None"]
 """An ended record, its exporter, and whether its start counted a stream in flight (``None``: a call's)."""
@@ -393,17 +398,18 @@ class _Shared:
             pending[2] = gaps.max
 
     def ended(self, ended: _Ended) -> None:
-        """Queue an ended record for the next collection (no lock); past :data:`ENDED_MAX`, write the oldest."""
+        """Queue an ended record for the next collection (no lock); past :data:`ENDED_MAX`, write the oldest
+        :data:`_WRITE_BATCH` first."""
         queue = self._ended
         if not self.collected:
             _write_ended(ended)
             return
         if len(queue) >= ENDED_MAX:
-            try:
-                oldest = queue.popleft()
-            except IndexError:  # a collection emptied it meanwhile
-                pass
-            else:
+            for _ in range(_WRITE_BATCH):  # in one batch, as a collection writes: the ends that follow only queue
+                try:
+                    oldest = queue.popleft()
+                except IndexError:  # a collection emptied it meanwhile
+                    break
                 _write_ended(oldest)
         queue.append(ended)
 
