@@ -806,32 +806,14 @@ def test_counters_of_queued_records_are_reported_by_the_same_collection(spied: _
 
 def test_ends_racing_collections_are_each_counted_once(spied: _Spied, monkeypatch: pytest.MonkeyPatch) -> None:
     """Ends on several threads (queued, and written past a small ENDED_MAX) while another thread collects."""
-    import threading
-
     from llmtap._exporters import otel_metrics
+    from tests.support.race import ends_racing_reads
 
     monkeypatch.setattr(otel_metrics, "ENDED_MAX", 16)
     threads, each = 4, 500
-    done = threading.Event()
-    seen: list[float] = []
-
-    def ends() -> None:
-        for _ in range(each):
-            spied.exporter.end(_a_record(0.5), None)
-
-    def collects() -> None:
-        while not done.is_set():
-            seen.append(_attempts_total(spied))
-
-    collector = threading.Thread(target=collects)
-    collector.start()
-    workers = [threading.Thread(target=ends) for _ in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    done.set()
-    collector.join()
+    seen = ends_racing_reads(
+        lambda: spied.exporter.end(_a_record(0.5), None), lambda: _attempts_total(spied), threads, each
+    )
     assert seen == sorted(seen)  # never counted back
     assert _attempts_total(spied) == threads * each
 

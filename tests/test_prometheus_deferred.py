@@ -7,7 +7,6 @@ that scrapes a tapped registry (tests/test_prometheus.py, tests/test_handoff.py,
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 import pytest
@@ -16,6 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from llmtap._exporters import prometheus
 from llmtap._exporters.prometheus import PrometheusExporter, _Folded
+from tests.support.race import ends_racing_reads
 from tests.test_metrics import call, record, start
 
 ATTEMPTS = "llmtap_attempts_total"
@@ -91,26 +91,7 @@ def test_ends_racing_scrapes_are_each_counted_once(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(prometheus, "PENDING_MAX", 64)
     exporter, _ = _exporter()
     threads, each = 4, 2_000
-    done = threading.Event()
-    scraped: list[float] = []
-
-    def ends() -> None:
-        for _ in range(each):
-            exporter.end(record(), None)
-
-    def scrapes() -> None:
-        while not done.is_set():
-            scraped.append(_attempts(exporter))
-
-    scraper = threading.Thread(target=scrapes)
-    scraper.start()
-    workers = [threading.Thread(target=ends) for _ in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    done.set()
-    scraper.join()
+    scraped = ends_racing_reads(lambda: exporter.end(record(), None), lambda: _attempts(exporter), threads, each)
     assert scraped == sorted(scraped)  # never counted back
     assert _attempts(exporter) == threads * each
 
