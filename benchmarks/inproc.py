@@ -40,6 +40,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from llmtap._cli.main import positive_int  # the CLI's check: one clear line and exit 2
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sdk import (  # benchmarks/sdk.py: the simulator, the clients, the configurations, the collection
     CONFIG_TITLES,
@@ -364,16 +366,6 @@ def markdown(report: Report) -> list[str]:
     return lines
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
-    return value
-
-
 def _workloads(text: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     unknown = [name for name in names if name not in WORKLOADS]
@@ -384,11 +376,11 @@ def _workloads(text: str) -> tuple[str, ...]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=_positive, default=60, help="timed rounds per workload (default 60)")
+    parser.add_argument("--rounds", type=positive_int, default=60, help="timed rounds per workload (default 60)")
     parser.add_argument("--warmup-rounds", type=int, default=2, help="untimed rounds first (default 2)")
-    parser.add_argument("--requests", type=_positive, default=64, help="non-stream requests per block (64)")
-    parser.add_argument("--streams", type=_positive, default=8, help="streams per block (8)")
-    parser.add_argument("--tokens", type=_positive, default=200, help="content deltas per stream (200)")
+    parser.add_argument("--requests", type=positive_int, default=64, help="non-stream requests per block (64)")
+    parser.add_argument("--streams", type=positive_int, default=8, help="streams per block (8)")
+    parser.add_argument("--tokens", type=positive_int, default=200, help="content deltas per stream (200)")
     parser.add_argument("--no-stream", action="store_true", help="the non-stream workload only")
     parser.add_argument(
         "--workloads",
