@@ -119,3 +119,42 @@ def test_what_is_loaded_on_demand_is_loaded_when_used(clean_env: dict[str, str])
         "llmtap._core.eventstream",
         "opentelemetry.baggage",
     ]
+
+
+_AIOHTTP = """
+import asyncio, json, sys
+import aiohttp  # imported before instrument(), as the anthropic SDK does at its own import
+import llmtap
+from llmtap.simulator import Simulator
+from llmtap.testing import capture
+
+loaded = {}
+with Simulator() as sim, capture(llmtap.Settings(base_urls=(sim.base_url,))) as cap:
+    loaded["patched"] = sorted(m for m in sys.modules if m.startswith("llmtap._hooks"))
+    loaded["wrapped"] = hasattr(aiohttp.ClientSession._request, "__wrapped__")
+
+    async def main():
+        body = {"model": "claude-aio", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+        async with aiohttp.ClientSession() as session:
+            async with session.post(sim.base_url + "/v1/messages", json=body) as response:
+                await response.read()
+
+    asyncio.run(main())
+    loaded["sent"] = sorted(m for m in sys.modules if m.startswith("llmtap._hooks"))
+    loaded["records"] = len(cap.records)
+print(json.dumps(loaded))
+"""
+
+
+def test_aiohttp_hook_module_loads_at_the_first_aiohttp_request(clean_env: dict[str, str]) -> None:
+    """aiohttp imported (by the application, or by the anthropic SDK whether or not it sends through it) is
+    patched at instrument(), but ``aiohttp_session.py`` loads only when a request goes through a session;
+    positive control: that request loads it and is observed."""
+    out = subprocess.run([sys.executable, "-c", _AIOHTTP], capture_output=True, text=True, timeout=60, env=clean_env)
+    assert out.returncode == 0, out.stderr
+    loaded = json.loads(out.stdout)
+    assert loaded["wrapped"] is True
+    assert "llmtap._hooks.aiohttp_session" not in loaded["patched"]
+    assert "llmtap._hooks.httpx_transport" in loaded["patched"]
+    assert "llmtap._hooks.aiohttp_session" in loaded["sent"]
+    assert loaded["records"] == 1

@@ -1,8 +1,9 @@
 """aiohttp: ``aiohttp.ClientSession`` requests observed with the same observer and bookkeeping.
 
 google-genai's async client sends through aiohttp whenever aiohttp is installed, and so do other LLM
-clients. ``httpx_transport.py`` wraps ``ClientSession._request`` with :func:`request_wrapper` when (and only
-when) the application imports aiohttp; ``uninstrument()`` restores it.
+clients. ``httpx_transport.py`` wraps ``ClientSession._request`` when (and only when) the application imports
+aiohttp, and hands the requests sent while instrumented to :func:`request_wrapper` (this module is imported
+by the first of them); ``uninstrument()`` restores it.
 
 **Where the hook sits, and why.** Three seams were weighed:
 

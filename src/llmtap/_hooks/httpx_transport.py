@@ -189,9 +189,18 @@ def _patch_sdk(module: ModuleType, applied: list[tuple[Any, str, Any]]) -> None:
 
 
 def _patch_aiohttp(module: ModuleType, applied: list[tuple[Any, str, Any]]) -> None:
+    _wrap(module.ClientSession, "_request", _aiohttp_request, f"{module.__name__}.ClientSession", applied)
+
+
+def _aiohttp_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """The wrapper of ``aiohttp.ClientSession._request``: ``aiohttp_session.py``'s, imported at the first
+    request sent while instrumented rather than when aiohttp is patched (the anthropic SDK imports aiohttp
+    whether or not anything sends through it; the module is ~58 KiB of every instrumented process)."""
+    if _installation.current is None:
+        return wrapped(*args, **kwargs)
     from llmtap._hooks.aiohttp_session import request_wrapper
 
-    _wrap(module.ClientSession, "_request", request_wrapper, f"{module.__name__}.ClientSession", applied)
+    return request_wrapper(wrapped, instance, args, kwargs)
 
 
 def _imported(module: ModuleType) -> None:
