@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from llmtap._core.bounds import sanitize
@@ -75,8 +75,7 @@ MAX_HINTS = 20
 """Hosts named by the "looks like an LLM API but is not observed" log line, at most (per tap)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Endpoint:
+class Endpoint(NamedTuple):
     provider: Provider
     provider_name: str
     observed: bool = True

@@ -21,7 +21,7 @@ The observer only coordinates its parts, each a small unit of its own:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from llmtap._core.body import BodyDecodeError, Decoder, make_decoder
 from llmtap._core.bodybuffer import BodyBuffer
@@ -38,8 +38,7 @@ from llmtap._providers._base import Facts, Provider
 __all__ = ["AttemptObserver", "Ending", "ObserverConfig", "classify_exception"]
 
 
-@dataclass(frozen=True, slots=True)
-class ObserverConfig:
+class ObserverConfig(NamedTuple):
     """Everything the observer needs from the settings, resolved once at setup."""
 
     stall_threshold: float
