@@ -26,7 +26,6 @@ from prometheus_client import CollectorRegistry
 
 import llmtap
 from llmtap._core import handoff as _handoff
-from llmtap._core.endpoints import PROVIDERS
 from llmtap._core.metrics import INSTRUMENTS
 from llmtap._core.observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._core.record import AttemptRecord, AttemptStart
@@ -34,12 +33,14 @@ from llmtap._exporters.otel_metrics import OtelMetricsExporter
 from llmtap._exporters.prometheus import PrometheusExporter
 from llmtap._exporters.tracing import TracingExporter
 from llmtap._providers._base import Provider
+from llmtap._providers._catalog import ENTRIES, parser
 from llmtap._settings import CHUNK_GAP_BUCKETS
 from llmtap.simulator._anthropic import AnthropicMessages
 from llmtap.simulator._clouds import _chunk, _sse_data
 from llmtap.simulator._exchange import Context, RateLimitSnapshot
 from llmtap.simulator._scenario import Scenario, delta_text
 
+PROVIDERS = [parser(entry) for entry in ENTRIES]
 PROVIDER = next(p for p in PROVIDERS if p.name == "anthropic" and p.operation == "chat")
 CONFIG = ObserverConfig(
     stall_threshold=5.0, gap_bounds=CHUNK_GAP_BUCKETS, max_event_bytes=4 << 20, max_json_bytes=8 << 20

@@ -23,9 +23,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import llmtap
 from llmtap._core.bounds import MAX_LABEL_LENGTH, LabelBound, sanitize
-from llmtap._core.endpoints import PROVIDERS
 from llmtap._instrumentor import LlmtapInstrumentor
 from llmtap._log import label_overflows
+from llmtap._providers._catalog import ENTRIES, parser
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import RecordingSink, capture
 from tests.support.prom import require
@@ -77,9 +77,11 @@ def test_a_bound_under_threads_admits_exactly_the_limit() -> None:
 
 
 def test_every_provider_documents_its_values() -> None:
-    for provider in PROVIDERS:
-        assert provider.stop_reasons and provider.error_types, provider.name
-        assert all(sanitize(v) == v for v in provider.stop_reasons | provider.error_types)
+    for entry in ENTRIES:
+        assert entry.stop_reasons and entry.error_types, entry.module
+        assert all(sanitize(v) == v for v in entry.stop_reasons | entry.error_types)
+        provider = parser(entry)  # the parser declares what its catalog entry says
+        assert (provider.path_suffixes, provider.stop_reasons, provider.error_types) == entry[1:], entry.module
 
 
 def test_request_models_past_the_limit_are_other_on_the_record(sim: Simulator) -> None:

@@ -11,9 +11,13 @@ import sys
 
 import pytest
 
+from llmtap._providers._catalog import ENTRIES
+
 TOOLS = ("llmtap.simulator", "llmtap.probe", "llmtap._cli", "llmtap._drive")
 """llmtap's own tools: never loaded by instrument()."""
 
+PARSERS = (*(f"llmtap._providers.{entry.module}" for entry in ENTRIES), "llmtap._providers._openai_common")
+"""The provider parsers: imported when a path of their API is first matched."""
 ON_DEMAND = (
     "difflib",  # only to suggest the right name for a mistyped LLMTAP_* variable
     "llmtap._exporters.serve",  # only with Settings.metrics_port
@@ -23,6 +27,7 @@ ON_DEMAND = (
     "llmtap._core.eventstream",  # only with the first Bedrock stream (AWS event-stream framing)
     "opentelemetry.baggage",  # only with Settings.baggage_attributes
     "queue",  # the hand-off takes SimpleQueue from _queue, without queue.py's classes
+    *PARSERS,  # each with the first request of its API (_providers/_catalog.py)
 )
 FOREIGN = ("anthropic", "openai", "aiohttp", "opentelemetry.sdk", "opentelemetry.semconv", "psutil", "wrapt")
 """Never imported by llmtap itself: the SDKs and HTTP clients are patched when the application imports them;
@@ -158,3 +163,25 @@ def test_aiohttp_hook_module_loads_at_the_first_aiohttp_request(clean_env: dict[
     assert "llmtap._hooks.httpx_transport" in loaded["patched"]
     assert "llmtap._hooks.aiohttp_session" in loaded["sent"]
     assert loaded["records"] == 1
+
+
+_MATCHED = """
+import json, sys
+import llmtap
+from llmtap._core.endpoints import EndpointMatcher
+llmtap.instrument(llmtap.Settings(metrics=False, traces=False, otel_metrics=False))
+before = sorted(m for m in sys.modules if m.startswith("llmtap._providers."))
+endpoint = EndpointMatcher().match("generativelanguage.googleapis.com", 443, "/v1beta/models/g:generateContent")
+after = sorted(m for m in sys.modules if m.startswith("llmtap._providers."))
+print(json.dumps([before, after, type(endpoint.provider).__name__]))
+"""
+
+
+def test_a_parser_loads_with_the_first_path_of_its_api(clean_env: dict[str, str]) -> None:
+    """Positive control of PARSERS above: matching a Gemini path imports the Gemini parser, and only it."""
+    out = subprocess.run([sys.executable, "-c", _MATCHED], capture_output=True, text=True, timeout=60, env=clean_env)
+    assert out.returncode == 0, out.stderr
+    before, after, parser = json.loads(out.stdout)
+    assert before == ["llmtap._providers._base", "llmtap._providers._catalog"]
+    assert after == [*before, "llmtap._providers.gemini"]
+    assert parser == "Gemini"

@@ -26,7 +26,7 @@ from llmtap._log import label_overflow, log_once
 
 if TYPE_CHECKING:
     from llmtap._core.record import AttemptRecord
-    from llmtap._providers._base import Provider
+    from llmtap._providers._catalog import Entry
     from llmtap._settings import Settings
 
 __all__ = ["MAX_LABEL_LENGTH", "LabelBound", "RecordBounds", "sanitize"]
@@ -119,7 +119,7 @@ class RecordBounds:
         "stop_reason",
     )
 
-    def __init__(self, settings: Settings, providers: Iterable[Provider]) -> None:
+    def __init__(self, settings: Settings, providers: Iterable[Entry]) -> None:
         providers = tuple(providers)
         overflow = settings.model_overflow
         self.request_model = LabelBound("request_model", settings.max_models, overflow)

@@ -26,20 +26,11 @@ from urllib.parse import urlsplit
 
 from llmtap._core.bounds import sanitize
 from llmtap._log import logger
-from llmtap._providers import anthropic, bedrock, cohere, gemini, openai_chat, openai_responses, vertex_anthropic
+from llmtap._providers import _catalog
 from llmtap._providers._base import Provider
 
 __all__ = ["Endpoint", "EndpointMatcher", "UnobservedHosts", "normalize_host", "sdk_endpoint"]
 
-PROVIDERS: tuple[Provider, ...] = (
-    anthropic.PROVIDER,
-    openai_chat.PROVIDER,
-    openai_responses.PROVIDER,
-    gemini.PROVIDER,
-    cohere.PROVIDER,
-    bedrock.PROVIDER,
-    vertex_anthropic.PROVIDER,
-)
 # exact host, or ".suffix" / "-suffix" for every matching host -> gen_ai.provider.name
 KNOWN_HOSTS: dict[str, str] = {
     "api.anthropic.com": "anthropic",
@@ -84,14 +75,19 @@ class Endpoint(NamedTuple):
 
 # APIs only one service speaks: what an SDK sends to them (e.g. a Bedrock VPC endpoint) keeps that
 # service's name; the wire formats many servers speak take the SDK's.
-_SERVICE_APIS: frozenset[Provider] = frozenset({bedrock.PROVIDER, vertex_anthropic.PROVIDER})
+_SERVICE_APIS = frozenset({_catalog.BEDROCK.module, _catalog.VERTEX_ANTHROPIC.module})
 
 
 def sdk_endpoint(endpoint: Endpoint, sdk: str) -> Endpoint:
     """The observed endpoint of a request an official SDK's call sent to a host no rule covers: named
     after the SDK (``anthropic``, ``openai``, ``groq`` ...), or after the service whose own API it is."""
     provider = endpoint.provider
-    return Endpoint(provider, provider.name if provider in _SERVICE_APIS else sdk)
+    return Endpoint(provider, provider.name if _module(provider) in _SERVICE_APIS else sdk)
+
+
+def _module(provider: Provider) -> str:
+    """The name of the parser module (:attr:`_catalog.Entry.module`) ``provider`` comes from."""
+    return type(provider).__module__.rpartition(".")[2]
 
 
 def normalize_host(host: str) -> str:
@@ -101,11 +97,14 @@ def normalize_host(host: str) -> str:
 
 
 def _by_suffix(path: str) -> Provider | None:
+    """The parser of ``path``'s API (imported by the first path of that API: ``_providers/_catalog.py``)."""
     path = path.rstrip("/")
-    for provider in PROVIDERS:
-        for suffix in provider.path_suffixes:
-            if path.endswith(suffix) and provider.accepts_path(path):
-                return provider
+    for entry in _catalog.ENTRIES:
+        for suffix in entry.path_suffixes:
+            if path.endswith(suffix):
+                provider = _catalog.parser(entry)
+                if provider.accepts_path(path):
+                    return provider
     return None
 
 
@@ -171,7 +170,7 @@ class EndpointMatcher:
         if known is not None or self._any:
             provider = _by_suffix(path)
             if provider is not None:
-                if known == "azure.ai.openai" and provider is anthropic.PROVIDER:
+                if known == "azure.ai.openai" and _module(provider) == _catalog.ANTHROPIC.module:
                     known = "anthropic"  # Claude in Azure AI Foundry: the SDK's own name for it
                 return Endpoint(provider, known or provider.name)
             return None

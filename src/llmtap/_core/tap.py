@@ -27,12 +27,13 @@ from llmtap._core import attributes as _attributes
 from llmtap._core import handoff as _handoff
 from llmtap._core.bounds import RecordBounds, sanitize
 from llmtap._core.calls import CURRENT_CALL, Call, call_record
-from llmtap._core.endpoints import PROVIDERS, EndpointMatcher, UnobservedHosts, sdk_endpoint
+from llmtap._core.endpoints import EndpointMatcher, UnobservedHosts, sdk_endpoint
 from llmtap._core.observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._core.record import AttemptStart, CallRecord, Usage
 from llmtap._core.request import UNKNOWN, info_from_content, info_from_options
 from llmtap._log import internal_error
 from llmtap._providers._base import RequestInfo
+from llmtap._providers._catalog import ENTRIES
 from llmtap._settings import CHUNK_GAP_BUCKETS, Settings
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ class Tap:
         )
         # checked only when set: str(url) costs
         self._excluded = re.compile("|".join(settings.excluded_urls)) if settings.excluded_urls else None
-        self._bounds = RecordBounds(settings, PROVIDERS)
+        self._bounds = RecordBounds(settings, ENTRIES)
         self._baggage_keys = settings.baggage_attributes
         self._get_baggage: Callable[[str], object] | None = None
         if self._baggage_keys:  # OpenTelemetry's baggage module only when asked for (Settings.baggage_attributes)

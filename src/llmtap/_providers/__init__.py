@@ -1,4 +1,5 @@
-"""Provider wire formats. Each provider is one module exporting a :class:`Provider` instance."""
+"""Provider wire formats. Each provider is one module exporting a :class:`Provider` instance, imported with the
+first request of its API; what routing and the label bounds need of it before that is in ``_catalog.py``."""
 
 from llmtap._providers._base import Facts, Provider, RequestInfo
 

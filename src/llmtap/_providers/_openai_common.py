@@ -6,17 +6,7 @@ from typing import Any
 
 from llmtap._providers._base import Facts, Header
 
-__all__ = ["ERROR_TYPES", "HEADERS", "apply_error"]
-
-ERROR_TYPES = frozenset(
-    {
-        "invalid_request_error", "invalid_api_key", "authentication_error", "permission_error", "not_found_error",
-        "model_not_found", "rate_limit_exceeded", "rate_limit_error", "insufficient_quota", "tokens_exceeded",
-        "context_length_exceeded", "server_error", "api_error", "service_unavailable", "overloaded_error",
-        "content_filter", "invalid_prompt", "vector_store_timeout", "unsupported_value", "error",
-    }
-)  # fmt: skip
-"""The error codes / types the OpenAI APIs document (and OpenAI-compatible servers commonly send)."""
+__all__ = ["HEADERS", "apply_error"]
 
 HEADERS: dict[bytes, tuple[Header, str]] = {
     b"x-request-id": (Header.REQUEST_ID, ""),

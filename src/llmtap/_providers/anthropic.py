@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from llmtap._providers._base import Facts, Header, Output, Provider
+from llmtap._providers._catalog import ANTHROPIC
 
 __all__ = ["PROVIDER", "QUIET_DATA", "AnthropicMessages"]
 
@@ -111,25 +112,10 @@ class AnthropicMessages(Provider):
     # the text, thinking and tool-argument deltas: most events of a stream
     quiet_events = (b"event: content_block_delta\ndata: " + QUIET_DATA,)
     input_includes_cache = False
-    path_suffixes: tuple[str, ...] = ("/messages",)
+    path_suffixes = ANTHROPIC.path_suffixes
     headers = HEADERS
-    stop_reasons = frozenset(
-        {
-            "end_turn",
-            "max_tokens",
-            "stop_sequence",
-            "tool_use",
-            "pause_turn",
-            "refusal",
-            "model_context_window_exceeded",
-        }
-    )
-    error_types = frozenset(
-        {
-            "invalid_request_error", "authentication_error", "billing_error", "permission_error", "not_found_error",
-            "request_too_large", "rate_limit_error", "api_error", "overloaded_error", "timeout_error", "error",
-        }
-    )  # fmt: skip
+    stop_reasons = ANTHROPIC.stop_reasons
+    error_types = ANTHROPIC.error_types
 
     def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> Output | None:
         if event == b"ping" or not data:

@@ -29,6 +29,7 @@ import re
 from urllib.parse import unquote
 
 from llmtap._providers._base import Header
+from llmtap._providers._catalog import BEDROCK
 from llmtap._providers.anthropic import QUIET_DATA, AnthropicMessages
 
 __all__ = ["PROVIDER", "AnthropicBedrock"]
@@ -64,21 +65,12 @@ class AnthropicBedrock(AnthropicMessages):
     """Anthropic Messages events inside Bedrock's invoke API."""
 
     name = "aws.bedrock"
-    path_suffixes = ("/invoke", "/invoke-with-response-stream")
+    path_suffixes = BEDROCK.path_suffixes
     headers = HEADERS
     # a content delta, as Bedrock wraps it (``{"bytes":"eyJ0eXBlIjoiY29udGVudF9ibG9ja19kZWx0YSIs...``): past the
     # first token most messages are skipped on this prefix, their base64 never decoded
     quiet_frames: tuple[bytes, ...] = (_quiet_chunk(QUIET_DATA),)
-    error_types = AnthropicMessages.error_types | frozenset(
-        {
-            "internalServerException", "modelStreamErrorException", "validationException", "throttlingException",
-            "modelTimeoutException", "serviceUnavailableException",
-            # x-amzn-errortype of error responses
-            "AccessDeniedException", "InternalServerException", "ModelErrorException", "ModelNotReadyException",
-            "ModelTimeoutException", "ResourceNotFoundException", "ServiceQuotaExceededException",
-            "ServiceUnavailableException", "ThrottlingException", "ValidationException",
-        }
-    )  # fmt: skip
+    error_types = BEDROCK.error_types
 
     def accepts_path(self, path: str) -> bool:
         # Bedrock's invoke API serves every vendor's models in their own formats (clients such as

@@ -22,6 +22,7 @@ import json
 from typing import Any
 
 from llmtap._providers._base import Facts, Output, Provider
+from llmtap._providers._catalog import COHERE
 
 __all__ = ["PROVIDER", "CohereChat"]
 
@@ -85,9 +86,9 @@ class CohereChat(Provider):
     operation = "chat"
     markers = (b"message-end", b"[DONE]")
     input_includes_cache = True
-    path_suffixes = ("/v2/chat",)
-    stop_reasons = frozenset({"COMPLETE", "STOP_SEQUENCE", "MAX_TOKENS", "TOOL_CALL", "ERROR", "TIMEOUT"})
-    error_types = frozenset({"ERROR", "TIMEOUT"})
+    path_suffixes = COHERE.path_suffixes
+    stop_reasons = COHERE.stop_reasons
+    error_types = COHERE.error_types
 
     def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> Output | None:
         if data == b"[DONE]":

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from llmtap._providers._base import MAX_COUNT, Facts, Output, Provider
+from llmtap._providers._catalog import GEMINI
 
 __all__ = ["PROVIDER", "Gemini"]
 
@@ -92,20 +93,9 @@ class Gemini(Provider):
     operation = "generate_content"
     markers = (b'"finishReason"', b'"error"', b'"blockReason"')
     input_includes_cache = True
-    path_suffixes = (":generateContent", ":streamGenerateContent")
-    stop_reasons = frozenset(
-        {
-            "FINISH_REASON_UNSPECIFIED", "STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "LANGUAGE", "OTHER",
-            "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "MALFORMED_FUNCTION_CALL", "IMAGE_SAFETY",
-            "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS", "BLOCK_REASON_UNSPECIFIED",
-        }
-    )  # fmt: skip
-    error_types = frozenset(
-        {
-            "INVALID_ARGUMENT", "FAILED_PRECONDITION", "PERMISSION_DENIED", "NOT_FOUND", "RESOURCE_EXHAUSTED",
-            "INTERNAL", "UNAVAILABLE", "DEADLINE_EXCEEDED", "UNAUTHENTICATED", "CANCELLED", "error",
-        }
-    )  # fmt: skip
+    path_suffixes = GEMINI.path_suffixes
+    stop_reasons = GEMINI.stop_reasons
+    error_types = GEMINI.error_types
 
     def model_from_path(self, path: str) -> str | None:
         head, _, _ = path.rpartition(":")

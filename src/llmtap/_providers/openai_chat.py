@@ -19,6 +19,7 @@ from typing import Any
 
 from llmtap._providers import _openai_common
 from llmtap._providers._base import Facts, Output, Provider
+from llmtap._providers._catalog import OPENAI_CHAT
 
 __all__ = ["PROVIDER", "OpenAIChat"]
 
@@ -73,9 +74,9 @@ class OpenAIChat(Provider):
     markers = (b'"finish_reason":"', b'"finish_reason": "', b'"usage":{', b'"usage": {', b"[DONE]", b'"error"')
     input_includes_cache = True
     headers = _openai_common.HEADERS
-    path_suffixes = ("/chat/completions",)
-    stop_reasons = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"})
-    error_types = _openai_common.ERROR_TYPES
+    path_suffixes = OPENAI_CHAT.path_suffixes
+    stop_reasons = OPENAI_CHAT.stop_reasons
+    error_types = OPENAI_CHAT.error_types
 
     def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> Output | None:
         if data == b"[DONE]":

@@ -16,6 +16,7 @@ from typing import Any
 
 from llmtap._providers import _openai_common
 from llmtap._providers._base import Facts, Output, Provider
+from llmtap._providers._catalog import OPENAI_RESPONSES
 
 __all__ = ["PROVIDER", "OpenAIResponses"]
 
@@ -82,9 +83,9 @@ class OpenAIResponses(Provider):
     markers = (b"response.completed", b"response.incomplete", b"response.failed", b'"error"')
     input_includes_cache = True
     headers = _openai_common.HEADERS
-    path_suffixes = ("/responses",)
-    stop_reasons = frozenset({"stop", "tool_calls", "max_output_tokens", "content_filter", "incomplete"})
-    error_types = _openai_common.ERROR_TYPES
+    path_suffixes = OPENAI_RESPONSES.path_suffixes
+    stop_reasons = OPENAI_RESPONSES.stop_reasons
+    error_types = OPENAI_RESPONSES.error_types
 
     def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> Output | None:
         if not data or data == b"[DONE]":

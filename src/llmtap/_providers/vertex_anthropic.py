@@ -20,6 +20,7 @@ import re
 from urllib.parse import unquote
 
 from llmtap._providers._base import Facts
+from llmtap._providers._catalog import VERTEX_ANTHROPIC
 from llmtap._providers.anthropic import AnthropicMessages
 
 __all__ = ["PROVIDER", "AnthropicVertex"]
@@ -33,13 +34,8 @@ class AnthropicVertex(AnthropicMessages):
     """Anthropic Messages on Vertex AI's ``rawPredict`` / ``streamRawPredict``."""
 
     name = "gcp.vertex_ai"
-    path_suffixes = (":rawPredict", ":streamRawPredict")
-    error_types = AnthropicMessages.error_types | frozenset(
-        {
-            "INVALID_ARGUMENT", "FAILED_PRECONDITION", "PERMISSION_DENIED", "NOT_FOUND", "RESOURCE_EXHAUSTED",
-            "INTERNAL", "UNAVAILABLE", "DEADLINE_EXCEEDED", "UNAUTHENTICATED", "CANCELLED",
-        }
-    )  # fmt: skip
+    path_suffixes = VERTEX_ANTHROPIC.path_suffixes
+    error_types = VERTEX_ANTHROPIC.error_types
 
     def accepts_path(self, path: str) -> bool:
         match = _PATH.search(path)
