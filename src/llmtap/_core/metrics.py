@@ -13,16 +13,11 @@ up-down counter becomes a gauge. :func:`prometheus_name` is that translation for
 Standard library only: ``dashboards/build.py`` loads this file without installing the package.
 """
 
-from __future__ import annotations
-
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-from llmtap._core.record import ALL_OUTCOMES, Cost
-
-if TYPE_CHECKING:
-    from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
+from llmtap._core.record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord, Cost
 
 __all__ = [
     "BASE_ATTRIBUTES",
