@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +29,7 @@ ON_DEMAND = (
     "opentelemetry.baggage",  # only with Settings.baggage_attributes
     "queue",  # the hand-off takes SimpleQueue from _queue, without queue.py's classes
     *PARSERS,  # each with the first request of its API (_providers/_catalog.py)
+    "llmtap._exporters._prometheus_multiprocess",  # only under prometheus-client's multiprocess mode
 )
 FOREIGN = ("anthropic", "openai", "aiohttp", "opentelemetry.sdk", "opentelemetry.semconv", "psutil", "wrapt")
 """Never imported by llmtap itself: the SDKs and HTTP clients are patched when the application imports them;
@@ -185,3 +187,11 @@ def test_a_parser_loads_with_the_first_path_of_its_api(clean_env: dict[str, str]
     assert before == ["llmtap._providers._base", "llmtap._providers._catalog"]
     assert after == [*before, "llmtap._providers.gemini"]
     assert parser == "Gemini"
+
+
+def test_prometheus_multiprocess_store_loads_in_that_mode(clean_env: dict[str, str], tmp_path: Path) -> None:
+    """Positive control of its absence above: with ``PROMETHEUS_MULTIPROC_DIR`` the exporter imports it."""
+    env = {**clean_env, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    modules = _loaded({"metrics": True, "traces": False, "otel_metrics": False}, env)
+    store = "llmtap._exporters._prometheus_multiprocess"
+    assert _found(modules, (store,)) == [store]

@@ -234,7 +234,8 @@ def test_both_prometheus_adapters_expose_the_same(monkeypatch: pytest.MonkeyPatc
     expose the same text for the same records: one mapping, two adapters."""
     from prometheus_client import CollectorRegistry, generate_latest, values
 
-    from llmtap._exporters.prometheus import PrometheusExporter, _Folded, _Objects
+    from llmtap._exporters._prometheus_multiprocess import Objects
+    from llmtap._exporters.prometheus import PrometheusExporter, _Folded
 
     def feed(exporter: PrometheusExporter) -> str:
         for attempt, ended in [
@@ -256,7 +257,7 @@ def test_both_prometheus_adapters_expose_the_same(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(values, "ValueClass", _Mutex)
     objects = PrometheusExporter(CollectorRegistry(), created_series=created_series)
-    assert isinstance(objects._store, _Objects)
+    assert isinstance(objects._store, Objects)
     exposed = feed(folded)
     assert "llmtap_ratelimit_remaining" in exposed and 'le="+Inf"' in exposed  # positive control
     assert ("_created{" in exposed) is created_series

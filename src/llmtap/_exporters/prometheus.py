@@ -12,7 +12,8 @@ lock, through the same :func:`_measure` and fold as every other write, then buil
 rate-limit values and the exemplars. Past :data:`PENDING_MAX` queued records an end folds the oldest one
 itself (a registry nobody scrapes costs no memory). prometheus-client's multiprocess mode
 (``PROMETHEUS_MULTIPROC_DIR``) only sees values written through its own value classes, read by another
-process: there the same measurements go to prometheus-client metric objects at once (:class:`_Objects`).
+process: there the same measurements go to prometheus-client metric objects at once
+(``_prometheus_multiprocess.py``, imported only in that mode).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, cast
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, values
+from prometheus_client import REGISTRY, CollectorRegistry, values
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
@@ -57,6 +58,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from opentelemetry.trace import SpanContext
+
+    from llmtap._exporters._prometheus_multiprocess import Objects
 
 __all__ = ["METRIC_NAMES", "PENDING_MAX", "PrometheusExporter", "exemplar_of"]
 
@@ -115,10 +118,12 @@ class PrometheusExporter:
         self.health: HealthCollector | None = None
         self._handoff = _HandOff()
         reg.register(self._handoff)  # first, so a scrape ends handed-off attempts before it reads the rest
-        self._store: _Folded | _Objects | None = None
+        self._store: _Folded | Objects | None = None
         try:
-            if multiprocess:
-                self._store = _Objects(families, mapping, reg, created_series)
+            if multiprocess:  # only there: the module of its store is not loaded otherwise
+                from llmtap._exporters._prometheus_multiprocess import Objects
+
+                self._store = Objects(families, mapping, reg, created_series)
             else:
                 self._store = _Folded(families, mapping, created_series)
                 reg.register(self._store)
@@ -426,100 +431,3 @@ def _forget_in_child(ref: weakref.ref[_Folded]) -> None:
     folded = ref()
     if folded is not None:
         folded._forget()
-
-
-class _LeanCounter(Counter):
-    """No ``*_created`` sample per label set (see ``Settings.prometheus_created_series``).
-
-    prometheus-client's own switch, ``disable_created_metrics()``, is process-wide; a library must
-    not change how the application's own metrics are exposed.
-    """
-
-    def _child_samples(self) -> Iterable[Sample]:
-        return tuple(s for s in super()._child_samples() if s.name != "_created")
-
-
-class _LeanHistogram(Histogram):
-    def _child_samples(self) -> Iterable[Sample]:
-        return tuple(s for s in super()._child_samples() if s.name != "_created")
-
-
-class _Objects:
-    """The same measurements written to prometheus-client metric objects, for its multiprocess mode
-    (their values live in files every worker writes; a scrape sums them). Label children are cached."""
-
-    def __init__(
-        self, families: dict[str, _Family], mapping: Mapping, registry: CollectorRegistry, created_series: bool
-    ) -> None:
-        self._mapping = mapping
-        counter, histogram = (Counter, Histogram) if created_series else (_LeanCounter, _LeanHistogram)
-        self._lock = threading.Lock()
-        self.seen: set[tuple[str, ...]] = set()
-        """The base label sets whose pre-created series exist."""
-        self._children: dict[tuple[str, tuple[str | int, ...]], Any] = {}
-        self._kinds = {k: f.kind for k, f in families.items()}
-        self._exemplar_keys = frozenset(k for k, f in families.items() if f.exemplar)
-        self.metrics: list[Any] = []
-        self._metrics: dict[str, Any] = {}
-        for key, f in families.items():
-            doc, labels = f.spec.description, f.labels
-            if f.kind == COUNTER:
-                metric: Any = counter(f.name, doc, labels, registry=registry)
-            elif f.kind == HISTOGRAM:
-                metric = histogram(f.name, doc, labels, registry=registry, buckets=f.bounds)
-            elif f.kind == GAUGE:  # last value seen (rate-limit headers)
-                metric = Gauge(f.name, doc, labels, registry=registry, multiprocess_mode="mostrecent")
-            else:  # the in-flight up-down counter
-                metric = Gauge(f.name, doc, labels, registry=registry, multiprocess_mode="livesum")
-            self.metrics.append(metric)
-            self._metrics[key] = metric
-
-    def write(
-        self,
-        key: tuple[str, ...],
-        measurements: Iterable[Measurement],
-        span: SpanContext | None,
-        limits: AttemptRecord | None = None,
-    ) -> None:
-        """Write ``measurements`` of the base label set ``key`` now (its pre-created series first, the
-        first time it is seen): the values live in files another process reads."""
-        if key not in self.seen:
-            with self._lock:
-                new = key not in self.seen
-                self.seen.add(key)
-            if new:
-                self.write(key, self._mapping.initial, None)
-        if limits is not None:  # the gauges live in files: set now
-            self.write(key, self._mapping.rate_limits(limits), None)
-        for name, value, labels in measurements:
-            child = self._children.get((name, key + labels))
-            if child is None:
-                with self._lock:
-                    child = self._children[(name, key + labels)] = self._metrics[name].labels(*key, *labels)
-            kind = self._kinds[name]
-            if kind == HISTOGRAM:
-                if isinstance(value, Buckets):
-                    _merge_histogram(child, value)
-                else:
-                    exemplar = exemplar_of(span) if span is not None and name in self._exemplar_keys else None
-                    child.observe(value, exemplar)
-            elif kind == GAUGE:
-                child.set(value)
-            elif value:
-                child.inc(value)
-
-    def ended(self, ended: _Ended) -> None:
-        """Write an ended record's measurements now (see :func:`_measure`)."""
-        self.write(*_measure(self._mapping, ended))
-
-
-def _merge_histogram(child: Histogram, buckets: Buckets) -> None:
-    """Add pre-bucketed observations (same bounds as the histogram) in one step per bucket."""
-    counters = getattr(child, "_buckets", None)
-    sum_value = getattr(child, "_sum", None)
-    if counters is None or sum_value is None or len(counters) != len(buckets.counts):
-        return  # prometheus-client internals changed: skip rather than mis-record
-    for value, count in zip(counters, buckets.counts, strict=True):
-        if count:
-            value.inc(count)
-    sum_value.inc(buckets.sum)
