@@ -76,7 +76,7 @@ from llmtap._core.metrics import (
     Measurement,
     base_key,
 )
-from llmtap._exporters import _otel_fork
+from llmtap._exporters import _otel_bulk, _otel_fork
 from llmtap._exporters._health import register_otel
 from llmtap._log import internal_error
 from llmtap._version import __version__
@@ -437,13 +437,10 @@ class _Shared:
                 h.marked = set()
             self._queued, self._gapped, self._marked, self._pending = [], [], [], 0
         for instrument, attrs, pending in values:
-            record = instrument.record
-            for value in pending:
-                record(value, attrs, _NO_SPAN)
+            _otel_bulk.record_many(instrument, attrs, pending, _NO_SPAN)
         for instrument, attrs, (counts, total, largest) in gaps:
-            for value, count in spread(counts, total, _GAP_BOUNDS, largest):
-                for _ in range(count):
-                    instrument.record(value, attrs, _NO_SPAN)
+            spread_out = [value for value, count in spread(counts, total, _GAP_BOUNDS, largest) for _ in range(count)]
+            _otel_bulk.record_many(instrument, attrs, spread_out, _NO_SPAN)
         return ()
 
     def _forget(self) -> None:
