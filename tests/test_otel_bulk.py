@@ -216,7 +216,7 @@ def test_an_sdk_laid_out_otherwise_falls_back_to_record_once_and_for_all(
     def changed(*args: Any) -> Any:
         raise TypeError("another signature")
 
-    monkeypatch.setattr(_otel_bulk, "_sdk", (*sdk[:4], changed))
+    monkeypatch.setattr(_otel_bulk, "_sdk", (*sdk[:3], changed))
     errors = _log.internal_errors().get("sink", 0)
     pair = pair_of(SETUPS["delta"])
     pair.record(VALUES)
