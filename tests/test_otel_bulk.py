@@ -229,6 +229,23 @@ def test_an_sdk_laid_out_otherwise_falls_back_to_record_once_and_for_all(
     assert bulk == plain
 
 
+def test_an_sdk_without_the_layout_takes_record_quietly(
+    monkeypatch: pytest.MonkeyPatch, pair_of: Callable[[Setup], _Pair]
+) -> None:
+    """An SDK version this module does not know (here: a module it imports missing) is not an error."""
+    import sys
+
+    monkeypatch.setattr(_otel_bulk, "_sdk", None)
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.metrics._internal.exemplar.exemplar_filter", None)
+    errors = _log.internal_errors().get("sink", 0)
+    pair = pair_of(SETUPS["cumulative"])
+    pair.record(VALUES)
+    assert pair.record_calls == len(VALUES)
+    assert _log.internal_errors().get("sink", 0) == errors
+    bulk, plain = pair.exported()
+    assert bulk == plain and plain[0]  # control: the values arrived
+
+
 def test_the_api_no_op_and_proxy_instruments_take_record() -> None:
     from opentelemetry.metrics import NoOpMeterProvider
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from opentelemetry.context import Context
 
-from llmtap._log import internal_error
+from llmtap._log import internal_error, logger
 
 __all__ = ["record_many"]
 
@@ -116,20 +116,28 @@ class _Value:
 
 
 def _load() -> _SDK | None:
-    global _sdk
+    global _sdk, _disabled
     if _disabled:
         return None
     if _sdk is None:
         try:
-            from opentelemetry.sdk.metrics._internal._view_instrument_match import _hash_attributes
+            from opentelemetry.sdk.metrics._internal._view_instrument_match import (
+                _hash_attributes,
+                _ViewInstrumentMatch,
+            )
             from opentelemetry.sdk.metrics._internal.exemplar.exemplar_filter import (
                 AlwaysOffExemplarFilter,
                 TraceBasedExemplarFilter,
             )
             from opentelemetry.sdk.metrics._internal.instrument import Histogram
             from opentelemetry.sdk.metrics._internal.measurement_consumer import SynchronousMeasurementConsumer
-        except ImportError as exc:  # another SDK version
-            _disable(exc)
+        except ImportError as exc:  # an SDK before 1.4x (or after): record(), as documented, nothing to count
+            _disabled = True
+            logger.debug("llmtap: OpenTelemetry histogram values go through record() (%r)", exc)
+            return None
+        if not hasattr(_ViewInstrumentMatch, "_get_or_create_aggregation"):
+            _disabled = True
+            logger.debug("llmtap: OpenTelemetry histogram values go through record() (an SDK before 1.4x)")
             return None
         filters = (TraceBasedExemplarFilter, AlwaysOffExemplarFilter)
         _sdk = (Histogram, SynchronousMeasurementConsumer, filters, _hash_attributes)
@@ -137,7 +145,8 @@ def _load() -> _SDK | None:
 
 
 def _disable(exc: BaseException) -> None:
-    """Every value through ``record()`` from now on; counted and said once."""
+    """Every value through ``record()`` from now on; counted and said once (an SDK that has what
+    :func:`_load` looks for, laid out otherwise)."""
     global _disabled
     if not _disabled:
         _disabled = True
