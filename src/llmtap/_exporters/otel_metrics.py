@@ -18,7 +18,8 @@ attribute set (plain arithmetic under one lock) and reported by observable instr
 the SDK turns them into deltas where the reader asks for delta temporality); the rate-limit gauges read the
 last record that had rate limits, converted at collection. Histogram values are appended to their series
 (one attribute dict each, built once) and recorded by the same callback, a series' values past
-``record()`` into its aggregations (:mod:`llmtap._exporters._otel_bulk`: ~0.6 µs a value, not ~7). Recorded with its span's context (from ``record.span_context``) is the first value per
+``record()`` into its aggregations (:mod:`llmtap._exporters._otel_bulk`: ~0.6 µs a value, not ~7).
+Recorded with its span's context (from ``record.span_context``) is the first value per
 bucket and interval that has a sampled span (the SDK's reservoir keeps one exemplar per bucket: it keeps
 its trace and value; its time is the collection's, in the same interval, not the attempt's end); recorded
 as soon as written, not with the pending values, are a series' first value and every value once
