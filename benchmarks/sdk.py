@@ -125,6 +125,10 @@ class Plan:
     values: int
     warmups: int
     workloads: tuple[str, ...] = tuple(WORKLOADS)
+    sdk_default: bool = False
+    """The anthropic clients of every worker leave the SDK's ``open_telemetry`` option unset (``--sdk-default``);
+    otherwise only ``anthropic_tracing``'s do (its global provider turns the SDK's tracing on) and every other
+    worker's are off (``open_telemetry=False``), as ``inproc.py``'s: see :func:`sdk_option`."""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -491,6 +495,16 @@ def max_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
+def sdk_option(config: str, plan: Plan) -> Any:
+    """The anthropic clients' ``open_telemetry`` option in ``config``'s worker. Left unset, the SDK builds and
+    drops a non-recording span per call even with no tracer provider (~33 µs, ``inproc.py --sdk-default``):
+    part of its tracing's cost, which the option turns off (as llmtap's README advises who runs llmtap without the
+    SDK's spans). So the baseline and llmtap's workers turn it off, and the SDK's tracing is measured whole
+    (unset, with a global provider); ``--sdk-default`` leaves it unset everywhere (the method before
+    2026-12-01: every worker pays the non-recording span, and the SDK's figure leaves it out)."""
+    return None if plan.sdk_default or config == "anthropic_tracing" else False
+
+
 def worker(config: str, plan: Plan) -> dict[str, Any]:
     """Measure every workload of ``plan`` under ``config``; returns the raw values."""
     import anthropic
@@ -498,7 +512,7 @@ def worker(config: str, plan: Plan) -> dict[str, Any]:
 
     imported_rss = max_rss_bytes()
     configured = configure(config, plan.base_url)
-    wl = Workloads(plan.base_url, plan.tokens)
+    wl = Workloads(plan.base_url, plan.tokens, open_telemetry=sdk_option(config, plan))
     for name in plan.workloads:  # one unit each: every module loaded, every state made, few spans pending
         wl.unit(name)(1)
     rss_warm = max_rss_bytes()
@@ -942,10 +956,12 @@ def master(args: argparse.Namespace) -> int:
     load = os.getloadavg()[0]
     print(f"llmtap in-SDK benchmark{' (quick)' if args.quick else ''}: {machine_line()}; 1-min load {load:.2f}")
     print(f"  {rounds} rounds x {len(configs)} configurations, {values} values each, streams of {tokens} deltas")
+    option = "unset in every worker" if args.sdk_default else "off but in the SDK tracing's worker"
+    print(f"  the anthropic clients' open_telemetry option: {option} (benchmarks/README.md)")
     with ChildSimulator() as sim:
         plan = Plan(sim.base_url, tokens, {}, values, warmups, workloads)
         calibration = run_worker(["--calibrate", str(min_time)], plan_payload(plan))
-        plan = Plan(sim.base_url, tokens, calibration["loops"], values, warmups, workloads)
+        plan = Plan(sim.base_url, tokens, calibration["loops"], values, warmups, workloads, args.sdk_default)
         print(f"  loops per value: {calibration['loops']}")
         all_rounds: list[dict[str, dict[str, Any]]] = []
         for index in range(rounds):
@@ -955,7 +971,9 @@ def master(args: argparse.Namespace) -> int:
                 wanted = workloads
                 if config == "anthropic_tracing":
                     wanted = tuple(w for w in workloads if WORKLOADS[w][0] == "anthropic")
-                payload = plan_payload(Plan(plan.base_url, tokens, plan.loops, values, warmups, wanted))
+                payload = plan_payload(
+                    Plan(plan.base_url, tokens, plan.loops, values, warmups, wanted, args.sdk_default)
+                )
                 results[config] = run_worker(["--worker", config], payload)
             all_rounds.append(results)
             print(f"  round {index + 1}/{rounds} done, {time.monotonic() - started:.0f} s", flush=True)
@@ -1052,6 +1070,7 @@ def plan_payload(plan: Plan) -> dict[str, Any]:
         "values": plan.values,
         "warmups": plan.warmups,
         "workloads": list(plan.workloads),
+        "sdk_default": plan.sdk_default,
     }
 
 
@@ -1065,6 +1084,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--workloads", nargs="*", choices=tuple(WORKLOADS), help="only these workloads")
     parser.add_argument("-o", "--output", metavar="JSON", help="write every value as a pyperf suite")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument(
+        "--sdk-default",
+        action="store_true",
+        help="every worker's anthropic clients leave the SDK's open_telemetry option unset (see sdk_option)",
+    )
     parser.add_argument("--no-memory", action="store_true", help="skip the memory-per-stream check")
     parser.add_argument("--memory", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
@@ -1083,7 +1107,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def _load_plan(path: str) -> Plan:
     with open(path, encoding="utf-8") as f:
         raw = json.load(f)
-    return Plan(raw["base_url"], raw["tokens"], raw["loops"], raw["values"], raw["warmups"], tuple(raw["workloads"]))
+    return Plan(
+        raw["base_url"], raw["tokens"], raw["loops"], raw["values"], raw["warmups"], tuple(raw["workloads"]),
+        raw.get("sdk_default", False),
+    )  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:

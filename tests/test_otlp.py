@@ -425,11 +425,12 @@ def test_prometheus_name(name: str, unit: str, kind: str, expected: str) -> None
     assert prometheus_name(name, unit, kind) == expected
 
 
-def test_gaps_are_recorded_at_collection_not_at_the_attempts_end() -> None:
+def test_gaps_are_recorded_at_collection_not_at_the_attempts_end(monkeypatch: pytest.MonkeyPatch) -> None:
     """The application's thread only merges bucket counts; the reader's collection records the gaps."""
     from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 
     from llmtap._core.record import AttemptRecord, Usage
+    from llmtap._exporters import _otel_bulk
     from llmtap._exporters.otel_metrics import OtelMetricsExporter
 
     counts = (3, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1)  # 6 gaps, one above the last bound
@@ -455,6 +456,14 @@ def test_gaps_are_recorded_at_collection_not_at_the_attempts_end() -> None:
             original(value, attributes, context)
 
         gap.record = spy
+        bulk, gap_instrument = _otel_bulk.record_many, gap
+
+        def bulk_spy(instrument: Any, attributes: Any, values: Any, context: Any) -> None:
+            if instrument is gap_instrument:  # values taken past record() (llmtap._exporters._otel_bulk)
+                recorded.extend(values)
+            bulk(instrument, attributes, values, context)
+
+        monkeypatch.setattr(_otel_bulk, "record_many", bulk_spy)
         exporter.end(record, None)
         exporter.end(record, None)
         assert recorded == []  # nothing per gap on the application's thread
@@ -493,7 +502,7 @@ class _Spied:
     exporter: Any
     reader: Any
     recorded: list[tuple[float, Any]]
-    """(value, context) of every SDK record() of the duration histogram."""
+    """(value, context) of every value recorded into the duration histogram."""
 
     def point(self) -> Any:
         """The duration histogram's data point of the next collection (None without one)."""
@@ -507,12 +516,14 @@ class _Spied:
 
 
 @pytest.fixture
-def spied() -> Iterator[_Spied]:
-    """An OTel metrics exporter on a delta-temporality reader, its duration histogram's record() spied on."""
+def spied(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Spied]:
+    """An OTel metrics exporter on a delta-temporality reader, its duration histogram's values spied on (through
+    record() or past it, :mod:`llmtap._exporters._otel_bulk`)."""
     from opentelemetry.sdk.metrics import Histogram
     from opentelemetry.sdk.metrics.export import AggregationTemporality as Temporality
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+    from llmtap._exporters import _otel_bulk
     from llmtap._exporters.otel_metrics import OtelMetricsExporter
 
     reader = InMemoryMetricReader(preferred_temporality={Histogram: Temporality.DELTA})
@@ -527,6 +538,19 @@ def spied() -> Iterator[_Spied]:
         original(value, attributes, context)
 
     duration.record = spy
+    bulk = _otel_bulk.record_many
+
+    def bulk_spy(instrument: Any, attributes: Any, values: Any, context: Any) -> None:
+        if instrument is not duration:
+            return bulk(instrument, attributes, values, context)
+        recorded.extend((value, context) for value in values)
+        duration.record = original  # each value spied on once, whichever way it goes
+        try:
+            bulk(instrument, attributes, values, context)
+        finally:
+            duration.record = spy
+
+    monkeypatch.setattr(_otel_bulk, "record_many", bulk_spy)
     reader.get_metrics_data()  # a first collection: a reader exists, so ends wait for the next one
     try:
         yield _Spied(exporter, reader, recorded)
