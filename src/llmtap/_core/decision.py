@@ -139,8 +139,12 @@ def decide(
 
 
 def _first_row(said: Heard, how: Ending | Outcome) -> tuple[Outcome, _Why]:
-    """The first row of :data:`TABLE` matching ``said`` and ``how`` (the last row matches everything)."""
-    return next((outcome, why) for row, end, outcome, why in TABLE if row in (ANY, said) and end in (ANY, how))
+    """The first row of :data:`TABLE` matching ``said`` and ``how`` (the last row matches everything), as one
+    of :data:`_ANSWERS` (the pairs share the tuples of the few rows: ~5 KiB fewer)."""
+    return next(_ANSWERS[i] for i, (row, end, _, _) in enumerate(TABLE) if row in (ANY, said) and end in (ANY, how))
+
+
+_ANSWERS: tuple[tuple[Outcome, _Why], ...] = tuple((outcome, why) for _, _, outcome, why in TABLE)
 
 
 _ROWS: dict[tuple[Heard, Ending | Outcome], tuple[Outcome, _Why]] = {
