@@ -237,6 +237,25 @@ def test_non_llm_request_passes_untouched(sim: Simulator, cap: Capture) -> None:
     assert cap.records[0].request_id in {s.request_id for s in served if s.path == "/v1/messages"}
 
 
+def test_a_hook_that_cannot_load_leaves_the_request_alone(
+    sim: Simulator, cap: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``aiohttp_session.py`` is imported by the first request; if that fails, the request goes out
+    unobserved and the failure is counted; the control, once it loads, is observed."""
+    from llmtap._log import internal_errors
+
+    monkeypatch.setitem(sys.modules, "llmtap._hooks.aiohttp_session", None)  # its import raises ImportError
+    before = internal_errors()["other"]
+    completed = _run(sim, Scenario(tokens=2), _read)
+    assert not isinstance(completed, Exception) and b"message_stop" in completed
+    assert internal_errors()["other"] == before + 1
+    assert cap.records == []
+    monkeypatch.undo()
+    _run(sim, Scenario(tokens=2), _read)
+    cap.wait(1)
+    assert [r.outcome for r in cap.records] == [Outcome.COMPLETED]
+
+
 def _anthropic_over_aiohttp(sim: Simulator) -> None:
     async def main() -> None:
         client = anthropic.AsyncAnthropic(

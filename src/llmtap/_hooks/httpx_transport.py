@@ -198,8 +198,11 @@ def _aiohttp_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any
     whether or not anything sends through it; the module is ~58 KiB of every instrumented process)."""
     if _installation.current is None:
         return wrapped(*args, **kwargs)
-    from llmtap._hooks.aiohttp_session import request_wrapper
-
+    try:
+        from llmtap._hooks.aiohttp_session import request_wrapper
+    except Exception as exc:  # never the request's problem: it goes out unobserved
+        internal_error("other", "llmtap: the aiohttp hook could not be loaded: %r", exc)
+        return wrapped(*args, **kwargs)
     return request_wrapper(wrapped, instance, args, kwargs)
 
 
