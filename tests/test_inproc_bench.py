@@ -83,3 +83,23 @@ def test_workloads_option(capsys: pytest.CaptureFixture[str]) -> None:
         inproc.parse_args(["--workloads", "anthropic_async_stream,nope"])
     assert exited.value.code == 2
     assert "unknown workload ['nope']" in capsys.readouterr().err
+
+
+def test_sdk_py_turns_the_sdks_tracing_off_but_where_it_is_measured(tmp_path: Any) -> None:
+    """benchmarks/sdk.py's workers: the anthropic clients' ``open_telemetry`` option off in every configuration
+    but ``anthropic_tracing`` (unset there: its global provider turns the SDK's tracing on), unset everywhere
+    with ``--sdk-default``; the worker's plan carries the choice."""
+    import json
+
+    sdk = load_script("benchmarks/sdk.py", "llmtap_bench_sdk")
+    plan = sdk.Plan("http://127.0.0.1:1", 10, {}, 1, 0)
+    assert {c: sdk.sdk_option(c, plan) for c in sdk.CONFIGS} == {
+        c: None if c == "anthropic_tracing" else False for c in sdk.CONFIGS
+    }
+    default = sdk.Plan("http://127.0.0.1:1", 10, {}, 1, 0, sdk_default=True)
+    assert {sdk.sdk_option(c, default) for c in sdk.CONFIGS} == {None}  # control: the former method
+    path = tmp_path / "plan.json"
+    for sent in (plan, default):
+        path.write_text(json.dumps(sdk.plan_payload(sent)))
+        assert sdk._load_plan(str(path)) == sent
+    assert sdk.parse_args(["--sdk-default"]).sdk_default and not sdk.parse_args([]).sdk_default
