@@ -183,9 +183,12 @@ def test_a_value_record_would_drop_sends_them_all_through_record(
     pair = pair_of(SETUPS["cumulative"])
     pair.record([0.3, -1.0, float("inf"), float("nan"), 2.0])
     assert pair.record_calls == 5  # the SDK's checks and warnings are its own
+    for values in ([float("inf"), -float("inf")], [1.0, float("nan")], [1e308, 1e308], [0.5, -0.5]):
+        pair.record(values)
+    assert pair.record_calls == 13
     bulk, plain = pair.exported()
     assert bulk == plain
-    assert next(iter(plain[0].values()))[0] == 2  # control: the two valid values were kept
+    assert next(iter(plain[0].values()))[0] == 6  # control: the valid values were kept
 
 
 def test_an_exemplar_filter_that_samples_without_a_span_keeps_record(
