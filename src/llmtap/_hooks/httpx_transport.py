@@ -196,14 +196,22 @@ def _aiohttp_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any
     """The wrapper of ``aiohttp.ClientSession._request``: ``aiohttp_session.py``'s, imported at the first
     request sent while instrumented rather than when aiohttp is patched (the anthropic SDK imports aiohttp
     whether or not anything sends through it; the module is ~58 KiB of every instrumented process)."""
+    global _aiohttp_wrapper
     if _installation.current is None:
         return wrapped(*args, **kwargs)
-    try:
-        from llmtap._hooks.aiohttp_session import request_wrapper
-    except Exception as exc:  # never the request's problem: it goes out unobserved
-        internal_error("other", "llmtap: the aiohttp hook could not be loaded: %r", exc)
-        return wrapped(*args, **kwargs)
-    return request_wrapper(wrapped, instance, args, kwargs)
+    wrapper = _aiohttp_wrapper
+    if wrapper is None:  # the first request: later ones skip the import statement
+        try:
+            from llmtap._hooks.aiohttp_session import request_wrapper
+        except Exception as exc:  # never the request's problem: it goes out unobserved
+            internal_error("other", "llmtap: the aiohttp hook could not be loaded: %r", exc)
+            return wrapped(*args, **kwargs)
+        wrapper = _aiohttp_wrapper = request_wrapper
+    return wrapper(wrapped, instance, args, kwargs)
+
+
+_aiohttp_wrapper: Any = None
+"""``aiohttp_session.request_wrapper`` once loaded by :func:`_aiohttp_request`."""
 
 
 def _imported(module: ModuleType) -> None:
