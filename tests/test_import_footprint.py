@@ -195,3 +195,29 @@ def test_prometheus_multiprocess_store_loads_in_that_mode(clean_env: dict[str, s
     modules = _loaded({"metrics": True, "traces": False, "otel_metrics": False}, env)
     store = "llmtap._exporters._prometheus_multiprocess"
     assert _found(modules, (store,)) == [store]
+
+
+def _patterns(schema: object) -> list[str]:
+    """Every ``pattern`` constraint in a pydantic core schema (nested dicts and lists)."""
+    if isinstance(schema, dict):
+        found = [schema["pattern"]] if isinstance(schema.get("pattern"), str) else []
+        return found + [p for value in schema.values() for p in _patterns(value)]
+    if isinstance(schema, list):
+        return [p for value in schema for p in _patterns(value)]
+    return []
+
+
+def test_settings_compile_no_pydantic_pattern() -> None:
+    """pydantic compiles a field's ``pattern=`` into a Rust regex when the model class is created: one
+    ``[^\\x00-\\x1f\\x7f]`` cost ~0.56 MiB of RSS in every process importing llmtap (benchmarks/README.md,
+    "Core v3, fifth pass"); the settings check such values in a validator instead."""
+    from pydantic import BaseModel, Field
+
+    from llmtap._settings import ModelPrice, Settings
+
+    class WithPattern(BaseModel):  # positive control: the walk finds a pattern where there is one
+        value: str = Field(default="a", pattern=r"^a$")
+
+    assert _patterns(WithPattern.__pydantic_core_schema__) == ["^a$"]
+    assert _patterns(Settings.__pydantic_core_schema__) == []
+    assert _patterns(ModelPrice.__pydantic_core_schema__) == []
