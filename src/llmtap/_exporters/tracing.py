@@ -23,6 +23,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TracerProvider
 
 from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
+from llmtap._exporters._span_memory import slim
 from llmtap._version import __version__
 
 __all__ = ["TracingExporter"]
@@ -143,6 +144,7 @@ class TracingExporter:
         span.set_attributes(attrs)
         if record.is_error:
             span.set_status(Status(StatusCode.ERROR, record.error_type or record.outcome.value))
+        slim(span)  # the span waits in the application's span processor until exported: its empty lists go
         span.end(end_time=end_ns)
 
     def call_end(self, record: CallRecord) -> None:
