@@ -4,6 +4,7 @@ after the swap is kept, and anything not laid out as expected is left alone."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
@@ -70,6 +71,20 @@ def test_an_ended_span_holds_no_deque_and_reads_and_encodes_as_the_sdk_s_own(ote
     assert _otlp(light) == _otlp(plain)
     assert copy.deepcopy(light).events == ()
     assert "maxlen=128" in repr(light._events)
+
+
+def test_empty_lists_share_no_lock_and_an_appended_one_has_its_own(otel: Provider) -> None:
+    """A lock shared by every empty list, held by one thread when another forks, would leave them all locked
+    in the child (its span export blocked on the first span it encodes)."""
+    one, two = otel.tracer.start_span("one"), otel.tracer.start_span("two")
+    slim(one)
+    slim(two)
+    empty_one, empty_two = one._events, two._events  # type: ignore[attr-defined]
+    assert _slimmed(empty_one) and _slimmed(empty_two)
+    assert isinstance(empty_one._lock, contextlib.nullcontext)
+    one.add_event("e")  # the control: an appended list has a lock, its own
+    assert isinstance(empty_one._lock, type(threading.Lock())) and empty_one._lock is not empty_two._lock
+    assert isinstance(empty_two._lock, contextlib.nullcontext)
 
 
 def test_an_event_added_after_the_swap_is_kept_and_counted_past_the_limit() -> None:

@@ -23,6 +23,7 @@ first span of each type (said at DEBUG). If a swap fails anyway, it is counted o
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import deque
 from typing import Any
@@ -83,14 +84,17 @@ def _lazy_type(bounded: type, maxlen: int | None) -> type[Any]:
     class EmptyBoundedList(bounded):  # type: ignore[misc]
         dropped = 0  # the class's until an append past the limit counts one on the instance
         _dq: Any = ()  # read-only views (len, [i], iteration) see an empty sequence
-        _lock = threading.Lock()  # shared while empty; the first append gives the instance its own
+        # Nothing to guard while empty. Not a shared lock: a fork while another thread held it would leave
+        # every empty list of the child locked, and the child's span export with them.
+        _lock: Any = contextlib.nullcontext()
         _maxlen = maxlen
 
         def _own(self) -> None:
-            with EmptyBoundedList._lock:  # the SDK appends under the span's lock; this covers anyone else
-                if "_dq" not in self.__dict__:
-                    self._dq = deque(maxlen=self._maxlen)
-                    self._lock = threading.Lock()
+            """The deque and lock of the instance's own, before its first append (the SDK appends under the
+            span's lock: one thread at a time gets here)."""
+            if "_dq" not in self.__dict__:
+                self._lock = threading.Lock()
+                self._dq = deque(maxlen=self._maxlen)
 
         def append(self, item: Any) -> None:
             self._own()
