@@ -209,7 +209,7 @@ def _patterns(schema: object) -> list[str]:
 
 def test_settings_compile_no_pydantic_pattern() -> None:
     """pydantic compiles a field's ``pattern=`` into a Rust regex when the model class is created: one
-    ``[^\\x00-\\x1f\\x7f]`` cost ~0.56 MiB of RSS in every process importing llmtap (benchmarks/README.md,
+    ``[^\\x00-\\x1f\\x7f]`` cost ~0.46 MiB of RSS in every process importing llmtap (benchmarks/README.md,
     "Core v3, fifth pass"); the settings check such values in a validator instead."""
     from pydantic import BaseModel, Field
 

@@ -55,26 +55,28 @@ def slim(span: Any) -> None:
         with span._lock:
             if span._end_time is not None:
                 return
-            events: Any = span._events
-            if type(events) is bounded and not events._dq and not events.dropped:
-                lazy = _lazy_for(bounded, events._dq.maxlen)
-                if lazy is not None:
-                    span._events = object.__new__(lazy)
-            links: Any = span._links
-            if type(links) is bounded and not links._dq and not links.dropped:
-                lazy = _lazy_for(bounded, links._dq.maxlen)
-                if lazy is not None:
-                    span._links = object.__new__(lazy)
+            empty = _empty_for(bounded, span._events)
+            if empty is not None:
+                span._events = empty
+            empty = _empty_for(bounded, span._links)
+            if empty is not None:
+                span._links = empty
     except Exception as exc:
         _disable(exc)
 
 
-def _lazy_for(bounded: type, maxlen: int | None) -> type[Any] | None:
-    key = (bounded, maxlen)
+def _empty_for(bounded: Any, current: Any) -> Any:
+    """An empty list to stand for ``current`` (a list of the span's), or None where ``current`` stays: it holds
+    or dropped something, or it is not the SDK's."""
+    if type(current) is not bounded or current._dq or current.dropped:
+        return None
+    key = (bounded, current._dq.maxlen)
     lazy = _lazy.get(key)
-    if lazy is None and len(_lazy) < _MAX_TYPES:
-        lazy = _lazy[key] = _lazy_type(bounded, maxlen)
-    return lazy
+    if lazy is None:
+        if len(_lazy) >= _MAX_TYPES:
+            return None
+        lazy = _lazy[key] = _lazy_type(bounded, key[1])
+    return object.__new__(lazy)
 
 
 def _lazy_type(bounded: type, maxlen: int | None) -> type[Any]:
