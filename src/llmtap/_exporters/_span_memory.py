@@ -33,7 +33,8 @@ from llmtap._log import internal_error, logger
 __all__ = ["slim"]
 
 _MAX_TYPES = 8
-"""Distinct (list class, limit) pairs an empty-list class is made for: a process has one or two."""
+"""Span classes learnt, and (list class, limit) pairs an empty-list class is made for: a process has one or two
+of each; past that, spans of a new class, or lists of a new limit, are left alone (nothing learnt per span)."""
 
 _layouts: dict[type, Any] = {}
 """The span class -> its ``BoundedList`` class, or None where spans of that class are left alone."""
@@ -125,6 +126,8 @@ def _learn(span: Any) -> type | None:
     a ``ReadableSpan`` of their SDK reads an empty list of it as no events, no links and none dropped."""
     span_type = type(span)
     bounded: type | None = None
+    if len(_layouts) >= _MAX_TYPES:
+        return None
     try:
         if span_type.__module__.startswith("opentelemetry.sdk.trace"):
             events = span.__dict__.get("_events")
@@ -142,10 +145,10 @@ def _learn(span: Any) -> type | None:
     except Exception as exc:  # a layout this module does not know
         logger.debug("llmtap: spans of %s keep their own event lists (%r)", span_type.__qualname__, exc)
         bounded = None
-    if bounded is None:
-        logger.debug("llmtap: spans of %s keep their own event lists", span_type.__qualname__)
-    if len(_layouts) < _MAX_TYPES:
-        _layouts[span_type] = bounded
+    else:
+        if bounded is None:
+            logger.debug("llmtap: spans of %s keep their own event lists", span_type.__qualname__)
+    _layouts[span_type] = bounded
     return bounded
 
 
