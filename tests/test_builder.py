@@ -9,6 +9,7 @@ from llmtap._core.builder import build_record
 from llmtap._core.gaps import GapCounter
 from llmtap._core.record import AttemptRecord, RateLimit, Usage
 from llmtap._providers._base import MAX_COUNT, Facts
+from tests.support.records import raw_rate_limits
 from tests.support.replay import START
 
 
@@ -25,7 +26,7 @@ def _build(facts: Facts, includes_cache: bool, parse_errors: int = 0, **more: ob
         gaps.tick(now)
     kwargs: dict[str, object] = dict(
         status=200, streamed=True, headers_at=0.5, first_token_at=1.05, ended_at=3.5, gaps=gaps, facts=facts,
-        input_includes_cache=includes_cache, rate_limit_headers=(), retry_after=None, parse_errors=parse_errors,
+        input_includes_cache=includes_cache, rate_limit_headers=None, retry_after=None, parse_errors=parse_errors,
     )  # fmt: skip
     kwargs.update(more)
     return build_record(START, Outcome.COMPLETED, None, **kwargs)  # type: ignore[arg-type]
@@ -57,7 +58,8 @@ def test_stop_reasons_in_choice_order_and_rate_limits_read_from_the_raw_values()
     facts = Facts()
     facts.set_stop_reason("length", 1)
     facts.set_stop_reason("stop", 0)
-    record = _build(facts, includes_cache=True, rate_limit_headers=(("requests", 0, b"50"), ("requests", 1, b"49")))
+    limits = raw_rate_limits(("requests", 0, b"50"), ("requests", 1, b"49"))
+    record = _build(facts, includes_cache=True, rate_limit_headers=limits)
     assert record.stop_reasons == ("stop", "length") and record.stop_reason == "stop"
     assert record.rate_limits == (RateLimit("requests", 50.0, 49.0, None),)
     assert _build(Facts(), includes_cache=True).rate_limits == ()

@@ -11,6 +11,7 @@ from llmtap._providers._base import Facts
 from llmtap._providers.anthropic import PROVIDER as ANTHROPIC
 from llmtap._providers.bedrock import PROVIDER as BEDROCK
 from llmtap._providers.openai_chat import PROVIDER as OPENAI
+from tests.support.records import kept_rate_limits
 
 
 def test_what_the_path_needs() -> None:
@@ -29,7 +30,7 @@ def test_what_the_path_needs() -> None:
         facts,
     )
     assert found.content_type == b"text/event-stream" and found.encoding == b"gzip,br"
-    assert found.retry_after == 1.5 and found.errors == 0 and found.rate_limits == ()
+    assert found.retry_after == 1.5 and found.errors == 0 and found.rate_limits is None
     assert facts.request_id == "req_1"
 
 
@@ -52,10 +53,34 @@ def test_rate_limits_are_kept_raw_and_converted_when_read() -> None:
     ]
     found = read_headers(ANTHROPIC, headers, Facts())
     assert found.errors == 1  # the garbage value is counted on the path, as before
-    assert (b"4000" in [value for _, _, value in found.rate_limits]) and ("tokens", 0, None) in found.rate_limits
+    assert kept_rate_limits(found.rate_limits) == [
+        ("requests", 0, b"4000"),
+        ("requests", 1, b"3999.5"),
+        ("requests", _RESET_AT, reset),
+        ("tokens", 0, None),
+    ]
     at = time.mktime((2026, 1, 1, 0, 0, 0, 0, 0, 0)) - time.timezone
+    assert found.rate_limits is not None
     assert rate_limits(found.rate_limits, at) == (("requests", [4000.0, 3999.5, 10.0]), ("tokens", [None, None, None]))
     assert rate_limits(found.rate_limits, at + 60)[0][1][2] == 0.0  # a reset in the past is now
+
+
+def test_a_response_s_rate_limits_are_three_objects_whatever_their_number() -> None:
+    """Ended records wait for a reader (up to 256): the walk keeps one ``specs`` tuple per provider, shared by
+    every response, and one bytes object each for the slots and the values, not a tuple per header."""
+    resources = ("requests", "tokens", "input-tokens", "output-tokens")
+    headers = [
+        (f"anthropic-ratelimit-{resource}-{kind}".encode(), value)
+        for resource in resources
+        for kind, value in (("limit", b"4000"), ("remaining", b"3999"), ("reset", b"2026-01-01T00:00:10Z"))
+    ]
+    first = read_headers(ANTHROPIC, headers, Facts()).rate_limits
+    again = read_headers(ANTHROPIC, list(reversed(headers)), Facts()).rate_limits
+    assert first is not None and again is not None
+    assert first.specs is again.specs and len(first.slots) == 12 and type(first.values) is bytes
+    assert kept_rate_limits(again) == list(reversed(kept_rate_limits(first)))
+    assert rate_limits(first, 0.0) == rate_limits(again, 0.0)[::-1]
+    assert len(rate_limits(first, 0.0)) == 4 and all(None not in values for _, values in rate_limits(first, 0.0))
 
 
 def test_openai_durations() -> None:
@@ -64,19 +89,20 @@ def test_openai_durations() -> None:
         [(b"x-ratelimit-limit-requests", b"500"), (b"x-ratelimit-reset-requests", b"6m0s")],
         Facts(),
     )
+    assert found.rate_limits is not None
     assert rate_limits(found.rate_limits, 0.0) == (("requests", [500.0, None, 360.0]),)
 
 
-@pytest.mark.parametrize("value", [b"inf", b"1e999", b"x", b"9" * 400, b"\xff"])
+@pytest.mark.parametrize("value", [b"inf", b"1e999", b"x", b"9" * 400, b"\xff", b"5\n", b"\n5"])
 def test_garbage_numbers_are_parse_errors(value: bytes) -> None:
     found = read_headers(ANTHROPIC, [(b"anthropic-ratelimit-requests-limit", value)], Facts())
-    assert found.errors == 1 and found.rate_limits == (("requests", 0, None),)
+    assert found.errors == 1 and kept_rate_limits(found.rate_limits) == [("requests", 0, None)]
 
 
-@pytest.mark.parametrize("value", [b"not a date", b"\xff"])
+@pytest.mark.parametrize("value", [b"not a date", b"\xff", b"2026-01-01T00:00:10Z\n"])
 def test_garbage_resets_are_parse_errors(value: bytes) -> None:
     found = read_headers(ANTHROPIC, [(b"anthropic-ratelimit-tokens-reset", value)], Facts())
-    assert found.errors == 1 and found.rate_limits == (("tokens", _RESET_AT, None),)
+    assert found.errors == 1 and kept_rate_limits(found.rate_limits) == [("tokens", _RESET_AT, None)]
 
 
 @pytest.mark.parametrize("module_name", ["httpx", "httpx2"])

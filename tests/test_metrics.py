@@ -23,6 +23,7 @@ from llmtap._core.metrics import (
 )
 from llmtap._core.record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord, Cost, Outcome, RateLimit, Usage
 from llmtap._providers._base import Header
+from tests.support.records import raw_rate_limits
 
 GAPS = (3, 2) + (0,) * (len(CHUNK_GAP_BUCKETS) - 2) + (1,)
 
@@ -40,7 +41,7 @@ def start(**changes: Any) -> AttemptStart:
 
 # the rate-limit header values as the observer keeps them (resource, Header kind, raw value): read back as
 # (RateLimit("requests", 50.0, 49.0, None), RateLimit("tokens", None, 1000.0, 7.0))
-RAW_LIMITS = (
+RAW_LIMITS = raw_rate_limits(
     ("requests", int(Header.LIMIT), b"50"),
     ("requests", int(Header.REMAINING), b"49"),
     ("tokens", int(Header.REMAINING), b"1000"),

@@ -440,7 +440,7 @@ def test_gaps_are_recorded_at_collection_not_at_the_attempts_end(monkeypatch: py
         provider="anthropic", operation="chat", request_model="m", server_address="h", server_port=443,
         request_stream=True, outcome=Outcome.COMPLETED, status_code=200, streamed=True, started_at=0.0,
         first_chunk_at=0.1, first_token_at=0.2, ended_at=5.0, chunks=7, max_gap=3.0, stalls=0,
-        gap_bucket_counts=counts, gap_sum=3.05, usage=Usage(), stop_reasons=(), rate_limit_headers=(), parse_errors=0,
+        gap_bucket_counts=counts, gap_sum=3.05, usage=Usage(), stop_reasons=(), rate_limit_headers=None, parse_errors=0,
     )  # fmt: skip
     record = AttemptRecord._make(fields[f] for f in AttemptRecord._fields)
     reader = InMemoryMetricReader()
@@ -492,7 +492,7 @@ def _a_record(duration: float, span: Any = None) -> Any:
         provider="anthropic", operation="chat", request_model="m", server_address="h", server_port=443,
         request_stream=False, outcome=Outcome.COMPLETED, status_code=200, streamed=False, started_at=0.0,
         ended_at=duration, chunks=1, max_gap=0.0, stalls=0, gap_bucket_counts=(), gap_sum=0.0, usage=Usage(),
-        stop_reasons=(), rate_limit_headers=(), parse_errors=0, span_context=span,
+        stop_reasons=(), rate_limit_headers=None, parse_errors=0, span_context=span,
     )  # fmt: skip
     return AttemptRecord._make(fields[f] for f in AttemptRecord._fields)
 

@@ -94,7 +94,20 @@ def test_every_named_tuple_of_the_request_path_is_complete() -> None:
         assert attempt is not None
         start = attempt.observer.start
     record = build_record(
-        START, Outcome.COMPLETED, None, 200, False, 0.5, None, 1.0, GapCounter((0.1,), 1.0), Facts(), False, (), None, 0
+        START,
+        Outcome.COMPLETED,
+        None,
+        200,
+        False,
+        0.5,
+        None,
+        1.0,
+        GapCounter((0.1,), 1.0),
+        Facts(),
+        False,
+        None,
+        None,
+        0,
     )
     found = read_header_items(ANTHROPIC, [(b"Content-Type", b"content-type", b"application/json")], Facts())
     for value in (start, record, record.usage, call_record("c", 1, 0.0, record), info_from_json({"model": "m"}), found):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from llmtap._core.headers import RawRateLimits
 from llmtap._core.record import AttemptRecord, Outcome, Usage
 from tests.support.replay import START
 
@@ -31,7 +32,7 @@ def attempt_record(**fields: Any) -> AttemptRecord:
         "response_model": None,
         "request_id": None,
         "rate_limits": (),
-        "rate_limit_headers": (),
+        "rate_limit_headers": None,
         "retry_after": None,
         "server_time": None,
         "parse_errors": 0,
@@ -40,3 +41,22 @@ def attempt_record(**fields: Any) -> AttemptRecord:
     assert not unknown, f"no such AttemptRecord fields: {unknown}"
     values = {**dict.fromkeys(AttemptRecord._fields), **START._asdict(), **ending, **fields}
     return AttemptRecord(**{name: values[name] for name in AttemptRecord._fields})
+
+
+def raw_rate_limits(*headers: tuple[str, int, bytes | None]) -> RawRateLimits:
+    """Rate-limit headers as the walk keeps them, from ``(resource, Header kind, checked value)`` in the order
+    they came (``None``: garbage)."""
+    specs = tuple(dict.fromkeys((resource, kind) for resource, kind, _ in headers))
+    return RawRateLimits(
+        specs,
+        bytes(specs.index((resource, kind)) for resource, kind, _ in headers),
+        b"\n".join(value or b"" for _, _, value in headers),
+    )
+
+
+def kept_rate_limits(raw: RawRateLimits | None) -> list[tuple[str, int, bytes | None]]:
+    """``(resource, Header kind, checked value)`` per header as the walk kept them (``None``: garbage)."""
+    if raw is None:
+        return []
+    values = raw.values.split(b"\n")
+    return [(*raw.specs[slot], value or None) for slot, value in zip(raw.slots, values, strict=True)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from llmtap._core.gaps import GapCounter
-from llmtap._core.headers import RawRateLimit
+from llmtap._core.headers import RawRateLimits
 from llmtap._core.record import AttemptRecord, AttemptStart, Outcome, Usage
 from llmtap._providers._base import Facts
 
@@ -44,7 +44,7 @@ def build_record(
     gaps: GapCounter,
     facts: Facts,
     input_includes_cache: bool,
-    rate_limit_headers: tuple[RawRateLimit, ...],
+    rate_limit_headers: RawRateLimits | None,
     retry_after: float | None,
     parse_errors: int,
     span_context: object = None,

@@ -29,7 +29,7 @@ from llmtap._core.builder import build_record
 from llmtap._core.decision import Ending, classify_exception, decide, heard
 from llmtap._core.framer import FrameFeed, SseFramer
 from llmtap._core.gaps import GapCounter
-from llmtap._core.headers import RawRateLimit, read_header_items
+from llmtap._core.headers import RawRateLimits, read_header_items
 from llmtap._core.jsonbody import loads
 from llmtap._core.record import AttemptRecord, AttemptStart
 from llmtap._log import internal_error, log_once
@@ -91,7 +91,7 @@ class AttemptObserver:
         """The provider's terminal event (or an in-band error) was parsed from the stream."""
         self._config = config
         self._gaps = GapCounter(config.gap_bounds, config.stall_threshold)
-        self._rate_limits: tuple[RawRateLimit, ...] = ()
+        self._rate_limits: RawRateLimits | None = None
         self._decoder: Decoder | None = None
         self._feed: Callable[[bytes], object] = _ignore
         self._framer: SseFramer | FrameFeed | None = None

@@ -8,7 +8,7 @@ for these ~90 fields), so the fields are annotated with the types themselves.
 import enum
 from typing import TYPE_CHECKING, NamedTuple
 
-from llmtap._core.headers import RawRateLimit
+from llmtap._core.headers import RawRateLimits
 from llmtap._core.headers import rate_limits as _convert_rate_limits
 
 if TYPE_CHECKING:
@@ -179,7 +179,7 @@ class AttemptRecord(NamedTuple):
     response_id: str | None
     response_model: str | None
     request_id: str | None
-    rate_limit_headers: tuple[RawRateLimit, ...]
+    rate_limit_headers: RawRateLimits | None
     """The rate-limit header values as they came (checked, not converted): read :attr:`rate_limits`."""
     retry_after: float | None
     """Seconds the server advised to wait (``retry-after-ms`` / ``retry-after``)."""
