@@ -51,6 +51,15 @@ def test_sanitised_values() -> None:
     assert sanitize("x" * 1000) == "x" * MAX_LABEL_LENGTH
     assert sanitize("a\nb\rc\x00d\x7fe\x85f\ud800g") == "abcdefg"  # controls, C1, lone surrogate
     assert sanitize('héllo ✓ "quoted" back\\slash') == 'héllo ✓ "quoted" back\\slash'  # valid text kept
+
+
+def test_sanitize_drops_exactly_the_controls_and_surrogates() -> None:
+    """Every code point: C0, DEL, C1 and the surrogates go; the rest stays, including what
+    ``str.isprintable()`` refuses (spaces, format characters, unassigned code points)."""
+    dropped = [cp for cp in range(0x110000) if sanitize(chr(cp)) == ""]
+    assert dropped == [*range(0x20), *range(0x7F, 0xA0), *range(0xD800, 0xE000)]
+    kept = "a\u00a0b\u200bc\u2028d\U000e0001e\U0010ffff"
+    assert not kept.isprintable() and sanitize(kept + "\x00") == kept
     bound = LabelBound("t2", 5, "_other")
     assert bound("\n\x00") == "_other"  # nothing left: replaced, never an empty label value
     assert bound("a\nb") == bound("ab") == "ab"  # one admitted value for both spellings

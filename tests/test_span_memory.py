@@ -1,10 +1,10 @@
-"""llmtap's finished spans without the SDK's empty event and link lists (``_exporters/_span_memory.py``), with
-the real OpenTelemetry SDK: what a span processor and the OTLP encoder read is unchanged, an event added
-after the swap is kept, and anything not laid out as expected is left alone."""
+"""llmtap's finished spans hold plain containers, not the SDK's (``_exporters/_span_memory.py``), with the real
+OpenTelemetry SDK: what a span processor and the OTLP encoder read is unchanged, what a span holds or dropped
+keeps the SDK's containers, every span reaches its own processor, and anything not laid out as expected is
+left alone."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import logging
@@ -13,27 +13,30 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext
 
 from llmtap._exporters import _span_memory
-from llmtap._exporters._span_memory import slim
+from llmtap._exporters._span_memory import Slimmer
 from llmtap._log import internal_errors
 from tests.test_tracing import Spans
 
 
 class Provider:
-    def __init__(self, limits: SpanLimits | None = None) -> None:
+    def __init__(self, limits: SpanLimits | None = None, batch: bool = False) -> None:
         self.memory = InMemorySpanExporter()
         self.provider = TracerProvider(span_limits=limits)
-        self.provider.add_span_processor(SimpleSpanProcessor(self.memory))
+        processor = BatchSpanProcessor(self.memory) if batch else SimpleSpanProcessor(self.memory)
+        self.provider.add_span_processor(processor)
         self.tracer = self.provider.get_tracer("test")
 
     def finished(self) -> tuple[ReadableSpan, ...]:
+        self.provider.force_flush()
         return self.memory.get_finished_spans()
 
 
@@ -44,8 +47,12 @@ def otel() -> Iterator[Provider]:
     made.provider.shutdown()
 
 
-def _slimmed(lst: object) -> bool:
-    return isinstance(lst, BoundedList) and type(lst) is not BoundedList and "_dq" not in vars(lst)
+def _slim(span: ReadableSpan) -> bool:
+    return span._events == () and span._links == () and type(span._attributes) is dict
+
+
+def _sdk_s(span: ReadableSpan) -> bool:
+    return type(span._events) is BoundedList and type(span._attributes) is BoundedAttributes
 
 
 def _otlp(span: ReadableSpan) -> Any:
@@ -56,109 +63,132 @@ def _otlp(span: ReadableSpan) -> Any:
     return proto
 
 
-def test_an_ended_span_holds_no_deque_and_reads_and_encodes_as_the_sdk_s_own(otel: Provider) -> None:
-    kept = otel.tracer.start_span("kept", attributes={"a": 1}, start_time=1)
-    kept.end(end_time=2)
-    slimmed = otel.tracer.start_span("kept", attributes={"a": 1}, start_time=1)
-    slim(slimmed)
-    slimmed.end(end_time=2)
-    plain, light = otel.finished()
-    assert type(plain._events) is BoundedList and type(plain._links) is BoundedList  # the control
-    assert _slimmed(light._events) and _slimmed(light._links)
+def _ended(otel: Provider, name: str, slimmer: Slimmer | None = None, **kwargs: Any) -> ReadableSpan:
+    span = otel.tracer.start_span(name, start_time=1, **kwargs)
+    if slimmer is not None:
+        slimmer.slim(span)
+    span.end(end_time=2)
+    return otel.finished()[-1]
+
+
+def test_an_ended_span_holds_plain_containers_and_reads_and_encodes_as_the_sdk_s_own(otel: Provider) -> None:
+    plain = _ended(otel, "kept", attributes={"a": 1, "b": ("x", "y")})
+    light = _ended(otel, "kept", Slimmer(), attributes={"a": 1, "b": ("x", "y")})
+    assert _sdk_s(plain) and type(plain._links) is BoundedList  # the control
+    assert _slim(light)
     assert (light.events, light.links, light.dropped_events, light.dropped_links) == ((), (), 0, 0)
+    assert light.attributes == plain.attributes == {"a": 1, "b": ("x", "y")}
+    assert light.dropped_attributes == plain.dropped_attributes == 0
     as_json = {key: value for key, value in json.loads(light.to_json()).items() if key != "context"}
     assert as_json == {key: value for key, value in json.loads(plain.to_json()).items() if key != "context"}
     assert _otlp(light) == _otlp(plain)
     assert copy.deepcopy(light).events == ()
-    assert "maxlen=128" in repr(light._events)
 
 
-def test_empty_lists_share_no_lock_and_an_appended_one_has_its_own(otel: Provider) -> None:
-    """A lock shared by every empty list, held by one thread when another forks, would leave them all locked
-    in the child (its span export blocked on the first span it encodes)."""
-    one, two = otel.tracer.start_span("one"), otel.tracer.start_span("two")
-    slim(one)
-    slim(two)
-    empty_one, empty_two = one._events, two._events  # type: ignore[attr-defined]
-    assert _slimmed(empty_one) and _slimmed(empty_two)
-    assert isinstance(empty_one._lock, contextlib.nullcontext)
-    one.add_event("e")  # the control: an appended list has a lock, its own
-    assert isinstance(empty_one._lock, type(threading.Lock())) and empty_one._lock is not empty_two._lock
-    assert isinstance(empty_two._lock, contextlib.nullcontext)
-
-
-def test_an_event_added_after_the_swap_is_kept_and_counted_past_the_limit() -> None:
-    otel = Provider(SpanLimits(max_events=2))
-    span = otel.tracer.start_span("late")
-    slim(span)
-    assert _slimmed(span._events)  # type: ignore[attr-defined]
-    for name in ("one", "two", "three"):  # another thread, between the swap and the end
+def test_what_a_span_holds_or_dropped_keeps_the_sdk_s_containers() -> None:
+    otel = Provider(SpanLimits(max_events=2, max_span_attributes=2))
+    slimmer = Slimmer()
+    span = otel.tracer.start_span("events", attributes={"a": 1, "b": 2, "c": 3})
+    slimmer.slim(span)
+    for name in ("one", "two", "three"):  # another thread, after the slim and before the end
         span.add_event(name)
     span.end()
     (done,) = otel.finished()
     assert [event.name for event in done.events] == ["two", "three"] and done.dropped_events == 1
-    assert done.links == () and done.dropped_links == 0
+    assert done.attributes == {"b": 2, "c": 3} and done.dropped_attributes == 1
+    assert type(done._events) is BoundedList and type(done._attributes) is BoundedAttributes
+    assert done._links == () and done.links == ()  # the control: the empty list still goes
     otel.provider.shutdown()
 
 
-def test_a_link_is_kept_and_a_list_with_something_in_it_is_left_alone(otel: Provider) -> None:
-    previous = otel.tracer.start_span("first")
-    previous.end()
-    span = otel.tracer.start_span("retry", links=[Link(previous.get_span_context(), {"k": "v"})])
-    span.add_event("before")
-    slim(span)
-    assert type(span._links) is BoundedList and type(span._events) is BoundedList  # type: ignore[attr-defined]
+def test_a_link_is_kept(otel: Provider) -> None:
+    previous = _ended(otel, "first").get_span_context()
+    assert previous is not None
+    retry = _ended(otel, "retry", Slimmer(), links=[Link(previous, {"k": "v"})])
+    assert [link.context for link in retry.links] == [previous]
+    assert type(retry._links) is BoundedList and retry._events == ()
+
+
+def test_an_event_after_the_end_is_refused_by_the_sdk_as_before(
+    otel: Provider, caplog: pytest.LogCaptureFixture
+) -> None:
+    span = otel.tracer.start_span("ended")
+    Slimmer().slim(span)
     span.end()
-    done = otel.finished()[-1]
-    assert [link.context for link in done.links] == [previous.get_span_context()]
-    assert [event.name for event in done.events] == ["before"]
+    with caplog.at_level(logging.WARNING, "opentelemetry.sdk.trace"):
+        span.add_event("late")
+        span.set_attribute("late", 1)
+    (done,) = otel.finished()
+    assert _slim(done) and done.events == () and done.attributes == {}
+    assert len([r for r in caplog.records if "ended span" in r.getMessage()]) == 2
 
 
-def test_spans_that_are_not_the_sdk_s_or_have_ended_are_left_alone(otel: Provider) -> None:
+def test_each_span_reaches_its_own_processor_and_other_calls_pass_through() -> None:
+    """One slimmer, spans of two providers in turn: the stand-in is made again for the other processor."""
+    one, two = Provider(batch=True), Provider()
+    slimmer = Slimmer()
+    for i in range(3):
+        for otel in (one, two):
+            span = otel.tracer.start_span(f"span {i}")
+            slimmer.slim(span)
+            standin = span._span_processor  # type: ignore[attr-defined]
+            assert type(standin) is _span_memory._StandIn
+            assert standin.processor is otel.provider._active_span_processor
+            assert standin.force_flush is not None  # every other attribute is the processor's
+            span.end()
+    for otel in (one, two):
+        done = otel.finished()
+        assert [span.name for span in done] == ["span 0", "span 1", "span 2"] and all(_slim(s) for s in done)
+        otel.provider.shutdown()
+
+
+def test_a_span_of_one_provider_reuses_the_stand_in(otel: Provider) -> None:
+    slimmer = Slimmer()
+    first, second = otel.tracer.start_span("1"), otel.tracer.start_span("2")
+    slimmer.slim(first)
+    slimmer.slim(second)
+    assert first._span_processor is second._span_processor  # type: ignore[attr-defined]
+    first.end()
+    second.end()
+
+
+def test_spans_that_are_not_the_sdk_s_are_left_alone(otel: Provider) -> None:
     before = internal_errors()["sink"]
-    slim(NonRecordingSpan(SpanContext(1, 2, False)))  # no lists to swap, no error
-    ended = otel.tracer.start_span("ended")
-    ended.end()
-    slim(ended)
-    assert type(ended._events) is BoundedList  # type: ignore[attr-defined]
+    Slimmer().slim(NonRecordingSpan(SpanContext(1, 2, False)))  # nothing to slim, no error
     assert internal_errors()["sink"] == before
+    assert _slim(_ended(otel, "control", Slimmer()))
 
 
-def test_a_sdk_laid_out_otherwise_keeps_its_lists(otel: Provider, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sdk_laid_out_otherwise_keeps_its_containers(otel: Provider, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_span_memory, "_layouts", {})
-    monkeypatch.setattr(_span_memory, "_reads_empty", lambda *_: False)
-    span = otel.tracer.start_span("other")
-    slim(span)
-    assert type(span._events) is BoundedList  # type: ignore[attr-defined]
-    monkeypatch.undo()  # the control: the same span type is swapped where the layout checks out
-    span = otel.tracer.start_span("same")
-    slim(span)
-    assert _slimmed(span._events)  # type: ignore[attr-defined]
+    monkeypatch.setattr(_span_memory, "_reads_plain", lambda *_: False)
+    assert _sdk_s(_ended(otel, "other", Slimmer()))
+    monkeypatch.undo()  # the control: the same span class is slimmed where the layout checks out
+    assert _slim(_ended(otel, "same", Slimmer()))
 
 
-def test_a_failing_swap_is_counted_once_and_not_tried_again(otel: Provider, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_slim_is_counted_once_and_the_span_still_reaches_its_processor(
+    otel: Provider, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(_span_memory, "_broken", False)
     before = internal_errors().get("sink", 0)
-    span = otel.tracer.start_span("failing")
 
-    class Failing:
-        def __enter__(self) -> None:
-            raise RuntimeError("boom")
+    def failing(*_: object) -> None:
+        raise RuntimeError("boom")
 
-        def __exit__(self, *exc: object) -> None: ...
-
-    span._lock = Failing()  # type: ignore[attr-defined]
-    slim(span)
-    slim(span)
+    with monkeypatch.context() as patched:
+        patched.setattr(_span_memory, "_slim", failing)
+        slimmer = Slimmer()
+        spans = [_ended(otel, f"failing {i}", slimmer) for i in range(2)]
+    assert [span.name for span in spans] == ["failing 0", "failing 1"] and all(_sdk_s(s) for s in spans)
     assert internal_errors().get("sink", 0) == before + 1
-    fresh = otel.tracer.start_span("after")
-    slim(fresh)
-    assert type(fresh._events) is BoundedList  # type: ignore[attr-defined]
+    assert _sdk_s(_ended(otel, "after", Slimmer()))  # not tried again
+    assert type(otel.tracer.start_span("x")._span_processor) is not _span_memory._StandIn  # type: ignore[attr-defined]
 
 
 def test_events_added_from_another_thread_while_spans_end_are_all_kept_or_refused(otel: Provider) -> None:
-    """The swap and the SDK's appends take the span's lock: an event is in the exported span, or was refused
-    because the span had ended (the SDK's warning), never lost or failed."""
+    """The SDK appends under the span's lock and refuses once the span has ended, before the stand-in reads
+    the lists: an event is in the exported span, or was refused (the SDK's warning), never lost or failed."""
     refused = []
 
     class Count(logging.Handler):
@@ -169,6 +199,7 @@ def test_events_added_from_another_thread_while_spans_end_are_all_kept_or_refuse
     sdk_log = logging.getLogger("opentelemetry.sdk.trace")
     sdk_log.addHandler(handler)
     errors: list[BaseException] = []
+    slimmer = Slimmer()
     n = 400
     try:
         for _ in range(n):
@@ -185,22 +216,23 @@ def test_events_added_from_another_thread_while_spans_end_are_all_kept_or_refuse
             thread = threading.Thread(target=add)
             thread.start()
             go.set()
-            slim(span)
+            slimmer.slim(span)
             span.end()
             thread.join()
     finally:
         sdk_log.removeHandler(handler)
-    kept = sum(len(span.events) for span in otel.finished())
+    finished = otel.finished()
+    kept = sum(len(span.events) for span in finished)
     assert not errors and kept + len(refused) == n
-    assert any(_slimmed(span._events) for span in otel.finished())  # the swap did happen in this run
+    assert any(span._events == () for span in finished)  # slimming did happen in this run
 
 
-def test_llmtap_s_attempt_spans_are_swapped() -> None:
+def test_llmtap_s_attempt_spans_are_slim() -> None:
     spans = Spans()
     spans.attempt(operation="chat", request_model="claude")
     spans.attempt(call_id="c-1")
     spans.attempt(call_id="c-1", resend_count=1)  # links to the first: its link list stays the SDK's
     one, first, retry = spans.finished()
-    assert _slimmed(one._events) and _slimmed(one._links) and _slimmed(retry._events)
+    assert _slim(one) and _slim(first) and retry._events == () and type(retry._attributes) is dict
     assert type(retry._links) is BoundedList and len(retry.links) == 1 and first.links == ()
     spans.provider.shutdown()

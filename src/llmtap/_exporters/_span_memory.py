@@ -1,176 +1,171 @@
-"""Less memory per finished span: an ended span's empty event and link lists, without their deques.
+"""Less memory per finished span: the ``ReadableSpan`` an attempt span becomes holds plain containers.
 
-Why llmtap reaches under the SDK's API here: the OpenTelemetry SDK (1.45) gives every span two
-``BoundedList`` s, for events and links, each a ``deque`` and a lock: ~1.9 KB of the ~3.4 KB an attempt span
-holds (``python benchmarks/profile_sdk.py span-memory``), although llmtap's spans carry neither events nor,
-except on a retry, links. The application's ``BatchSpanProcessor`` keeps every finished span until its next
-export, up to 512 by default between two exports (2,048 when the exporter falls behind), so those empty
-lists are most of the memory llmtap's spans cost a busy process.
+Why llmtap reaches under the SDK's API here: the OpenTelemetry SDK (1.45) gives every span a
+``BoundedAttributes`` (a dict, a wrapper and a lock) and two ``BoundedList`` s, for events and links (a
+``deque`` and a lock each). The ``ReadableSpan`` that ``end()`` hands to the span processors refers to all
+three, so they live as long as it does: the application's ``BatchSpanProcessor`` keeps every finished span
+until its next export, up to 512 by default between two exports (2,048 when the exporter falls behind).
+llmtap's spans carry no events, a link only on a retry, and attributes within the limits.
 
-So just before llmtap ends one of its spans, :func:`slim` swaps each list that is still empty for an
-:class:`empty list <_lazy_type>` of the same class family that holds nothing and allocates its deque and
-lock only if something is appended after all (an application adding an event to the current span on
-another thread, between this swap and the end). The swap happens under the span's own lock, the lock
-the SDK appends under, and only while the span has not ended; readers see the same values (no events, no
-links, none dropped) through the same types (``isinstance(x, BoundedList)`` holds).
+So just before llmtap ends one of its spans, :meth:`Slimmer.slim` points the span at a stand-in for its span
+processor (:class:`_StandIn`, one per processor). The stand-in passes every call through, but first gives the
+``ReadableSpan`` that ``on_end`` receives the plain containers a ``ReadableSpan`` built by hand holds: ``()``
+for a list that is empty and dropped nothing, the attribute dict itself for attributes that dropped nothing.
+By then the span has ended: the SDK refuses, under the span's lock, any later attribute, event or link, so
+those containers are final. Readers get the same values (``events == ()``, ``dropped_* == 0``, the same
+attributes, the same OTLP encoding); the span's own containers go with the span, once llmtap drops it.
 
-Where nothing is swapped, so the SDK's own objects stay: a span that is not the SDK's (a proxy, a
-non-recording span, another SDK), a list that is not empty or dropped something, more than
-:data:`_MAX_TYPES` distinct list limits, or an SDK laid out otherwise than :func:`_learn` checks on the
-first span of each type (said at DEBUG). If a swap fails anyway, it is counted once as an internal error
-("sink") and never tried again.
+Where nothing changes, so the SDK's own objects stay: a span that is not the SDK's (a proxy, a non-recording
+span, another SDK), an SDK laid out otherwise than :func:`_learn` checks on the first span of each class (said
+at DEBUG), a container that holds something or dropped something, more than :data:`_MAX_TYPES` span classes.
+If slimming fails anyway, it is counted once as an internal error ("sink") and never tried again; the span
+processor is called all the same.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections import deque
+import sys
 from typing import Any
 
 from llmtap._log import internal_error, logger
 
-__all__ = ["slim"]
+__all__ = ["Slimmer"]
 
 _MAX_TYPES = 8
-"""Span classes learnt, and (list class, limit) pairs an empty-list class is made for: a process has one or two
-of each; past that, spans of a new class, or lists of a new limit, are left alone (nothing learnt per span)."""
+"""Span classes learnt: a process has one or two; past that, spans of a new class are left alone."""
 
-_layouts: dict[type, Any] = {}
-"""The span class -> its ``BoundedList`` class, or None where spans of that class are left alone."""
-_lazy: dict[tuple[type, int | None], type[Any]] = {}
-"""(``BoundedList`` class, its limit) -> the empty-list class for it."""
+_layouts: dict[type, _Layout | None] = {}
+"""Span class -> the SDK types its ended spans are read with, or None where they are left alone."""
 _broken = False
 
 
-def slim(span: Any) -> None:
-    """Swap the still-empty event and link lists of ``span`` (one of llmtap's, about to end) for empty lists
-    that allocate nothing until appended to; a no-op on anything else."""
-    if _broken:
+class _Layout:
+    """The SDK types of one span class: the ``ReadableSpan`` its ``end()`` makes, and the attribute and list
+    containers that ``ReadableSpan`` may refer to."""
+
+    __slots__ = ("attributes", "bounded", "readable")
+
+    def __init__(self, readable: type[Any], attributes: type[Any], bounded: type[Any]) -> None:
+        self.readable = readable
+        self.attributes = attributes
+        self.bounded = bounded
+
+
+class _StandIn:
+    """Stands in for one span processor on llmtap's spans: ``on_end`` slims the ``ReadableSpan`` first, every
+    other attribute (``_on_ending``, ``on_start`` ...) is the processor's own."""
+
+    __slots__ = ("layout", "processor")
+
+    def __init__(self, processor: Any, layout: _Layout) -> None:
+        self.processor = processor
+        self.layout = layout
+
+    def on_end(self, span: Any) -> None:
+        if not _broken:
+            try:
+                _slim(span, self.layout)
+            except Exception as exc:
+                _disable(exc)
+        self.processor.on_end(span)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.processor, name)
+
+
+def _slim(readable: Any, layout: _Layout) -> None:
+    """Plain containers in the just-made ``readable`` (nobody else holds it yet) where they lose nothing."""
+    if type(readable) is not layout.readable:
         return
-    span_type = type(span)
-    bounded: Any = _layouts[span_type] if span_type in _layouts else _learn(span)
-    if bounded is None:
-        return
-    try:
-        with span._lock:
-            if span._end_time is not None:
-                return
-            empty = _empty_for(bounded, span._events)
-            if empty is not None:
-                span._events = empty
-            empty = _empty_for(bounded, span._links)
-            if empty is not None:
-                span._links = empty
-    except Exception as exc:
-        _disable(exc)
+    bounded = layout.bounded
+    events = readable._events
+    if type(events) is bounded and not events and not events.dropped:
+        readable._events = ()
+    links = readable._links
+    if type(links) is bounded and not links and not links.dropped:
+        readable._links = ()
+    attributes = readable._attributes
+    if type(attributes) is layout.attributes and not attributes.dropped and attributes._immutable:
+        readable._attributes = attributes._dict
 
 
-def _empty_for(bounded: Any, current: Any) -> Any:
-    """An empty list to stand for ``current`` (a list of the span's), or None where ``current`` stays: it holds
-    or dropped something, or it is not the SDK's."""
-    if type(current) is not bounded or current._dq or current.dropped:
-        return None
-    key = (bounded, current._dq.maxlen)
-    lazy = _lazy.get(key)
-    if lazy is None:
-        if len(_lazy) >= _MAX_TYPES:
-            return None
-        lazy = _lazy[key] = _lazy_type(bounded, key[1])
-    return object.__new__(lazy)
+class Slimmer:
+    """One per tracing exporter: hands each span it ends to a stand-in for the span's processor (the last one
+    made is kept: a tracer's spans share one processor)."""
+
+    __slots__ = ("_standin",)
+
+    def __init__(self) -> None:
+        self._standin: _StandIn | None = None
+
+    def slim(self, span: Any) -> None:
+        """Make ``span`` (one of llmtap's, about to end) hand a slim ``ReadableSpan`` to its processor; a no-op
+        on anything else."""
+        if _broken:
+            return
+        kind = type(span)
+        layout = _layouts[kind] if kind in _layouts else _learn(kind, span)
+        if layout is None:
+            return
+        try:
+            processor = span._span_processor
+            standin = self._standin
+            if standin is None or standin.processor is not processor or standin.layout is not layout:
+                if type(processor) is _StandIn:
+                    return
+                standin = self._standin = _StandIn(processor, layout)
+            span._span_processor = standin
+        except Exception as exc:
+            _disable(exc)
 
 
-def _lazy_type(bounded: type, maxlen: int | None) -> type[Any]:
-    """A ``bounded`` (the SDK's ``BoundedList``) limited to ``maxlen`` that is empty, holds no deque or lock of
-    its own until the first append, and needs no ``__init__`` (``object.__new__(cls)``: a ~50-byte object)."""
-
-    class EmptyBoundedList(bounded):  # type: ignore[misc]
-        dropped = 0  # the class's until an append past the limit counts one on the instance
-        _dq: Any = ()  # read-only views (len, [i], iteration) see an empty sequence
-        # Nothing to guard while empty. Not a shared lock: a fork while another thread held it would leave
-        # every empty list of the child locked, and the child's span export with them.
-        _lock: Any = contextlib.nullcontext()
-        _maxlen = maxlen
-
-        def _own(self) -> None:
-            """The deque and lock of the instance's own, before its first append (the SDK appends under the
-            span's lock: one thread at a time gets here)."""
-            if "_dq" not in self.__dict__:
-                self._lock = threading.Lock()
-                self._dq = deque(maxlen=self._maxlen)
-
-        def append(self, item: Any) -> None:
-            self._own()
-            super().append(item)
-
-        def extend(self, seq: Any) -> None:
-            self._own()
-            super().extend(seq)
-
-        def __deepcopy__(self, memo: dict[int, Any]) -> Any:
-            if "_dq" not in self.__dict__:
-                copied = type(self).__new__(type(self))
-                memo[id(self)] = copied
-                return copied
-            return super().__deepcopy__(memo)
-
-        def __repr__(self) -> str:
-            return f"{bounded.__name__}({list(self._dq)}, maxlen={self._maxlen})"
-
-    EmptyBoundedList.__qualname__ = EmptyBoundedList.__name__ = f"Empty{bounded.__name__}"
-    return EmptyBoundedList
-
-
-def _learn(span: Any) -> type | None:
-    """The ``BoundedList`` class of spans of ``span``'s class, if they are laid out as this module reads them and
-    a ``ReadableSpan`` of their SDK reads an empty list of it as no events, no links and none dropped."""
-    span_type = type(span)
-    bounded: type | None = None
+def _learn(kind: type, span: Any) -> _Layout | None:
+    """The layout of spans of ``kind``, if they are the SDK's as this module reads them: a span processor in
+    the span's ``_span_processor``, and a ``ReadableSpan`` that reads plain containers as none dropped."""
     if len(_layouts) >= _MAX_TYPES:
         return None
+    layout: _Layout | None = None
     try:
-        if span_type.__module__.startswith("opentelemetry.sdk.trace"):
-            events = span.__dict__.get("_events")
-            candidate = type(events)
+        if kind.__module__.startswith("opentelemetry.sdk.trace") and "_span_processor" in vars(span):
+            held = vars(span)
+            attributes, bounded = type(held["_attributes"]), type(held["_events"])
+            readable = getattr(sys.modules[kind.__module__], "ReadableSpan", None)
             if (
-                candidate.__module__.startswith("opentelemetry.sdk.")
-                and candidate.__name__ == "BoundedList"
-                and type(span.__dict__.get("_links")) is candidate
-                and isinstance(events._dq, deque)
-                and hasattr(span, "_lock")
-                and "_end_time" in span.__dict__
-                and _reads_empty(span_type, candidate)
+                readable is not None
+                and attributes.__name__ == "BoundedAttributes"
+                and {"_dict", "_immutable", "dropped"} <= vars(held["_attributes"]).keys()
+                and type(held["_attributes"]._dict) is dict
+                and bounded.__name__ == "BoundedList"
+                and "dropped" in vars(held["_events"])
+                and type(held["_links"]) is bounded
+                and _reads_plain(readable)
             ):
-                bounded = candidate
+                layout = _Layout(readable, attributes, bounded)
     except Exception as exc:  # a layout this module does not know
-        logger.debug("llmtap: spans of %s keep their own event lists (%r)", span_type.__qualname__, exc)
-        bounded = None
+        logger.debug("llmtap: spans of %s keep the SDK's containers (%r)", kind.__qualname__, exc)
     else:
-        if bounded is None:
-            logger.debug("llmtap: spans of %s keep their own event lists", span_type.__qualname__)
-    _layouts[span_type] = bounded
-    return bounded
+        if layout is None:
+            logger.debug("llmtap: spans of %s keep the SDK's containers", kind.__qualname__)
+    _layouts[kind] = layout
+    return layout
 
 
-def _reads_empty(span_type: type, bounded: type) -> bool:
-    """A ``ReadableSpan`` of the span's module given empty lists of the lazy class reads them as the SDK's
-    own; and the lazy list, appended to past its limit, drops and counts as the SDK's does."""
-    import sys
-
-    readable = getattr(sys.modules[span_type.__module__], "ReadableSpan", None)
-    if readable is None:
-        return False
-    lazy = _lazy_type(bounded, 1)
-    probe = readable(name="llmtap.probe", events=object.__new__(lazy), links=object.__new__(lazy))
-    if not (probe.events == () and probe.links == () and probe.dropped_events == 0 and probe.dropped_links == 0):
-        return False
-    appended = object.__new__(lazy)
-    appended.append("a")
-    appended.append("b")
-    return list(appended) == ["b"] and appended.dropped == 1 and not object.__new__(lazy)
+def _reads_plain(readable: type[Any]) -> bool:
+    """A ``ReadableSpan`` given plain containers reads them as the SDK's, none dropped, from the names
+    :func:`_slim` sets."""
+    probe = readable(name="llmtap.probe", attributes={"a": 1}, events=(), links=())
+    held = vars(probe)
+    return (
+        held.get("_attributes") == {"a": 1}
+        and held.get("_events") == ()
+        and held.get("_links") == ()
+        and dict(probe.attributes) == {"a": 1}
+        and (probe.events, probe.links) == ((), ())
+        and (probe.dropped_attributes, probe.dropped_events, probe.dropped_links) == (0, 0, 0)
+    )
 
 
 def _disable(exc: BaseException) -> None:
     global _broken
     _broken = True
-    internal_error("sink", "llmtap: slimming finished spans failed, spans keep their own lists: %r", exc)
+    internal_error("sink", "llmtap: slimming finished spans failed, spans keep the SDK's containers: %r", exc)

@@ -23,7 +23,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TracerProvider
 
 from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
-from llmtap._exporters._span_memory import slim
+from llmtap._exporters._span_memory import Slimmer
 from llmtap._version import __version__
 
 __all__ = ["TracingExporter"]
@@ -50,6 +50,7 @@ class TracingExporter:
         self._names: dict[tuple[str, str], str] = {}
         """(operation, model) -> the span name, one string shared by the spans of that pair (a span holds
         its name until exported); at most :data:`_MAX_NAMES`, further pairs get their own string."""
+        self._slimmer = Slimmer()
 
     def start(self, attempt: AttemptStart) -> object:
         model = attempt.request_model
@@ -144,7 +145,7 @@ class TracingExporter:
         span.set_attributes(attrs)
         if record.is_error:
             span.set_status(Status(StatusCode.ERROR, record.error_type or record.outcome.value))
-        slim(span)  # the span waits in the application's span processor until exported: its empty lists go
+        self._slimmer.slim(span)  # it waits in the application's span processor until exported: held slim
         span.end(end_time=end_ns)
 
     def call_end(self, record: CallRecord) -> None:
