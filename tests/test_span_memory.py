@@ -8,9 +8,10 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import pickle
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from opentelemetry.attributes import BoundedAttributes
@@ -48,7 +49,7 @@ def otel() -> Iterator[Provider]:
 
 
 def _slim(span: ReadableSpan) -> bool:
-    return span._events == () and span._links == () and type(span._attributes) is dict
+    return span._events == () and span._links == () and type(span._attributes) is _span_memory._Attributes
 
 
 def _sdk_s(span: ReadableSpan) -> bool:
@@ -82,7 +83,11 @@ def test_an_ended_span_holds_plain_containers_and_reads_and_encodes_as_the_sdk_s
     as_json = {key: value for key, value in json.loads(light.to_json()).items() if key != "context"}
     assert as_json == {key: value for key, value in json.loads(plain.to_json()).items() if key != "context"}
     assert _otlp(light) == _otlp(plain)
-    assert copy.deepcopy(light).events == ()
+    assert copy.deepcopy(light).events == () and pickle.loads(pickle.dumps(light._attributes)) == light.attributes
+    assert repr(light._attributes) == repr(dict(plain.attributes)) and "b" in light.attributes
+    assert light.attributes.get("c") is None and list(light.attributes.items())[-1] == ("b", ("x", "y"))
+    again = _ended(otel, "again", Slimmer(), attributes={"a": 2, "b": ("z",)})
+    assert cast(Any, again._attributes)._keys is cast(Any, light._attributes)._keys  # shared
 
 
 def test_what_a_span_holds_or_dropped_keeps_the_sdk_s_containers() -> None:
@@ -233,6 +238,7 @@ def test_llmtap_s_attempt_spans_are_slim() -> None:
     spans.attempt(call_id="c-1")
     spans.attempt(call_id="c-1", resend_count=1)  # links to the first: its link list stays the SDK's
     one, first, retry = spans.finished()
-    assert _slim(one) and _slim(first) and retry._events == () and type(retry._attributes) is dict
+    assert _slim(one) and _slim(first) and retry._events == ()
+    assert type(retry._attributes) is _span_memory._Attributes
     assert type(retry._links) is BoundedList and len(retry.links) == 1 and first.links == ()
     spans.provider.shutdown()
