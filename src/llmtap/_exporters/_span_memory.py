@@ -97,16 +97,20 @@ class _Layout:
 
 class _StandIn:
     """Stands in for one span processor on llmtap's spans: ``on_end`` slims the ``ReadableSpan`` first, every
-    other attribute (``_on_ending``, ``on_start`` ...) is the processor's own."""
+    other attribute (``on_start`` ...) is the processor's own."""
 
-    __slots__ = ("layout", "processor")
+    __slots__ = ("layout", "processor", "readable")
 
     def __init__(self, processor: Any, layout: _Layout) -> None:
         self.processor = processor
         self.layout = layout
+        self.readable = layout.readable
+
+    def _on_ending(self, span: Any) -> None:  # the SDK's end() calls it just before on_end (not via __getattr__)
+        self.processor._on_ending(span)
 
     def on_end(self, span: Any) -> None:
-        if not _broken:
+        if type(span) is self.readable and not _broken:
             try:
                 _slim(span, self.layout)
             except Exception as exc:
@@ -119,14 +123,12 @@ class _StandIn:
 
 def _slim(readable: Any, layout: _Layout) -> None:
     """Plain containers in the just-made ``readable`` (nobody else holds it yet) where they lose nothing."""
-    if type(readable) is not layout.readable:
-        return
     bounded = layout.bounded
     events = readable._events
-    if type(events) is bounded and not events and not events.dropped:
+    if type(events) is bounded and not events._dq and not events.dropped:
         readable._events = ()
     links = readable._links
-    if type(links) is bounded and not links and not links.dropped:
+    if type(links) is bounded and not links._dq and not links.dropped:
         readable._links = ()
     attributes = readable._attributes
     if type(attributes) is layout.attributes and not attributes.dropped and attributes._immutable:
@@ -180,7 +182,7 @@ def _learn(kind: type, span: Any) -> _Layout | None:
                 and {"_dict", "_immutable", "dropped"} <= vars(held["_attributes"]).keys()
                 and type(held["_attributes"]._dict) is dict
                 and bounded.__name__ == "BoundedList"
-                and "dropped" in vars(held["_events"])
+                and {"_dq", "dropped"} <= vars(held["_events"]).keys()
                 and type(held["_links"]) is bounded
                 and _reads_plain(readable)
             ):
