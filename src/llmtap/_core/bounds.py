@@ -42,9 +42,9 @@ def _unsafe(char: str) -> bool:
 def sanitize(value: str) -> str:
     """``value`` cut to :data:`MAX_LABEL_LENGTH` characters, without control characters or surrogates.
 
-    No regular expression: one whose class reaches the surrogates compiles a 64 Ki-entry character map at
-    import (~180 KiB resident). ``str.isprintable()`` is true of every label value but a few (it also refuses
-    the spaces and format characters kept here), which go through the slow path."""
+    No regular expression: one whose class reaches the surrogates builds a 64 Ki-entry character map in
+    Python when compiled (~180 KiB of RSS at import). ``str.isprintable()`` is true of every label value
+    but a few (it also refuses the spaces and format characters kept here), which go through the slow path."""
     if len(value) > MAX_LABEL_LENGTH:
         value = value[:MAX_LABEL_LENGTH]
     if value.isprintable():
