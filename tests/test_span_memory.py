@@ -72,7 +72,10 @@ def _ended(otel: Provider, name: str, slimmer: Slimmer | None = None, **kwargs: 
     return otel.finished()[-1]
 
 
-def test_an_ended_span_holds_plain_containers_and_reads_and_encodes_as_the_sdk_s_own(otel: Provider) -> None:
+def test_an_ended_span_holds_plain_containers_and_reads_and_encodes_as_the_sdk_s_own(
+    otel: Provider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_span_memory, "_key_sets", {})  # other tests' key sets may have filled the cache
     plain = _ended(otel, "kept", attributes={"a": 1, "b": ("x", "y")})
     light = _ended(otel, "kept", Slimmer(), attributes={"a": 1, "b": ("x", "y")})
     assert _sdk_s(plain) and type(plain._links) is BoundedList  # the control
@@ -88,6 +91,17 @@ def test_an_ended_span_holds_plain_containers_and_reads_and_encodes_as_the_sdk_s
     assert light.attributes.get("c") is None and list(light.attributes.items())[-1] == ("b", ("x", "y"))
     again = _ended(otel, "again", Slimmer(), attributes={"a": 2, "b": ("z",)})
     assert cast(Any, again._attributes)._keys is cast(Any, light._attributes)._keys  # shared
+
+
+def test_past_the_cap_on_key_sets_a_span_keeps_its_own_keys(otel: Provider, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_span_memory, "_key_sets", {})
+    monkeypatch.setattr(_span_memory, "_MAX_KEY_SETS", 1)
+    slimmer = Slimmer()
+    first, again = (_ended(otel, "kept", slimmer, attributes={"a": i}) for i in range(2))
+    assert cast(Any, first._attributes)._keys is cast(Any, again._attributes)._keys  # the control: shared
+    other, other_again = (_ended(otel, "own", slimmer, attributes={"b": i}) for i in range(2))
+    assert cast(Any, other._attributes)._keys is not cast(Any, other_again._attributes)._keys
+    assert (other.attributes, other_again.attributes) == ({"b": 0}, {"b": 1}) and len(_span_memory._key_sets) == 1
 
 
 def test_what_a_span_holds_or_dropped_keeps_the_sdk_s_containers() -> None:
