@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo test lint typecheck unit prometheus bench scale dashboards fuzz soak clean
+.PHONY: demo test lint typecheck unit prometheus valgrind bench scale dashboards fuzz soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,16 @@ prometheus:
 	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null; }; }
 	@promtool --version 2>&1 | head -1
 
+## valgrind: install Debian's valgrind when missing (make bench counts instructions with it)
+valgrind:
+	@command -v valgrind >/dev/null 2>&1 || { \
+	  echo "installing valgrind (Debian package)"; \
+	  SUDO=; [ "$$(id -u)" = 0 ] || SUDO="sudo -n"; \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind >/dev/null 2>&1 || { \
+	    $$SUDO apt-get update -q >/dev/null && \
+	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind >/dev/null; }; }
+	@valgrind --version
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -53,11 +63,13 @@ test: $(STAMP) prometheus lint typecheck dashboards
 ## bench: llmtap's cost inside the real SDKs vs the issue's targets, ~5 min (BENCH_ARGS=--quick: ~1 min;
 ## python benchmarks/micro.py: the sub-µs figures), then llmtap against the Anthropic SDK's tracing in one
 ## process, ~4 min: non-stream, sync and async stream (INPROC_ARGS, e.g. "--rounds 20 --no-stream"), then
+## the same CPU targets as instruction counts under valgrind, ~10 min (INSTR_ARGS, e.g. "--units 4"), then
 ## the tests' fixed timing budgets (pytest -m budget, left out of `make test`). Method and figures:
 ## benchmarks/README.md
-bench: $(STAMP)
+bench: $(STAMP) valgrind
 	$(BIN)/python benchmarks/sdk.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/inproc.py $(INPROC_ARGS)
+	$(BIN)/python benchmarks/instructions.py $(INSTR_ARGS)
 	$(BIN)/python -m pytest -m budget -q
 
 ## scale: 10,000 concurrent async streams and 64 threads on one sync client, in one process
