@@ -21,7 +21,7 @@ again) left out, as ``sdk.py`` subtracts it (:func:`sdk.collection_floor`). Per 
 events the units read.
 
 Usage: ``python benchmarks/instructions.py [--configs ...] [--workloads ...] [--units N] [--jobs J]``
-(``make bench`` runs it; about 10 minutes on 2 cores with the defaults).
+(``make bench`` runs it; about 19 minutes on 2 cores with the defaults).
 """
 
 from __future__ import annotations
