@@ -1,8 +1,9 @@
 """Instructions per request and per stream event, counted by valgrind: issue 15's CPU targets read exactly.
 
 CPU time on a shared 2-core machine moves by several per cent between two runs of one configuration (the
-A/A row of ``sdk.py``), more than the margins the targets are about. An instruction count does not move
-(``PYTHONHASHSEED=0``: the same dict layouts in every run) and needs no quiet machine, so this script gives the
+A/A row of ``sdk.py``), more than the margins the targets are about. An instruction count hardly moves
+(``PYTHONHASHSEED=0``: the same dict layouts in every run; only the span exporter's thread, which wakes on the
+wall clock, adds a few thousand instructions a wake-up) and needs no quiet machine, so this script gives the
 same ratios as counts: the real SDKs against the same local simulator as ``sdk.py``, one process per run under
 ``valgrind --tool=callgrind``, every thread of it counted (the span exporter's thread too). It counts work, not
 time: a cache miss or a stall costs one instruction here, so it complements ``sdk.py``'s CPU time, it does not
