@@ -25,24 +25,22 @@ $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 demo: $(DEMO_STAMP)
 	$(BIN)/llmtap demo $(DEMO_ARGS)
 
+# $(call apt_install,PACKAGE,CHECK): install Debian's PACKAGE unless the shell test CHECK passes (root or sudo -n)
+apt_install = $(2) || { \
+  echo "installing $(1) (Debian package)"; \
+  SUDO=; [ "$$(id -u)" = 0 ] || SUDO="sudo -n"; \
+  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(1) >/dev/null 2>&1 || { \
+    $$SUDO apt-get update -q >/dev/null && \
+    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(1) >/dev/null; }; }
+
 ## prometheus: install Debian's prometheus/promtool when missing (the rule tests and live check need them)
 prometheus:
-	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || { \
-	  echo "installing prometheus (Debian package)"; \
-	  SUDO=; [ "$$(id -u)" = 0 ] || SUDO="sudo -n"; \
-	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null 2>&1 || { \
-	    $$SUDO apt-get update -q >/dev/null && \
-	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null; }; }
+	@$(call apt_install,prometheus,command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1)
 	@promtool --version 2>&1 | head -1
 
 ## valgrind: install Debian's valgrind when missing (make bench counts instructions with it)
 valgrind:
-	@command -v valgrind >/dev/null 2>&1 || { \
-	  echo "installing valgrind (Debian package)"; \
-	  SUDO=; [ "$$(id -u)" = 0 ] || SUDO="sudo -n"; \
-	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind >/dev/null 2>&1 || { \
-	    $$SUDO apt-get update -q >/dev/null && \
-	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind >/dev/null; }; }
+	@$(call apt_install,valgrind,command -v valgrind >/dev/null 2>&1)
 	@valgrind --version
 
 lint: $(STAMP)

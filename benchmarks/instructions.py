@@ -9,14 +9,15 @@ same ratios as counts: the real SDKs against the same local simulator as ``sdk.p
 time: a cache miss or a stall costs one instruction here, so it complements ``sdk.py``'s CPU time, it does not
 replace it.
 
-Each configuration runs in three kinds of process, the same up to their last step:
+Each configuration runs in two kinds of process, the same up to their last step:
 
 - *base*: one unit of every workload to warm up, then :data:`SETTLE` more (each followed by the collection
   ``sdk.py`` makes: a scrape, a metric reader's collect), then ``gc.freeze()``;
 - *extra W*: the same, then ``--units`` more units of workload ``W``, each followed by its collection;
-- *floor* (configurations that collect): the same as *base*, then ``--units`` collections with nothing new.
+- *floor*: the same, then ``--units`` collections with nothing new (none where the configuration collects
+  nothing: :func:`sdk.collecting` decides).
 
-So ``extra W`` minus *floor* (minus *base* without collections) is what ``--units`` units of ``W`` cost,
+So ``extra W`` minus *floor* is what ``--units`` units of ``W`` cost,
 the work they defer to their collections included and the collections' fixed part (every series reported
 again) left out, as ``sdk.py`` subtracts it (:func:`sdk.collection_floor`). Per event: divided by the stream
 events the units read.
@@ -60,8 +61,9 @@ TOKENS = 200
 _COLLECTED = re.compile(r"==\d+== Collected : (\d+)")
 
 
-def worker(config: str, base_url: str, extra: str | None, units: int, floor: bool) -> dict[str, int]:
-    """One process's work (see the module docstring); returns the events (or requests) of the extra units."""
+def worker(config: str, base_url: str, extra: str | None, units: int) -> dict[str, int]:
+    """One process's work (see the module docstring): ``extra W``, or the floor when ``extra`` is None; returns
+    the events (or requests) of the extra units."""
     configured = sdk.configure(config, base_url)
     plan = sdk.Plan(base_url, TOKENS, {}, 1, 0, WORKLOADS)
     wl = sdk.Workloads(base_url, TOKENS, open_telemetry=sdk.sdk_option(config, plan))
@@ -80,7 +82,7 @@ def worker(config: str, base_url: str, extra: str | None, units: int, floor: boo
     if extra is not None:
         for _ in range(units):
             seen += runs[extra](LOOPS.get(extra, 1))
-    elif floor:
+    else:
         nothing = sdk.collecting(configured, lambda loops: 0)
         for _ in range(units):
             nothing(1)
@@ -89,7 +91,7 @@ def worker(config: str, base_url: str, extra: str | None, units: int, floor: boo
     return {"seen": seen}
 
 
-def count(config: str, base_url: str, extra: str | None, units: int, floor: bool) -> tuple[int, int]:
+def count(config: str, base_url: str, extra: str | None, units: int) -> tuple[int, int]:
     """(instructions, events or requests of the extra units) of one worker process under callgrind."""
     command = [
         "valgrind",
@@ -106,19 +108,12 @@ def count(config: str, base_url: str, extra: str | None, units: int, floor: bool
     ]
     if extra is not None:
         command += ["--extra", extra]
-    if floor:
-        command.append("--floor")
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     match = _COLLECTED.search(done.stderr)
     if done.returncode != 0 or match is None:
-        raise RuntimeError(f"{config} {extra or ('floor' if floor else 'base')}: {done.stderr[-2000:]}")
+        raise RuntimeError(f"{config} {extra or 'floor'}: {done.stderr[-2000:]}")
     return int(match.group(1)), json.loads(done.stdout.strip().splitlines()[-1])["seen"]
-
-
-def collects(config: str) -> bool:
-    """The configuration collects after each unit (a scrape or a metric reader)."""
-    return config not in ("baseline", "anthropic_tracing")
 
 
 def measure(configs: tuple[str, ...], workloads: tuple[str, ...], units: int, jobs: int) -> dict[str, dict[str, float]]:
@@ -127,9 +122,9 @@ def measure(configs: tuple[str, ...], workloads: tuple[str, ...], units: int, jo
     with sdk.ChildSimulator() as sim, ThreadPoolExecutor(jobs) as pool:
         runs: dict[tuple[str, str], Any] = {}
         for config in configs:
-            runs[(config, "")] = pool.submit(count, config, sim.base_url, None, units, collects(config))
+            runs[(config, "")] = pool.submit(count, config, sim.base_url, None, units)
             for name in workloads:
-                runs[(config, name)] = pool.submit(count, config, sim.base_url, name, units, False)
+                runs[(config, name)] = pool.submit(count, config, sim.base_url, name, units)
         out: dict[str, dict[str, float]] = {}
         for config in configs:
             reference, _ = runs[(config, "")].result()
@@ -194,12 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker", metavar="CONFIG", help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     parser.add_argument("--extra", help=argparse.SUPPRESS)
-    parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.units < 1 or args.jobs < 1:
         parser.error("--units and --jobs must be at least 1")
     if args.worker:
-        print(json.dumps(worker(args.worker, args.base_url, args.extra, args.units, args.floor)))
+        print(json.dumps(worker(args.worker, args.base_url, args.extra, args.units)))
         return 0
     if shutil.which("valgrind") is None:
         print("instructions.py: valgrind is not installed (apt-get install valgrind); skipped", file=sys.stderr)

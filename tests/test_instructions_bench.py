@@ -40,7 +40,7 @@ def test_the_worker_counts_the_units_it_adds_and_the_floor_adds_none(sim: Simula
     bench = _load()
     requests = _worker(sim.base_url, "--units", "2", "--extra", "anthropic_create")
     events = _worker(sim.base_url, "--units", "1", "--extra", "bedrock_stream")
-    floor = _worker(sim.base_url, "--units", "2", "--floor")
+    floor = _worker(sim.base_url, "--units", "2")
     assert requests == 2 * bench.LOOPS["anthropic_create"]
     assert events > 100  # one stream of ~TOKENS deltas, each an event-stream message
     assert floor == 0
