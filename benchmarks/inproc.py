@@ -69,7 +69,7 @@ TITLES: dict[str, str] = {
     SDK_DEFAULT: "none, SDK option unset (non-recording spans)",
     **CONFIG_TITLES,
 }
-WORKLOADS: tuple[str, ...] = ("anthropic_create", "anthropic_stream", "anthropic_async_stream")
+WORKLOADS: tuple[str, ...] = ("anthropic_create", "anthropic_stream", "anthropic_async_stream", "bedrock_stream")
 """Non-stream first: the issue's open question. The async stream: ``AsyncAnthropic``, ``async for`` over
 ``messages.create(stream=True)``, the same tokens, on the clients' one ``asyncio.Runner`` (``sdk.Workloads``)."""
 ASYNC_WORKLOADS = frozenset({"anthropic_async_stream"})
@@ -282,7 +282,7 @@ def run(
     scrape: bool = True,
 ) -> Report:
     rng = random.Random(seed)
-    sizes = {"anthropic_create": requests, "anthropic_stream": streams, "anthropic_async_stream": streams}
+    sizes = {name: streams for name in WORKLOADS} | {"anthropic_create": requests}
     us: dict[str, dict[str, list[float]]] = {w: {c: [] for c in configs} for w in workloads}
     floor_us: dict[str, dict[str, list[float]]] = {w: {c: [] for c in configs} for w in workloads}
     units: dict[str, int] = {}

@@ -1,30 +1,35 @@
 """Instructions per request and per stream event, counted by valgrind: issue 15's CPU targets read exactly.
 
 CPU time on a shared 2-core machine moves by several per cent between two runs of one configuration (the
-A/A row of ``sdk.py``), more than the margins the targets are about. An instruction count hardly moves
-(``PYTHONHASHSEED=0``: the same dict layouts in every run; only the span exporter's thread, which wakes on the
-wall clock, adds a few thousand instructions a wake-up) and needs no quiet machine, so this script gives the
-same ratios as counts: the real SDKs against the same local simulator as ``sdk.py``, one process per run under
-``valgrind --tool=callgrind``, every thread of it counted (the span exporter's thread too). It counts work, not
-time: a cache miss or a stall costs one instruction here, so it complements ``sdk.py``'s CPU time, it does not
-replace it.
+A/A row of ``sdk.py``), more than the margins the targets are about. An instruction count hardly moves and
+needs no quiet machine, so this script gives the same ratios as counts: the real SDKs, one process per
+configuration under ``valgrind --tool=callgrind``, ``PYTHONHASHSEED=0`` (the same dict layouts in every run).
+It counts work, not time: a cache miss or a stall costs one instruction here, so it complements ``sdk.py``'s
+CPU time, it does not replace it.
 
-Each configuration runs in two kinds of process, the same up to their last step:
+Each configuration's process warms up (one unit of every workload, then :data:`SETTLE` more, each followed by
+the collection ``sdk.py`` makes: a scrape, a metric reader's collect), freezes the collector
+(``gc.freeze()``), then runs counted regions one after the other: the *floor* (``--units`` collections with
+nothing new; none where the configuration collects nothing: :func:`sdk.collecting` decides), then
+``--units`` units of each workload, each followed by its collection. Callgrind counts only inside the
+regions (each runs in ``sys.call_tracing``: :data:`REGION`) and writes one count per region, so a workload's
+region minus the floor is what its units cost, the work they defer to their collections included and the
+collections' fixed part (every series reported again) left out, as ``sdk.py`` subtracts it
+(:func:`sdk.collection_floor`). Per event: divided by the stream events the units read.
 
-- *base*: one unit of every workload to warm up, then :data:`SETTLE` more (each followed by the collection
-  ``sdk.py`` makes: a scrape, a metric reader's collect), then ``gc.freeze()``;
-- *extra W*: the same, then ``--units`` more units of workload ``W``, each followed by its collection;
-- *floor*: the same, then ``--units`` collections with nothing new (none where the configuration collects
-  nothing: :func:`sdk.collecting` decides).
+What makes two runs agree:
 
-So ``extra W`` minus *floor* is what ``--units`` units of ``W`` cost,
-the work they defer to their collections included and the collections' fixed part (every series reported
-again) left out, as ``sdk.py`` subtracts it (:func:`sdk.collection_floor`). Per event: divided by the stream
-events the units read.
+- the floor and the workloads are counted in one process, after the same start: what differs between two
+  processes' starts (imports, the simulator's first connections: up to ~10 M instructions) cancels out;
+- the streams are replayed one event per read (``replay.py``): over a socket, how many events a read brings
+  depends on timing (valgrind slows the client ~50x), and with it the per-read work of both the SDK's
+  decoder and llmtap; the request goes to the simulator;
+- a region counts the thread that runs it: the span processor's exporter thread and llmtap's hand-off thread
+  (which here only export the finished spans to a counting exporter, or wait) are left out, for every
+  configuration alike.
 
 Usage: ``python benchmarks/instructions.py [--configs ...] [--workloads ...] [--units N] [--jobs J]``
-(``make bench`` runs it: the non-stream request, about 9 minutes on 2 cores; streams on request, coarse:
-see :data:`DEFAULT_WORKLOADS`).
+(``make bench`` runs it: one process per configuration, about 5 minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -37,20 +42,21 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import sdk  # benchmarks/sdk.py: the configurations, workloads and simulator
+from replay import ReplayTransport
 
 CONFIGS = ("baseline", "prom_spans", "otlp", "anthropic_tracing")
 WORKLOADS = ("anthropic_create", "anthropic_stream", "bedrock_stream")
 """The workloads the Anthropic SDK's own tracing covers (the issue's comparison); every process warms up on all."""
-DEFAULT_WORKLOADS = ("anthropic_create",)
-"""What ``make bench`` counts: a stream's count depends on how the socket hands its events over (several per
-read when the client, slowed ~50x by valgrind, falls behind the simulator), so two runs of one stream
-workload differ by up to ~45k instructions an event (benchmarks/README.md); a request's do not."""
+DEFAULT_WORKLOADS = WORKLOADS
+"""What ``make bench`` counts: all three (two runs agree within ~0.2 % on the request, ~2k instructions an
+event on the streams: benchmarks/README.md)."""
 SETTLE = 1
 """Units of each workload after the warm-up one, in every process, before what differs."""
 LOOPS = {"anthropic_create": 32}
@@ -58,15 +64,21 @@ LOOPS = {"anthropic_create": 32}
 (``sdk.py`` collects after each value of 64), streams one at a time."""
 TOKENS = 200
 """Output tokens per stream (~205 events)."""
-_COLLECTED = re.compile(r"==\d+== Collected : (\d+)")
+_SUMMARY = re.compile(r"^summary: (\d+)$", re.MULTILINE)
 
 
-def worker(config: str, base_url: str, extra: str | None, units: int) -> dict[str, int]:
-    """One process's work (see the module docstring): ``extra W``, or the floor when ``extra`` is None; returns
-    the events (or requests) of the extra units."""
+REGION = "sys_call_tracing"
+"""The C function (``sys.call_tracing``, which nothing else here calls) that each counted region runs in:
+callgrind counts only inside it (``--toggle-collect``) and writes one count per region (``--dump-after``)."""
+
+
+def worker(config: str, base_url: str, workloads: tuple[str, ...], units: int) -> dict[str, Any]:
+    """One process's work (see the module docstring): the warm-up, then the floor and each of ``workloads`` in
+    a counted region of its own; returns the events (or requests) each workload's region read."""
     configured = sdk.configure(config, base_url)
     plan = sdk.Plan(base_url, TOKENS, {}, 1, 0, WORKLOADS)
-    wl = sdk.Workloads(base_url, TOKENS, open_telemetry=sdk.sdk_option(config, plan))
+    replay = ReplayTransport()  # the streams: one event per read (replay.py); the request: the simulator
+    wl = sdk.Workloads(base_url, TOKENS, open_telemetry=sdk.sdk_option(config, plan), stream_transport=replay)
     runs = {name: sdk.collecting(configured, wl.unit(name)) for name in WORKLOADS}
     for name, run in runs.items():
         run(LOOPS.get(name, 1))
@@ -74,64 +86,82 @@ def worker(config: str, base_url: str, extra: str | None, units: int) -> dict[st
         for _ in range(SETTLE):
             run(LOOPS.get(name, 1))
     # What every process made so far is out of the collector's reach: a full collection (whose cost grows
-    # with the whole heap) falling inside one process's counted units but not another's would be counted
-    # as theirs. What the counted units allocate is still collected.
+    # with the whole heap) falling inside one counted region but not another would be counted as its.
+    # What the counted units allocate is still collected.
     gc.collect()
     gc.freeze()
-    seen = 0
-    if extra is not None:
-        for _ in range(units):
-            seen += runs[extra](LOOPS.get(extra, 1))
-    else:
-        nothing = sdk.collecting(configured, lambda loops: 0)
-        for _ in range(units):
-            nothing(1)
+    nothing = sdk.collecting(configured, lambda loops: 0)
+    regions = [("", nothing, 1), *((name, runs[name], LOOPS.get(name, 1)) for name in workloads)]
+    seen = {name: sys.call_tracing(_units, (run, loops, units)) for name, run, loops in regions}
     for provider in configured.providers:  # what the application's exit would export, in every process alike
         provider.shutdown()
-    return {"seen": seen}
+    return {"seen": seen, "replayed": replay.replayed}
 
 
-def count(config: str, base_url: str, extra: str | None, units: int) -> tuple[int, int]:
-    """(instructions, events or requests of the extra units) of one worker process under callgrind."""
-    command = [
-        "valgrind",
-        "--tool=callgrind",
-        "--callgrind-out-file=/dev/null",
-        sys.executable,
-        os.path.abspath(__file__),
-        "--worker",
-        config,
-        "--base-url",
-        base_url,
-        "--units",
-        str(units),
-    ]
-    if extra is not None:
-        command += ["--extra", extra]
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    match = _COLLECTED.search(done.stderr)
-    if done.returncode != 0 or match is None:
-        raise RuntimeError(f"{config} {extra or 'floor'}: {done.stderr[-2000:]}")
-    return int(match.group(1)), json.loads(done.stdout.strip().splitlines()[-1])["seen"]
+def _units(run: Any, loops: int, units: int) -> int:
+    """One counted region: ``units`` units of ``run``, each followed by its collection; the events it read."""
+    return sum(run(loops) for _ in range(units))
+
+
+def count(config: str, base_url: str, workloads: tuple[str, ...], units: int) -> dict[str, tuple[int, int]]:
+    """Workload -> (instructions over the floor, events or requests) of one worker process under callgrind."""
+    with tempfile.TemporaryDirectory(prefix="llmtap-instr-") as tmp:
+        out = os.path.join(tmp, "callgrind.out")
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            "--collect-atstart=no",
+            f"--toggle-collect={REGION}",
+            f"--dump-after={REGION}",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            os.path.abspath(__file__),
+            "--worker",
+            config,
+            "--base-url",
+            base_url,
+            "--units",
+            str(units),
+            "--workloads",
+            *workloads,
+        ]
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{config}: {done.stderr[-2000:]}")
+        seen = json.loads(done.stdout.strip().splitlines()[-1])["seen"]
+        totals = dumps(tmp)
+    names = ("", *workloads)
+    if len(totals) != len(names) or not all(totals):
+        raise RuntimeError(
+            f"{config}: {len(totals)} counted regions for {len(names)} (is {REGION} among this Python's symbols?)"
+        )
+    floor = totals[0]
+    return {name: (total - floor, seen[name]) for name, total in zip(names[1:], totals[1:], strict=True)}
+
+
+def dumps(directory: str) -> list[int]:
+    """The instructions of each region callgrind dumped into ``directory``, in order."""
+    files = sorted(
+        (f for f in os.listdir(directory) if re.fullmatch(r"callgrind\.out\.\d+", f)),
+        key=lambda f: int(f.rsplit(".", 1)[1]),
+    )
+    out = []
+    for name in files:
+        with open(os.path.join(directory, name)) as f:
+            match = _SUMMARY.search(f.read())
+        out.append(int(match.group(1)) if match else 0)
+    return out
 
 
 def measure(configs: tuple[str, ...], workloads: tuple[str, ...], units: int, jobs: int) -> dict[str, dict[str, float]]:
     """Instructions per request or event, by configuration and workload."""
     sdk.ensure_bytecode()
     with sdk.ChildSimulator() as sim, ThreadPoolExecutor(jobs) as pool:
-        runs: dict[tuple[str, str], Any] = {}
-        for config in configs:
-            runs[(config, "")] = pool.submit(count, config, sim.base_url, None, units)
-            for name in workloads:
-                runs[(config, name)] = pool.submit(count, config, sim.base_url, name, units)
+        runs = {config: pool.submit(count, config, sim.base_url, workloads, units) for config in configs}
         out: dict[str, dict[str, float]] = {}
         for config in configs:
-            reference, _ = runs[(config, "")].result()
-            out[config] = {}
-            for name in workloads:
-                total, seen = runs[(config, name)].result()
-                out[config][name] = (total - reference) / seen
+            out[config] = {name: total / seen for name, (total, seen) in runs[config].result().items()}
             print(f"  {config}: done", file=sys.stderr, flush=True)
     return out
 
@@ -181,19 +211,18 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=list(DEFAULT_WORKLOADS),
         choices=WORKLOADS,
-        help="streams: see DEFAULT_WORKLOADS",
+        help="default: all three",
     )
-    parser.add_argument("--units", type=int, default=10, help="units of each workload counted (default 10)")
+    parser.add_argument("--units", type=int, default=5, help="units of each workload counted (default 5)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes at once")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--worker", metavar="CONFIG", help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
-    parser.add_argument("--extra", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.units < 1 or args.jobs < 1:
         parser.error("--units and --jobs must be at least 1")
     if args.worker:
-        print(json.dumps(worker(args.worker, args.base_url, args.extra, args.units)))
+        print(json.dumps(worker(args.worker, args.base_url, tuple(args.workloads), args.units)))
         return 0
     if shutil.which("valgrind") is None:
         print("instructions.py: valgrind is not installed (apt-get install valgrind); skipped", file=sys.stderr)

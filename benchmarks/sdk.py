@@ -282,10 +282,12 @@ def llmtap_settings(config: str, base_url: str) -> Any:
 class Workloads:
     """The SDK calls; one unit is one stream read to its end, or one request."""
 
-    def __init__(self, base_url: str, tokens: int, open_telemetry: Any = None) -> None:
+    def __init__(self, base_url: str, tokens: int, open_telemetry: Any = None, stream_transport: Any = None) -> None:
         """``open_telemetry``: the anthropic clients' option of that name (``None``, the SDK's default: its
         tracing on whenever a global tracer provider exists; ``False``: off; ``{"tracer_provider": p}``: on,
-        into ``p``)."""
+        into ``p``). ``stream_transport``: an ``httpx2`` transport for the clients of the two sync anthropic
+        streams (``anthropic_stream``, ``bedrock_stream``; ``instructions.py``'s ``replay.ReplayTransport``),
+        the SDK's own client otherwise."""
         import anthropic
         import openai
 
@@ -297,7 +299,12 @@ class Workloads:
             "max_retries": 0,
             "open_telemetry": open_telemetry,
         }
-        self.a = anthropic.Anthropic(**a, default_headers=scenario)
+        streams: dict[str, Any] = {}
+        if stream_transport is not None:
+            import httpx2
+
+            streams["http_client"] = httpx2.Client(transport=stream_transport)
+        self.a = anthropic.Anthropic(**a, default_headers=scenario, **streams)
         self.aa = anthropic.AsyncAnthropic(**a, default_headers=scenario)
         self.a_short = anthropic.Anthropic(**a, default_headers=short)
         self.b = anthropic.AnthropicBedrock(
@@ -308,6 +315,7 @@ class Workloads:
             max_retries=0,
             default_headers=scenario,
             open_telemetry=open_telemetry,
+            **streams,
         )
         self.o = openai.OpenAI(base_url=base_url + "/v1", api_key="bench", max_retries=0, default_headers=scenario)
         self.oa = openai.AsyncOpenAI(

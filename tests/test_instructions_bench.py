@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from llmtap.simulator import Simulator
 from tests.support.paths import ROOT
@@ -17,7 +19,7 @@ def _load() -> ModuleType:
     return load_script("benchmarks/instructions.py", "llmtap_bench_instructions")
 
 
-def _worker(base_url: str, *args: str) -> int:
+def _worker(base_url: str, *args: str) -> dict[str, Any]:
     done = subprocess.run(
         [
             sys.executable,
@@ -33,17 +35,66 @@ def _worker(base_url: str, *args: str) -> int:
         timeout=300,
         check=True,
     )
-    return int(json.loads(done.stdout.strip().splitlines()[-1])["seen"])
+    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
 
 
-def test_the_worker_counts_the_units_it_adds_and_the_floor_adds_none(sim: Simulator) -> None:
+def test_the_worker_counts_the_units_of_each_region_and_the_floor_reads_none(sim: Simulator) -> None:
     bench = _load()
-    requests = _worker(sim.base_url, "--units", "2", "--extra", "anthropic_create")
-    events = _worker(sim.base_url, "--units", "1", "--extra", "bedrock_stream")
-    floor = _worker(sim.base_url, "--units", "2")
-    assert requests == 2 * bench.LOOPS["anthropic_create"]
-    assert events > 100  # one stream of ~TOKENS deltas, each an event-stream message
-    assert floor == 0
+    out = _worker(sim.base_url, "--units", "2", "--workloads", "anthropic_create", "bedrock_stream")
+    assert out["seen"][""] == 0  # the floor: collections with nothing new
+    assert out["seen"]["anthropic_create"] == 2 * bench.LOOPS["anthropic_create"]
+    assert out["seen"]["bedrock_stream"] > 2 * 100  # two streams of ~TOKENS deltas, each an event-stream message
+    # the warm-up recorded each stream (two paths) and its settling unit replayed them; the region, twice more
+    assert out["replayed"] == 2 + 2
+
+
+def test_the_regions_are_read_from_callgrinds_dumps_in_order(tmp_path: Path) -> None:
+    bench = _load()
+    for index, total in ((2, 500), (10, 9_000), (1, 40)):  # dump 10 after dump 2: by number, not by name
+        dump = f"version: 1\ncmd: python\nsummary: {total}\ntotals: {total}\n"
+        (tmp_path / f"callgrind.out.{index}").write_text(dump)
+    (tmp_path / "callgrind.out").write_text("summary: 7\n")  # the final dump at exit: outside every region
+    assert bench.dumps(str(tmp_path)) == [40, 500, 9_000]
+
+
+def test_a_replayed_stream_is_the_recorded_one_read_one_event_at_a_time(sim: Simulator) -> None:
+    replay = load_script("benchmarks/replay.py", "llmtap_bench_replay")
+    sdk = load_script("benchmarks/sdk.py", "llmtap_bench_sdk")
+    transport = replay.ReplayTransport()
+    workloads = sdk.Workloads(sim.base_url, 20, open_telemetry=False, stream_transport=transport)
+    plain = sdk.Workloads(sim.base_url, 20, open_telemetry=False)
+    try:
+        for name, path in (("anthropic_stream", "/v1/messages"), ("bedrock_stream", None)):
+            seen = [workloads.unit(name)(1) for _ in range(3)]
+            assert seen[0] == seen[1] == seen[2] == plain.unit(name)(1) > 20  # the same events as over the socket
+            recorded = (
+                transport._recorded[path]
+                if path
+                else next(v for k, v in transport._recorded.items() if k.startswith("/model/"))
+            )
+            status, _headers, chunks = recorded
+            assert status == 200 and len(chunks) > 20
+            if path:  # Server-Sent Events: each read one whole event
+                assert all(chunk.endswith(b"\n\n") and chunk.count(b"\n\n") == 1 for chunk in chunks)
+            else:  # the AWS event stream: each read one whole message, as its length prefix says
+                assert all(int.from_bytes(chunk[:4], "big") == len(chunk) for chunk in chunks)
+        assert transport.replayed == 4  # two recorded, four replayed: the counts ran on replays
+    finally:
+        workloads.close()
+        plain.close()
+
+
+def test_events_cuts_each_format_where_its_reads_end() -> None:
+    replay = load_script("benchmarks/replay.py", "llmtap_bench_replay")
+    assert replay.events("text/event-stream; charset=utf-8", b"a: 1\n\nb: 2\n\nrest") == [
+        b"a: 1\n\n",
+        b"b: 2\n\n",
+        b"rest",
+    ]
+    message = (20).to_bytes(4, "big") + bytes(16)
+    assert replay.events("application/vnd.amazon.eventstream", message * 2 + b"xy") == [message, message, b"xy"]
+    assert replay.events("application/json", b'{"a": 1}') == [b'{"a": 1}']
 
 
 def test_the_report_fails_a_configuration_above_both_its_target_and_the_sdks_tracing() -> None:
@@ -58,13 +109,3 @@ def test_the_report_fails_a_configuration_above_both_its_target_and_the_sdks_tra
     assert missed == ["anthropic_stream prom_spans"]
     per["prom_spans"]["anthropic_stream"] = 11.0  # level with the SDK's tracing: met
     assert bench.report(per, ("anthropic_create", "anthropic_stream")) == []
-
-
-def test_the_callgrind_total_is_read_from_valgrinds_summary() -> None:
-    bench = _load()
-    stderr = (
-        "==4242== Events    : Ir\n==4242== Collected : 9040527952\n==4242==\n==4242== I   refs:      9,040,527,952\n"
-    )
-    match = bench._COLLECTED.search(stderr)
-    assert match is not None and int(match.group(1)) == 9_040_527_952
-    assert bench._COLLECTED.search("==1== I   refs: 12") is None
