@@ -61,7 +61,8 @@ test: $(STAMP) prometheus lint typecheck dashboards
 ## bench: llmtap's cost inside the real SDKs vs the issue's targets, ~5 min (BENCH_ARGS=--quick: ~1 min;
 ## python benchmarks/micro.py: the sub-µs figures), then llmtap against the Anthropic SDK's tracing in one
 ## process, ~4 min: non-stream, sync and async stream (INPROC_ARGS, e.g. "--rounds 20 --no-stream"), then
-## the non-stream target as instruction counts under valgrind, ~9 min (INSTR_ARGS, e.g. "--units 4"), then
+## the targets as instruction counts under valgrind (non-stream, anthropic and Bedrock stream), ~5 min
+## (INSTR_ARGS, e.g. "--units 2"), then
 ## the tests' fixed timing budgets (pytest -m budget, left out of `make test`). Method and figures:
 ## benchmarks/README.md
 bench: $(STAMP) valgrind

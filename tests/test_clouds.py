@@ -115,6 +115,23 @@ def test_non_streaming_matches_server(sim: Simulator, cap: Capture, mode: Mode, 
     assert (record.server_time is not None) == (client == "bedrock")
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_a_corrupt_content_delta_ends_the_stream_early_and_is_counted(sim: Simulator, cap: Capture, mode: Mode) -> None:
+    """Past the first token llmtap skips content deltas on their framing alone; their CRCs are checked by
+    the SDK's decoder (botocore's), which raises the mismatch to the application and closes the body before
+    its end: llmtap counts the attempt as ``client_closed`` (a stream without the fault: ``completed``)."""
+    run = drive(sim, mode, "stream", Scenario(tokens=12, corrupt_at=6), "bedrock")
+    assert type(run.error).__name__ == "ChecksumMismatch", repr(run.error)  # botocore refused the message
+    assert run.pieces == [f"tok{i} " for i in range(6)]  # and gave nothing from it on
+    clean = drive(sim, mode, "stream", Scenario(tokens=12), "bedrock")
+    assert clean.error is None, repr(clean.error)
+    cap.wait(2, calls=2)
+    corrupt, good = cap.records
+    assert corrupt.outcome is Outcome.CLIENT_CLOSED and corrupt.usage.output_tokens == 1  # message_start's
+    assert corrupt.parse_errors == 0  # llmtap did not read the message it skipped
+    assert good.outcome is Outcome.COMPLETED and good.usage.output_tokens == 12 and good.parse_errors == 0
+
+
 def test_no_secrets_in_telemetry(sim: Simulator, cap: Capture) -> None:
     for client in CLIENTS:
         assert drive(sim, "sync", "stream", Scenario(tokens=2), client).error is None

@@ -343,8 +343,8 @@ def test_quiet_frame_prefix_is_how_a_content_delta_is_wrapped() -> None:
         bedrock._quiet_chunk(b'{"type":"x"')
 
 
-def _read_framer(*messages: bytes) -> EventStreamFramer:
-    framer = EventStreamFramer(1024)
+def _read_framer(*messages: bytes, max_frame: int = 1024) -> EventStreamFramer:
+    framer = EventStreamFramer(max_frame, bedrock.PROVIDER.quiet_frames)
     for message in messages:
         assert len(framer.feed(message)) == 1  # its header block is now the last one read
     return framer
@@ -353,24 +353,33 @@ def _read_framer(*messages: bytes) -> EventStreamFramer:
 def test_skip_consumes_whole_intact_quiet_messages_only() -> None:
     (prefix,) = bedrock.PROVIDER.quiet_frames
     delta, stop = compact_chunk(DELTA), compact_chunk(COMPACT[-1])
-    assert EventStreamFramer(1024).skip(delta, (prefix,)) == 0  # no message read yet: no header block known
+    assert EventStreamFramer(1024, (prefix,)).skip(delta) == 0  # no message read yet: no header block known
     framer = _read_framer(delta)
-    assert framer.skip(delta + delta, (prefix,)) == 2 * len(delta)  # positive control
-    assert framer.skip(delta + stop + delta, (prefix,)) == len(delta)  # stops at a message that is needed
-    assert framer.skip(delta[:-1], (prefix,)) == 0  # not whole
+    assert framer.skip(delta + delta) == 2 * len(delta)  # positive control
+    assert framer.skip(delta + stop + delta) == len(delta)  # stops at a message that is needed
+    assert framer.skip(delta[:-1]) == 0  # not whole
     bad = delta[:-5] + bytes([delta[-5] ^ 1]) + delta[-4:]
-    assert framer.skip(bad + delta, (prefix,)) == 0  # a bad message CRC is left to feed, which counts it
-    assert framer.feed(bad) == [] and framer.take_errors() == 1
-    bad_prelude = delta[:11] + bytes([delta[11] ^ 1]) + delta[12:]
-    assert framer.skip(bad_prelude, (prefix,)) == 0
+    assert framer.skip(bad + delta) == 2 * len(delta)  # CRCs are the client's decoder's to check (not read here)
+    assert framer.feed(bad) == [] and framer.take_errors() == 1  # control: a message read is checked
+    for length in (len(delta) - 4, len(delta) + 4):  # a length gone wrong: the message after it fails the checks
+        wrong = length.to_bytes(4, "big") + delta[4:]
+        assert framer.skip(wrong + delta) == length
+        reader = _read_framer(delta)
+        assert reader.feed((wrong + delta)[length:]) == [] and reader.broken and reader.take_errors() == 1
     ((_, payload),) = EventStreamFramer(1024).feed(delta)
     other = encode_event_stream_message({":message-type": "event", ":event-type": "chunk"}, payload)
-    assert framer.skip(other, (prefix,)) == 0  # another header block: feed parses it
-    assert EventStreamFramer(100).skip(delta, (prefix,)) == 0  # over max_frame: feed skips and counts it
+    assert framer.skip(other) == 0  # another header block: feed parses it
+    assert _read_framer(delta, max_frame=len(delta)).skip(delta) == len(delta)  # control: within max_frame
+    assert _read_framer(delta, max_frame=len(delta)).skip(delta + delta + b"x") == 2 * len(delta)
+    small = _read_framer(delta)
+    small.max_frame = len(delta) - 1
+    assert small.skip(delta) == 0  # over max_frame: feed skips and counts it
+    plain = EventStreamFramer(1024)
+    assert len(plain.feed(delta)) == 1 and plain.skip(delta) == 0  # no quiet prefix: nothing is ever skipped
     short = encode_event_stream_message(EVENT, prefix[:20])  # a payload shorter than the prefix
-    assert framer.skip(short + delta, (prefix,)) == 0 and framer.skip(delta + short, (prefix,)) == len(delta)
+    assert framer.skip(short + delta) == 0 and framer.skip(delta + short) == len(delta)
     framer.feed(delta[:50])  # a partial message held: nothing is skipped until it completes
-    assert framer.skip(delta, (prefix,)) == 0
+    assert framer.skip(delta) == 0
     assert [p for _, p in framer.feed(delta[50:])] == [payload] and framer.errors == 0
 
 
@@ -412,13 +421,20 @@ def test_compact_bedrock_stream_decodes_only_what_it_needs(reads: str | int, mon
         assert seen == COMPACT
 
 
-def test_corrupt_content_delta_past_the_first_token_is_still_counted() -> None:
-    obs = observer()
+def test_a_skipped_content_delta_is_not_crc_checked_but_a_length_gone_wrong_is_counted() -> None:
+    """Past the first token a content delta with a bad CRC is skipped unread (the client's decoder checks CRCs:
+    ``test_clouds.py``); one with a wrong length breaks the framing, which is counted."""
     parts = [compact_chunk(e) for e in COMPACT]
     delta = compact_chunk(DELTA)
-    bad = delta[:-5] + bytes([delta[-5] ^ 1]) + delta[-4:]
-    for n, part in enumerate([*parts[:3], delta, bad, delta, *parts[3:]]):
-        obs.on_chunk(part, 0.2 + n / 100)
-    record = obs.end(Ending.EOF, 1.0)
-    assert record is not None and record.parse_errors == 1
-    assert record.outcome is Outcome.COMPLETED and record.usage.output_tokens == 3  # positive control
+    bad_crc = delta[:-5] + bytes([delta[-5] ^ 1]) + delta[-4:]
+    bad_length = (len(delta) + 4).to_bytes(4, "big") + delta[4:]
+    for bad, errors in ((bad_crc, 0), (bad_length, 1)):
+        obs = observer()
+        for n, part in enumerate([*parts[:3], delta, bad + delta, delta, *parts[3:]]):
+            obs.on_chunk(part, 0.2 + n / 100)
+        record = obs.end(Ending.EOF, 1.0)
+        assert record is not None and record.parse_errors == errors
+        if errors:  # the framing lost: the end was not read
+            assert record.outcome is Outcome.INCOMPLETE
+        else:  # the messages after it were read
+            assert record.outcome is Outcome.COMPLETED and record.usage.output_tokens == 3

@@ -18,11 +18,15 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.metrics import Histogram, MeterProvider
 from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader, MetricReader
-from opentelemetry.sdk.metrics.view import ExponentialBucketHistogramAggregation, View
+from opentelemetry.sdk.metrics.view import (
+    ExplicitBucketHistogramAggregation,
+    ExponentialBucketHistogramAggregation,
+    View,
+)
 
 from llmtap import _log
 from llmtap._exporters import _otel_bulk
-from llmtap._exporters._otel_bulk import record_many
+from llmtap._exporters._otel_bulk import record_counted, record_many
 
 NO_SPAN = trace.set_span_in_context(trace.INVALID_SPAN, Context())
 ATTRS: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "anthropic", "server.port": 443}
@@ -62,6 +66,9 @@ SETUPS: dict[str, Setup] = {
     "delta": _one_reader(preferred_temporality=_delta()),
     "two readers": _two_readers,
     "a view keeping some attributes": _with_views(View(instrument_name="h", attribute_keys={"server.port"})),
+    "a view with other bounds, no min and max": _with_views(
+        View(instrument_name="h", aggregation=ExplicitBucketHistogramAggregation([0.2, 3.0], record_min_max=False))
+    ),
     "two views, one exponential": _with_views(
         View(instrument_name="h"),
         View(instrument_name="h", name="h.exp", aggregation=ExponentialBucketHistogramAggregation()),
@@ -116,6 +123,12 @@ class _Pair:
         for value in values:
             self.plain.record(value, attributes, NO_SPAN)
 
+    def record_counted(self, counted: list[tuple[float, int]], attributes: dict[str, Any] = ATTRS) -> None:
+        record_counted(self.bulk, attributes, counted, NO_SPAN)
+        for value, count in counted:
+            for _ in range(count):
+                self.plain.record(value, attributes, NO_SPAN)
+
     def exported(self) -> tuple[Any, Any]:
         return _exported(self.bulk_readers), _exported(self.plain_readers)
 
@@ -156,6 +169,54 @@ def test_values_past_record_land_as_record_lands_them(setup: Setup, pair_of: Cal
     assert pair.record_calls == 0  # the fast path was taken
 
 
+COUNTED = [(0.1 / 3, 40), (0.3, 7), (1.7, 1), (12.5, 3), (0.0, 2), (0.7, 0)]
+"""A chunk-gap histogram's values: each many times (the sum added value by value, so compared to 9 places)."""
+
+
+@pytest.mark.parametrize("setup", SETUPS.values(), ids=SETUPS.keys())
+def test_counted_values_land_as_record_lands_each_of_them(setup: Setup, pair_of: Callable[[Setup], _Pair]) -> None:
+    pair = pair_of(setup)
+    pair.record_counted(COUNTED)
+    pair.record_counted(COUNTED[:2], {**ATTRS, "error.type": "timeout"})
+    bulk, plain = pair.exported()
+    assert bulk == plain
+    assert all(points for points in plain)  # positive control: something was exported
+    pair.record_counted(COUNTED[3:])  # a second interval (delta: only these)
+    bulk, plain = pair.exported()
+    assert bulk == plain
+    assert pair.record_calls == 0  # the fast path was taken
+
+
+def test_counted_values_are_added_with_their_counts_not_one_by_one(
+    pair_of: Callable[[Setup], _Pair], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the SDK's explicit-bucket aggregation, ``aggregate`` is not called per value (the point of it)."""
+    from opentelemetry.sdk.metrics._internal.aggregation import _ExplicitBucketHistogramAggregation
+
+    calls = 0
+    original = _ExplicitBucketHistogramAggregation.aggregate
+
+    def spy(self: Any, measurement: Any, should_sample_exemplar: bool = True) -> None:
+        nonlocal calls
+        calls += 1
+        original(self, measurement, should_sample_exemplar)
+
+    monkeypatch.setattr(_ExplicitBucketHistogramAggregation, "aggregate", spy)
+    pair = pair_of(SETUPS["cumulative"])
+    pair.record_counted(COUNTED)
+    assert calls == sum(count for _, count in COUNTED)  # control: the plain provider's record() aggregates each
+    bulk, plain = pair.exported()
+    assert bulk == plain and next(iter(plain[0].values()))[0] == 53
+
+
+def test_counted_values_record_would_drop_go_through_record(pair_of: Callable[[Setup], _Pair]) -> None:
+    pair = pair_of(SETUPS["cumulative"])
+    pair.record_counted([(0.3, 2), (-1.0, 1), (float("nan"), 2)])
+    assert pair.record_calls == 5
+    bulk, plain = pair.exported()
+    assert bulk == plain and next(iter(plain[0].values()))[0] == 2  # control: the valid values were kept
+
+
 def test_past_the_cardinality_limit_values_go_to_the_overflow_series_as_with_record(
     pair_of: Callable[[Setup], _Pair],
 ) -> None:
@@ -167,14 +228,37 @@ def test_past_the_cardinality_limit_values_go_to_the_overflow_series_as_with_rec
     assert any(("otel.metric.overflow", True) in attrs for _, attrs in plain[0])  # the limit was reached
 
 
-def test_a_single_value_goes_through_record(pair_of: Callable[[Setup], _Pair]) -> None:
-    pair = pair_of(SETUPS["cumulative"])
-    pair.record([0.3])
-    assert pair.record_calls == 1
-    pair.record([0.3, 0.4])
-    assert pair.record_calls == 1  # control: two go past it
+def test_a_series_targets_are_found_once_and_a_single_value_goes_past_record(
+    pair_of: Callable[[Setup], _Pair], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = 0
+    original = _otel_bulk._targets
+
+    def spy(instrument: Any, attributes: dict[str, Any]) -> Any:
+        nonlocal found
+        found += 1
+        return original(instrument, attributes)
+
+    monkeypatch.setattr(_otel_bulk, "_targets", spy)
+    pair = pair_of(SETUPS["delta"])
+    series = dict(ATTRS)  # one dict per series, as the exporter keeps it
+    pair.record([0.3], series)
+    pair.record([0.4, 0.5], series)
+    assert (found, pair.record_calls) == (1, 0)
     bulk, plain = pair.exported()
-    assert bulk == plain
+    assert bulk == plain and next(iter(plain[0].values()))[0] == 3
+    pair.record([0.6], series)  # the next interval: the same targets, a new aggregation (delta)
+    pair.record([0.7], dict(series))  # another dict: looked up
+    assert found == 2
+    bulk, plain = pair.exported()
+    assert bulk == plain and next(iter(plain[0].values()))[0] == 2
+    other = pair_of(SETUPS["delta"])  # another provider's instrument: its own targets
+    other.record([0.3], series)
+    other_bulk, other_plain = other.exported()
+    assert found == 3 and other_bulk == other_plain and other_plain[0]
+    monkeypatch.setattr(_otel_bulk, "_disabled", True)
+    pair.record([0.8], series)
+    assert pair.record_calls == 1  # disabled: record(), whatever was found before
 
 
 def test_a_value_record_would_drop_sends_them_all_through_record(
@@ -272,14 +356,16 @@ def test_values_racing_a_delta_readers_collections_are_each_counted_once() -> No
 
     collector = threading.Thread(target=collect)
     collector.start()
-    try:
-        for _ in range(batches):
+    sent = 0
+    try:  # at least `batches`, and on until two collections have taken values (a fast machine, a slow thread)
+        while sent < batches or (sum(1 for c in counted if c) < 2 and sent < 200 * batches):
             record_many(histogram, ATTRS, batch, NO_SPAN)
+            sent += 1
     finally:
         done.set()
         collector.join()
     counted.append(_count(reader))
-    assert sum(counted) == batches * len(batch)
+    assert sum(counted) == sent * len(batch)
     assert sum(1 for c in counted if c) > 1  # positive control: the collections did interleave with the batches
     provider.shutdown()
 

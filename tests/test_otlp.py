@@ -456,14 +456,14 @@ def test_gaps_are_recorded_at_collection_not_at_the_attempts_end(monkeypatch: py
             original(value, attributes, context)
 
         gap.record = spy
-        bulk, gap_instrument = _otel_bulk.record_many, gap
+        bulk, gap_instrument = _otel_bulk.record_counted, gap
 
-        def bulk_spy(instrument: Any, attributes: Any, values: Any, context: Any) -> None:
+        def bulk_spy(instrument: Any, attributes: Any, counted: Any, context: Any) -> None:
             if instrument is gap_instrument:  # values taken past record() (llmtap._exporters._otel_bulk)
-                recorded.extend(values)
-            bulk(instrument, attributes, values, context)
+                recorded.extend(value for value, count in counted for _ in range(count))
+            bulk(instrument, attributes, counted, context)
 
-        monkeypatch.setattr(_otel_bulk, "record_many", bulk_spy)
+        monkeypatch.setattr(_otel_bulk, "record_counted", bulk_spy)
         exporter.end(record, None)
         exporter.end(record, None)
         assert recorded == []  # nothing per gap on the application's thread

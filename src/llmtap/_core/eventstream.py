@@ -16,9 +16,10 @@ as an error; a message with a bad message CRC is dropped and counted; a bad prel
 framing, so the rest of the body is ignored (one error), as botocore stops there too.
 
 Past the first token a reader needs few messages: :meth:`EventStreamFramer.skip` consumes a read of whole
-messages it needs nothing from (payload prefixes the provider names, :attr:`Provider.quiet_frames`) after
-the same checks, both CRCs included, without slicing out or decoding their parts; a message failing any
-check is left to :meth:`EventStreamFramer.feed`, which counts it as ever.
+messages it needs nothing from (payload prefixes the provider names, :attr:`Provider.quiet_frames`) on their
+framing alone: lengths, the header block, the payload's prefix; not their CRCs, which the client's own
+decoder checks (see there). A message failing any check is left to :meth:`EventStreamFramer.feed`, which
+reads and counts it as ever.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ _PRELUDE = 12
 _MIN_MESSAGE = _PRELUDE + 4
 _MAX_HEADERS = 128 * 1024  # botocore's limit
 _UINT32X3 = struct.Struct(">III")
+_UINT32X2 = struct.Struct(">II")
 _UINT32 = struct.Struct(">I")
 _UINT16 = struct.Struct(">H")
 # header value type -> fixed size (None: 2-byte length prefix); 7 is a UTF-8 string
@@ -93,10 +95,29 @@ class EventStreamFramer:
     and read once its last byte has arrived, so each byte is copied a bounded number of times.
     """
 
-    __slots__ = ("_buf", "_headers", "_need", "_raw_headers", "_skip", "broken", "errors", "max_frame")
+    __slots__ = (
+        "_buf",
+        "_headers",
+        "_need",
+        "_quiet",
+        "_quiet_headers",
+        "_quiet_starts",
+        "_raw_headers",
+        "_skip",
+        "broken",
+        "errors",
+        "max_frame",
+    )
 
-    def __init__(self, max_frame: int) -> None:
+    def __init__(self, max_frame: int, quiet: tuple[bytes, ...] = ()) -> None:
+        """``quiet``: the payload prefixes of the messages :meth:`skip` may consume (``Provider.quiet_frames``)."""
         self.max_frame = max_frame
+        self._quiet = quiet
+        self._quiet_starts: tuple[bytes, ...] = ()
+        """The bytes a quiet message has right after its prelude: the header block of the last message read,
+        then one of the ``quiet`` prefixes (the payload follows the headers)."""
+        self._quiet_headers = 0
+        """The length of that header block."""
         self.errors = 0
         """Messages dropped (too long, bad CRC, bad headers) plus one if the framing was lost."""
         self.broken = False
@@ -109,32 +130,32 @@ class EventStreamFramer:
         """The header block of the last message read (a stream repeats a few), and its headers."""
         self._headers: dict[str, str] = {}
 
-    def skip(self, data: bytes, payloads: tuple[bytes, ...]) -> int:
-        """How many leading bytes of ``data`` are whole messages nobody needs, now consumed: each intact
-        (prelude and message CRC), within ``max_frame``, with the header block of the last message read
-        (so the same headers) and a payload beginning with one of ``payloads``. The rest (all of ``data``
-        when 0) goes to :meth:`feed`, which reads and counts it as ever; nothing is skipped while a partial
-        message is held."""
-        raw = self._raw_headers
-        if raw is None or self._buf or self._skip:
+    def skip(self, data: bytes) -> int:
+        """How many leading bytes of ``data`` are whole messages nobody needs, now consumed: each within
+        ``max_frame``, with the header block of the last message read (so the same headers) and a payload
+        beginning with one of the ``quiet`` prefixes. The rest (all of ``data`` when 0) goes to :meth:`feed`,
+        which reads and counts it as ever; nothing is skipped while a partial message is held.
+
+        Their CRCs are not computed: nothing of these messages is read, and the client's decoder checks both
+        CRCs of every message (botocore's, in the anthropic SDK), raising a mismatch to the application, an
+        error ending llmtap counts. A length gone wrong is still caught: the next message's checks fail and
+        :meth:`feed` reads it, prelude CRC first."""
+        starts = self._quiet_starts
+        if not starts or self._buf or self._skip:
             return 0
-        headers_len = len(raw)
-        payload_at = _PRELUDE + headers_len
+        headers_len = self._quiet_headers
+        limit = self.max_frame
         end = len(data)
         pos = 0
         while end - pos >= _MIN_MESSAGE:
-            total, length, prelude_crc = _UINT32X3.unpack_from(data, pos)
+            total, length = _UINT32X2.unpack_from(data, pos)
             stop = pos + total
             if (
                 length != headers_len
                 or stop > end
-                or total > self.max_frame
-                or not data.startswith(payloads, pos + payload_at, stop - 4)  # inside the payload (or False)
-                or not data.startswith(raw, pos + _PRELUDE)
+                or total > limit
+                or not data.startswith(starts, pos + _PRELUDE, stop - 4)  # headers, then a quiet payload
             ):
-                break
-            crc = crc32(data[pos : pos + 8])
-            if crc != prelude_crc or crc32(data[pos + 8 : stop - 4], crc) != _UINT32.unpack_from(data, stop - 4)[0]:
                 break
             pos = stop
         return pos
@@ -205,6 +226,8 @@ class EventStreamFramer:
                     continue
                 self._raw_headers = raw
                 self._headers = headers
+                self._quiet_starts = tuple(raw + prefix for prefix in self._quiet)
+                self._quiet_headers = headers_len
             frames.append((headers, data[payload_at : stop - 4]))
             pos = stop
         self._need = _PRELUDE

@@ -208,8 +208,8 @@ class FrameFeed:
         # (the request's own thread, an ordinary stack, no lock of ours; ~16 KiB, ~0.1 ms once)
         from llmtap._core.eventstream import EventStreamFramer
 
-        self._framer = EventStreamFramer(max_event_bytes)
-        self._quiet = provider.quiet_frames
+        self._framer = EventStreamFramer(max_event_bytes, provider.quiet_frames)
+        self._quiet = bool(provider.quiet_frames)
         self.scan_all = True
         self.errors = 0
         """Messages dropped (too long, bad CRC or headers) or unreadable."""
@@ -217,7 +217,7 @@ class FrameFeed:
     def feed(self, data: bytes) -> None:
         if self._quiet and not self.scan_all:
             # past the first token: whole messages of a kind never needed (content deltas) are only checked
-            skipped = self._framer.skip(data, self._quiet)
+            skipped = self._framer.skip(data)
             if skipped:
                 if skipped == len(data):
                     return

@@ -9,6 +9,12 @@ so :func:`record_many` finds the series' aggregation in each reader's view once 
 way the SDK does, and hands it each value (~0.6 µs): a request's four histogram values went from ~26 µs to
 ~3 µs (``benchmarks/otel_floor.py``).
 
+A chunk-gap histogram's values come pre-bucketed from the core (one count per bucket and attempt), so a
+collection has a few distinct values to hand over, each many times (:func:`record_counted`): on the SDK's
+explicit-bucket aggregation each is added once with its count (its bucket count, min and max; the sum still
+value by value, so it is the same float), which took ~4k instructions an event off a stream on the OTLP path
+(``benchmarks/instructions.py``); on any other aggregation (an exponential view ...) value by value.
+
 What the SDK would do differently is kept exactly or left to it: the value checks (a negative or non-finite
 value goes through ``record()``, which drops it with the SDK's warning), a view's attribute keys, a disabled
 meter, the cardinality limit (a series the SDK does not hold yet, or that overflowed, is recorded through
@@ -23,6 +29,8 @@ instrument, another measurement consumer) or if anything here fails, every value
 from __future__ import annotations
 
 import math
+import weakref
+from bisect import bisect_left
 from collections.abc import Sequence
 from time import time_ns
 from typing import Any
@@ -31,15 +39,15 @@ from opentelemetry.context import Context
 
 from llmtap._log import internal_error, logger
 
-__all__ = ["record_many"]
+__all__ = ["record_counted", "record_many"]
 
 
 def record_many(instrument: Any, attributes: dict[str, Any], values: Sequence[float], context: Context) -> None:
     """Record ``values`` into ``instrument`` with ``attributes`` and no span (``context``: one without),
     as ``instrument.record`` would, one by one."""
-    if len(values) > 1 and _valid(values):  # else: record() warns and drops what it drops
+    if values and _valid(values):  # else: record() warns and drops what it drops
         try:
-            targets = _targets(instrument, attributes)
+            targets = _cached_targets(instrument, attributes)
         except Exception as exc:  # an SDK laid out otherwise than this module reads it; nothing recorded yet
             _disable(exc)
             targets = None
@@ -49,6 +57,90 @@ def record_many(instrument: Any, attributes: dict[str, Any], values: Sequence[fl
     record = instrument.record
     for value in values:
         record(value, attributes, context)
+
+
+def record_counted(
+    instrument: Any, attributes: dict[str, Any], counted: Sequence[tuple[float, int]], context: Context
+) -> None:
+    """Record each ``(value, count)``'s value ``count`` times, as :func:`record_many` records the values one by
+    one, in that order (a chunk-gap histogram's values: a few distinct ones, each many times). Where a series'
+    aggregation is the SDK's explicit-bucket histogram, read as :func:`_counts_of` reads it, each value is
+    added once with its count, in O(distinct values); anywhere else, value by value."""
+    values = [value for value, count in counted if count > 0]
+    if not values:
+        return
+    if _valid(values):
+        try:
+            targets = _cached_targets(instrument, attributes)
+        except Exception as exc:
+            _disable(exc)
+            targets = None
+        if targets is not None:
+            _aggregate_counted(instrument, targets, counted, context)
+            return
+    record = instrument.record
+    for value, count in counted:
+        for _ in range(count):
+            record(value, attributes, context)
+
+
+def _aggregate_counted(
+    instrument: Any, targets: list[_Target], counted: Sequence[tuple[float, int]], context: Context
+) -> None:
+    """:func:`_aggregate` for counted values: an explicit-bucket aggregation takes the counts, any other each
+    value ``count`` times."""
+    measurement = _Value(0.0, time_ns(), instrument, context)
+    try:
+        for match, key, kept in targets:
+            with match._lock:
+                aggregation = match._get_or_create_aggregation(key, kept)
+                if _counts_of(aggregation):
+                    _add_counted(aggregation, counted)
+                    continue
+                aggregate = aggregation.aggregate
+                for value, count in counted:
+                    measurement.value = value
+                    for _ in range(count):
+                        aggregate(measurement, False)
+    except Exception as exc:
+        _disable(exc)
+
+
+def _counts_of(aggregation: Any) -> bool:
+    """``aggregation`` is the SDK's explicit-bucket histogram as 1.4x lays it out: bucket counts in ``_value``
+    (``None`` until the first value), ``_sum``, ``_min``, ``_max``, ``_record_min_max``, ``_boundaries``,
+    guarded by ``_lock``; its ``aggregate`` does nothing else for a value that samples no exemplar."""
+    held: dict[str, Any] = vars(aggregation)
+    if _sdk is None or type(aggregation) is not _sdk[4] or not held.keys() >= _BUCKET_FIELDS:
+        return False
+    buckets: list[int] | None = held["_value"]
+    return buckets is None or len(buckets) == len(held["_boundaries"]) + 1
+
+
+_BUCKET_FIELDS = frozenset({"_lock", "_value", "_sum", "_min", "_max", "_record_min_max", "_boundaries"})
+
+
+def _add_counted(aggregation: Any, counted: Sequence[tuple[float, int]]) -> None:
+    """What ``aggregate`` does for each value, ``count`` times (the sum added value by value, in the same
+    order, so it is the same float), the bucket counts at once."""
+    with aggregation._lock:
+        buckets = aggregation._value
+        if buckets is None:
+            buckets = aggregation._value = [0] * (len(aggregation._boundaries) + 1)
+        bounds = aggregation._boundaries
+        total = aggregation._sum
+        low, high = aggregation._min, aggregation._max
+        for value, count in counted:
+            if count <= 0:
+                continue
+            for _ in range(count):
+                total += value
+            buckets[bisect_left(bounds, value)] += count
+            low = min(low, value)
+            high = max(high, value)
+        aggregation._sum = total
+        if aggregation._record_min_max:
+            aggregation._min, aggregation._max = low, high
 
 
 def _valid(values: Sequence[float]) -> bool:
@@ -63,11 +155,41 @@ def _valid(values: Sequence[float]) -> bool:
 _Target = tuple[Any, Any, dict[str, Any]]
 """A view's match of the instrument, the series' key in it, and the attributes that view keeps."""
 
-_SDK = tuple[Any, Any, tuple[type, ...], Any]
+_SDK = tuple[Any, Any, tuple[type, ...], Any, type]
 _sdk: _SDK | None = None
 """The SDK's histogram and measurement consumer classes, the exemplar filters that sample nothing without
-a span, and its attribute hash; ``None`` until loaded."""
+a span, its attribute hash and its explicit-bucket histogram aggregation; ``None`` until loaded."""
 _disabled = False
+
+
+_TARGETS_KEPT = 4096
+"""Series whose targets are kept per instrument (llmtap's series are bounded far below this)."""
+_kept: weakref.WeakKeyDictionary[Any, dict[int, tuple[dict[str, Any], list[_Target]]]] = weakref.WeakKeyDictionary()
+"""Instrument -> ``id(attributes)`` -> (those attributes, kept alive so the id stays theirs; their targets):
+finding them is most of a value's cost (~70k instructions of ~76k for one value), and they do not change
+while the instrument lives (a meter provider's readers and views are fixed when it is built; the
+aggregation itself is looked up per batch, under the view's lock)."""
+
+
+def _cached_targets(instrument: Any, attributes: dict[str, Any]) -> list[_Target] | None:
+    """:func:`_targets`, found once per series (``attributes``: the series' one dict, built once)."""
+    if _disabled:
+        return None
+    try:
+        per = _kept.get(instrument)
+    except TypeError:  # an instrument that takes no weak reference: looked up every time
+        return _targets(instrument, attributes)
+    if per is not None:
+        kept = per.get(id(attributes))
+        if kept is not None and kept[0] is attributes:
+            return kept[1]
+    targets = _targets(instrument, attributes)
+    if targets is not None:
+        if per is None:
+            per = _kept[instrument] = {}
+        if len(per) < _TARGETS_KEPT:
+            per[id(attributes)] = (attributes, targets)
+    return targets
 
 
 def _targets(instrument: Any, attributes: dict[str, Any]) -> list[_Target] | None:
@@ -76,7 +198,7 @@ def _targets(instrument: Any, attributes: dict[str, Any]) -> list[_Target] | Non
     sdk = _load()
     if sdk is None:
         return None
-    histogram, consumer_class, filters, hash_attributes = sdk
+    histogram, consumer_class, filters, hash_attributes, _ = sdk
     if not isinstance(instrument, histogram) or not instrument._is_enabled():  # a proxy, a disabled meter
         return None
     consumer = instrument._measurement_consumer
@@ -136,6 +258,7 @@ def _load() -> _SDK | None:
                 _hash_attributes,
                 _ViewInstrumentMatch,
             )
+            from opentelemetry.sdk.metrics._internal.aggregation import _ExplicitBucketHistogramAggregation
             from opentelemetry.sdk.metrics._internal.exemplar.exemplar_filter import (
                 AlwaysOffExemplarFilter,
                 TraceBasedExemplarFilter,
@@ -151,7 +274,13 @@ def _load() -> _SDK | None:
             logger.debug("llmtap: OpenTelemetry histogram values go through record() (an SDK before 1.4x)")
             return None
         filters = (TraceBasedExemplarFilter, AlwaysOffExemplarFilter)
-        _sdk = (Histogram, SynchronousMeasurementConsumer, filters, _hash_attributes)
+        _sdk = (
+            Histogram,
+            SynchronousMeasurementConsumer,
+            filters,
+            _hash_attributes,
+            _ExplicitBucketHistogramAggregation,
+        )
     return _sdk
 
 

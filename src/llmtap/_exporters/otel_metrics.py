@@ -440,8 +440,7 @@ class _Shared:
         for instrument, attrs, pending in values:
             _otel_bulk.record_many(instrument, attrs, pending, _NO_SPAN)
         for instrument, attrs, (counts, total, largest) in gaps:
-            spread_out = [value for value, count in spread(counts, total, _GAP_BOUNDS, largest) for _ in range(count)]
-            _otel_bulk.record_many(instrument, attrs, spread_out, _NO_SPAN)
+            _otel_bulk.record_counted(instrument, attrs, spread(counts, total, _GAP_BOUNDS, largest), _NO_SPAN)
         return ()
 
     def _forget(self) -> None:

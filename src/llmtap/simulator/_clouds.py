@@ -153,7 +153,10 @@ class BedrockInvoke(AnthropicMessages):
         return [_chunk(_sse_data(sse)) for sse in super().preamble_events() if not sse.startswith(b"event: ping")]
 
     def delta_event(self, index: int, text: str) -> bytes:
-        return _chunk(_sse_data(super().delta_event(index, text)))
+        message = _chunk(_sse_data(super().delta_event(index, text)))
+        if index == self.ctx.scenario.corrupt_at:  # the payload's last byte, inside the message CRC's range
+            return message[:-5] + bytes([message[-5] ^ 1]) + message[-4:]
+        return message
 
     def error_event(self) -> bytes:
         kind = _EXCEPTIONS.get(self.ctx.scenario.error_type, "modelStreamErrorException")

@@ -104,6 +104,9 @@ class Scenario:
     #: the stall lasts until the client closes the connection (``stall`` is then only a cap): the end
     #: of the stream cannot arrive before the client leaves, however late it is scheduled
     stall_until_closed: bool = False
+    #: Bedrock only: content delta number ``corrupt_at`` (from 0) is sent with a payload byte flipped after
+    #: its CRCs were computed (a wire fault: the client's event-stream decoder rejects the message)
+    corrupt_at: int | None = None
     #: ``content-encoding: gzip`` (per-event sync-flushed when streaming)
     gzip: bool = False
     #: usage numbers
