@@ -26,7 +26,7 @@ from opentelemetry.sdk.metrics.view import (
 
 from llmtap import _log
 from llmtap._exporters import _otel_bulk
-from llmtap._exporters._otel_bulk import record_counted, record_many
+from llmtap._exporters._otel_bulk import record_counted, record_many, record_one
 
 NO_SPAN = trace.set_span_in_context(trace.INVALID_SPAN, Context())
 ATTRS: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "anthropic", "server.port": 443}
@@ -291,6 +291,42 @@ def test_an_exemplar_filter_that_samples_without_a_span_keeps_record(
     assert data is not None
     (point,) = data.resource_metrics[0].scope_metrics[0].metrics[0].data.data_points
     assert point.exemplars  # what the fast path would have lost
+
+
+def _exemplars(readers: list[InMemoryMetricReader]) -> list[list[tuple[Any, ...]]]:
+    """Per reader: each point's exemplars (value, trace and span id, the attributes its series dropped)."""
+    out = []
+    for reader in readers:
+        data = reader.get_metrics_data()
+        out.append(
+            sorted(
+                (e.value, e.trace_id, e.span_id, tuple(sorted((e.filtered_attributes or {}).items())))
+                for rm in (data.resource_metrics if data else ())
+                for sm in rm.scope_metrics
+                for m in sm.metrics
+                for p in m.data.data_points
+                for e in cast(Any, p).exemplars
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize("setup", SETUPS.values(), ids=SETUPS.keys())
+def test_one_value_with_a_span_keeps_its_exemplar_as_record_keeps_it(
+    setup: Setup, pair_of: Callable[[Setup], _Pair]
+) -> None:
+    sampled = trace.SpanContext(0x1234, 0x5678, is_remote=False, trace_flags=trace.TraceFlags(1))
+    unsampled = trace.SpanContext(0x1235, 0x5679, is_remote=False, trace_flags=trace.TraceFlags(0))
+    pair = pair_of(setup)
+    for value, span in ((0.3, sampled), (1.7, unsampled), (4.0, sampled)):
+        context = trace.set_span_in_context(trace.NonRecordingSpan(span))
+        record_one(pair.bulk, ATTRS, value, context)
+        pair.plain.record(value, ATTRS, context)
+    assert pair.record_calls == 0  # past record()
+    bulk, plain = _exemplars(pair.bulk_readers), _exemplars(pair.plain_readers)
+    assert bulk == plain
+    assert any(plain)  # positive control: the sampled span's values carry exemplars
+    assert all(e[1] == 0x1234 for reader in plain for e in reader)  # the unsampled one does not
 
 
 def test_an_sdk_laid_out_otherwise_falls_back_to_record_once_and_for_all(

@@ -550,7 +550,20 @@ def spied(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Spied]:
         finally:
             duration.record = spy
 
+    one = _otel_bulk.record_one
+
+    def one_spy(instrument: Any, attributes: Any, value: float, context: Any) -> None:
+        if instrument is not duration:
+            return one(instrument, attributes, value, context)
+        recorded.append((value, context))
+        duration.record = original
+        try:
+            one(instrument, attributes, value, context)
+        finally:
+            duration.record = spy
+
     monkeypatch.setattr(_otel_bulk, "record_many", bulk_spy)
+    monkeypatch.setattr(_otel_bulk, "record_one", one_spy)
     reader.get_metrics_data()  # a first collection: a reader exists, so ends wait for the next one
     try:
         yield _Spied(exporter, reader, recorded)

@@ -15,6 +15,11 @@ explicit-bucket aggregation each is added once with its count (its bucket count,
 value by value, so it is the same float), which took ~4k instructions an event off a stream on the OTLP path
 (``benchmarks/instructions.py``); on any other aggregation (an exponential view ...) value by value.
 
+A value recorded at once with its attempt's span, for an exemplar (:func:`record_one`), takes the same way:
+the SDK's exemplar filter is asked as ``record()`` asks it, and the aggregation samples the exemplar from the
+same fields (value, time, attributes, context). The series' views and key are found once per series and
+kept (:func:`_cached_targets`).
+
 What the SDK would do differently is kept exactly or left to it: the value checks (a negative or non-finite
 value goes through ``record()``, which drops it with the SDK's warning), a view's attribute keys, a disabled
 meter, the cardinality limit (a series the SDK does not hold yet, or that overflowed, is recorded through
@@ -39,7 +44,7 @@ from opentelemetry.context import Context
 
 from llmtap._log import internal_error, logger
 
-__all__ = ["record_counted", "record_many"]
+__all__ = ["record_counted", "record_many", "record_one"]
 
 
 def record_many(instrument: Any, attributes: dict[str, Any], values: Sequence[float], context: Context) -> None:
@@ -57,6 +62,33 @@ def record_many(instrument: Any, attributes: dict[str, Any], values: Sequence[fl
     record = instrument.record
     for value in values:
         record(value, attributes, context)
+
+
+def record_one(instrument: Any, attributes: dict[str, Any], value: float, context: Context) -> None:
+    """Record ``value`` into ``instrument`` with ``attributes`` and ``context`` (an attempt's span, for an
+    exemplar), as ``instrument.record`` would: the SDK's exemplar filter decides on ``context`` as
+    ``record()`` has it decide, and the series' aggregation samples the exemplar from the same fields."""
+    if _valid((value,)):
+        try:
+            targets = _cached_targets(instrument, attributes)
+        except Exception as exc:
+            _disable(exc)
+            targets = None
+        if targets is not None:
+            try:
+                now = time_ns()
+                sample = instrument._measurement_consumer._sdk_config.exemplar_filter.should_sample(
+                    value, now, attributes, context
+                )
+                measurement = _Value(value, now, instrument, context)
+                measurement.attributes = attributes  # an exemplar keeps the ones its series drops
+                for match, key, kept in targets:
+                    with match._lock:
+                        match._get_or_create_aggregation(key, kept).aggregate(measurement, sample)
+            except Exception as exc:  # not again through record(): it may be in already
+                _disable(exc)
+            return
+    instrument.record(value, attributes, context)
 
 
 def record_counted(
@@ -245,7 +277,7 @@ class _Value:
         self.time_unix_nano = time_unix_nano
         self.instrument = instrument
         self.context = context
-        self.attributes = None
+        self.attributes: dict[str, Any] | None = None
 
 
 def _load() -> _SDK | None:

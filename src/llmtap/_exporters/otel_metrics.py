@@ -159,7 +159,7 @@ class OtelMetricsExporter:
         if now:
             for histogram, value, exemplar in now:
                 context = _context_of(span) if exemplar and span is not None else _NO_SPAN
-                histogram.instrument.record(value, histogram.attributes, context)
+                _otel_bulk.record_one(histogram.instrument, histogram.attributes, value, context)
 
     def _fold(
         self, key: tuple[str, ...], measurements: Iterable[Measurement], span: SpanContext | None
