@@ -50,15 +50,10 @@ __all__ = ["record_counted", "record_many", "record_one"]
 def record_many(instrument: Any, attributes: dict[str, Any], values: Sequence[float], context: Context) -> None:
     """Record ``values`` into ``instrument`` with ``attributes`` and no span (``context``: one without),
     as ``instrument.record`` would, one by one."""
-    if values and _valid(values):  # else: record() warns and drops what it drops
-        try:
-            targets = _cached_targets(instrument, attributes)
-        except Exception as exc:  # an SDK laid out otherwise than this module reads it; nothing recorded yet
-            _disable(exc)
-            targets = None
-        if targets is not None:
-            _aggregate(instrument, targets, values, context)
-            return
+    targets = _lookup(instrument, attributes, values)
+    if targets is not None:
+        _aggregate(instrument, targets, values, context)
+        return
     record = instrument.record
     for value in values:
         record(value, attributes, context)
@@ -68,27 +63,22 @@ def record_one(instrument: Any, attributes: dict[str, Any], value: float, contex
     """Record ``value`` into ``instrument`` with ``attributes`` and ``context`` (an attempt's span, for an
     exemplar), as ``instrument.record`` would: the SDK's exemplar filter decides on ``context`` as
     ``record()`` has it decide, and the series' aggregation samples the exemplar from the same fields."""
-    if _valid((value,)):
-        try:
-            targets = _cached_targets(instrument, attributes)
-        except Exception as exc:
-            _disable(exc)
-            targets = None
-        if targets is not None:
-            try:
-                now = time_ns()
-                sample = instrument._measurement_consumer._sdk_config.exemplar_filter.should_sample(
-                    value, now, attributes, context
-                )
-                measurement = _Value(value, now, instrument, context)
-                measurement.attributes = attributes  # an exemplar keeps the ones its series drops
-                for match, key, kept in targets:
-                    with match._lock:
-                        match._get_or_create_aggregation(key, kept).aggregate(measurement, sample)
-            except Exception as exc:  # not again through record(): it may be in already
-                _disable(exc)
-            return
-    instrument.record(value, attributes, context)
+    targets = _lookup(instrument, attributes, (value,))
+    if targets is None:
+        instrument.record(value, attributes, context)
+        return
+    try:
+        now = time_ns()
+        sample = instrument._measurement_consumer._sdk_config.exemplar_filter.should_sample(
+            value, now, attributes, context
+        )
+        measurement = _Value(value, now, instrument, context)
+        measurement.attributes = attributes  # an exemplar keeps the ones its series drops
+        for match, key, kept in targets:
+            with match._lock:
+                match._get_or_create_aggregation(key, kept).aggregate(measurement, sample)
+    except Exception as exc:  # not again through record(): it may be in already
+        _disable(exc)
 
 
 def record_counted(
@@ -98,18 +88,10 @@ def record_counted(
     one, in that order (a chunk-gap histogram's values: a few distinct ones, each many times). Where a series'
     aggregation is the SDK's explicit-bucket histogram, read as :func:`_counts_of` reads it, each value is
     added once with its count, in O(distinct values); anywhere else, value by value."""
-    values = [value for value, count in counted if count > 0]
-    if not values:
+    targets = _lookup(instrument, attributes, [value for value, count in counted if count > 0])
+    if targets is not None:
+        _aggregate_counted(instrument, targets, counted, context)
         return
-    if _valid(values):
-        try:
-            targets = _cached_targets(instrument, attributes)
-        except Exception as exc:
-            _disable(exc)
-            targets = None
-        if targets is not None:
-            _aggregate_counted(instrument, targets, counted, context)
-            return
     record = instrument.record
     for value, count in counted:
         for _ in range(count):
@@ -173,6 +155,19 @@ def _add_counted(aggregation: Any, counted: Sequence[tuple[float, int]]) -> None
         aggregation._sum = total
         if aggregation._record_min_max:
             aggregation._min, aggregation._max = low, high
+
+
+def _lookup(instrument: Any, attributes: dict[str, Any], values: Sequence[float]) -> list[_Target] | None:
+    """Where ``values`` go past ``record()``: the series' targets, if ``record()`` would keep every value and
+    the SDK is laid out as this module reads it; ``None``: through ``record()`` (which warns and drops what
+    it drops; no value is recorded yet either way)."""
+    if not values or not _valid(values):
+        return None
+    try:
+        return _cached_targets(instrument, attributes)
+    except Exception as exc:  # an SDK laid out otherwise than this module reads it
+        _disable(exc)
+        return None
 
 
 def _valid(values: Sequence[float]) -> bool:
