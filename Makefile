@@ -60,7 +60,7 @@ test: $(STAMP) prometheus lint typecheck dashboards
 
 ## bench: llmtap's cost inside the real SDKs vs the issue's targets, ~5 min (BENCH_ARGS=--quick: ~1 min;
 ## python benchmarks/micro.py: the sub-µs figures), then llmtap against the Anthropic SDK's tracing in one
-## process, ~4 min: non-stream, sync and async stream (INPROC_ARGS, e.g. "--rounds 20 --no-stream"), then
+## process, ~6 min: non-stream, sync, async and Bedrock stream (INPROC_ARGS, e.g. "--rounds 20 --no-stream"), then
 ## the targets as instruction counts under valgrind (non-stream, anthropic and Bedrock stream), ~5 min
 ## (INSTR_ARGS, e.g. "--units 2"), then
 ## the tests' fixed timing budgets (pytest -m budget, left out of `make test`). Method and figures:

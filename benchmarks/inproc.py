@@ -7,7 +7,7 @@ each block's figure is taken against the block without instrumentation (``bare``
 llmtap's configurations against the SDK's tracing of the same round. Method, caveat and results:
 ``benchmarks/README.md`` ("In one process").
 
-    python benchmarks/inproc.py                    # 60 rounds x 5 configurations: non-stream, sync, async stream
+    python benchmarks/inproc.py                    # 60 rounds x 5 configurations, 4 workloads
     python benchmarks/inproc.py --rounds 20 --no-stream
     python benchmarks/inproc.py --workloads anthropic_async_stream   # only the async stream
     python benchmarks/inproc.py --sdk-default      # + the clients with the SDK's option unset (sdk.py's setting)
@@ -71,7 +71,8 @@ TITLES: dict[str, str] = {
 }
 WORKLOADS: tuple[str, ...] = ("anthropic_create", "anthropic_stream", "anthropic_async_stream", "bedrock_stream")
 """Non-stream first: the issue's open question. The async stream: ``AsyncAnthropic``, ``async for`` over
-``messages.create(stream=True)``, the same tokens, on the clients' one ``asyncio.Runner`` (``sdk.Workloads``)."""
+``messages.create(stream=True)``, the same tokens, on the clients' one ``asyncio.Runner`` (``sdk.Workloads``).
+The Bedrock stream: ``AnthropicBedrock`` (requests signed by botocore, the AWS event stream decoded by it)."""
 ASYNC_WORKLOADS = frozenset({"anthropic_async_stream"})
 WARM = 2
 """Untimed units at the start of every block, after ``instrument()``: the first-use work a process pays
