@@ -355,7 +355,8 @@ def test_skip_consumes_whole_intact_quiet_messages_only() -> None:
     delta, stop = compact_chunk(DELTA), compact_chunk(COMPACT[-1])
     assert EventStreamFramer(1024, (prefix,)).skip(delta) == 0  # no message read yet: no header block known
     framer = _read_framer(delta)
-    assert framer.skip(delta + delta) == 2 * len(delta)  # positive control
+    assert framer.skip(delta) == len(delta)  # positive control: one whole message, the common read
+    assert framer.skip(delta + delta) == 2 * len(delta)
     assert framer.skip(delta + stop + delta) == len(delta)  # stops at a message that is needed
     assert framer.skip(delta[:-1]) == 0  # not whole
     bad = delta[:-5] + bytes([delta[-5] ^ 1]) + delta[-4:]

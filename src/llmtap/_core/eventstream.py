@@ -146,6 +146,10 @@ class EventStreamFramer:
         headers_len = self._quiet_headers
         limit = self.max_frame
         end = len(data)
+        if end >= _MIN_MESSAGE:  # the common read: one whole message (a token-paced stream's)
+            total, length = _UINT32X2.unpack_from(data)
+            if total == end and length == headers_len and total <= limit and data.startswith(starts, _PRELUDE, end - 4):
+                return end
         pos = 0
         while end - pos >= _MIN_MESSAGE:
             total, length = _UINT32X2.unpack_from(data, pos)
