@@ -256,9 +256,13 @@ def test_a_series_targets_are_found_once_and_a_single_value_goes_past_record(
     other.record([0.3], series)
     other_bulk, other_plain = other.exported()
     assert found == 3 and other_bulk == other_plain and other_plain[0]
+    monkeypatch.setattr(pair.bulk, "_is_enabled", lambda: False)  # its meter disabled since: record() decides
+    pair.record([0.75], series)
+    assert pair.record_calls == 1
+    monkeypatch.setattr(pair.bulk, "_is_enabled", lambda: True)
     monkeypatch.setattr(_otel_bulk, "_disabled", True)
     pair.record([0.8], series)
-    assert pair.record_calls == 1  # disabled: record(), whatever was found before
+    assert pair.record_calls == 2  # disabled: record(), whatever was found before
 
 
 def test_a_value_record_would_drop_sends_them_all_through_record(

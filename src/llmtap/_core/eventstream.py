@@ -137,9 +137,9 @@ class EventStreamFramer:
         which reads and counts it as ever; nothing is skipped while a partial message is held.
 
         Their CRCs are not computed: nothing of these messages is read, and the client's decoder checks both
-        CRCs of every message (botocore's, in the anthropic SDK), raising a mismatch to the application, an
-        error ending llmtap counts. A length gone wrong is still caught: the next message's checks fail and
-        :meth:`feed` reads it, prelude CRC first."""
+        CRCs of every message (botocore's, in the anthropic SDK), raising a mismatch to the application, which
+        closes the body: the attempt is counted ``client_closed``. A length gone wrong is still caught: the
+        next message's checks fail and :meth:`feed` reads it, prelude CRC first."""
         starts = self._quiet_starts
         if not starts or self._buf or self._skip:
             return 0

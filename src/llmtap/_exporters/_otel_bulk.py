@@ -25,8 +25,9 @@ value goes through ``record()``, which drops it with the SDK's warning), a view'
 meter, the cardinality limit (a series the SDK does not hold yet, or that overflowed, is recorded through
 ``record()`` first, then looked up again), delta temporality (the lookup and the values under the view's
 lock, as the SDK holds it there, so a collection on another reader's thread does not swap the aggregations
-between them). The values carry no span, so the SDK's exemplar filters ``trace_based`` and ``always_off``
-would sample none; with any other filter, with an SDK laid out otherwise (another version, a proxy
+between them). Values without a span are sampled by neither of the SDK's exemplar filters ``trace_based``
+and ``always_off``, and a value with one is offered to the series' reservoir as the filter decides
+(:func:`record_one`); with any other filter, with an SDK laid out otherwise (another version, a proxy
 instrument, another measurement consumer) or if anything here fails, every value goes through
 ``record()``: slower, never different.
 """
@@ -209,7 +210,7 @@ def _cached_targets(instrument: Any, attributes: dict[str, Any]) -> list[_Target
     if per is not None:
         kept = per.get(id(attributes))
         if kept is not None and kept[0] is attributes:
-            return kept[1]
+            return kept[1] if instrument._is_enabled() else None  # a meter disabled since: record() says so
     targets = _targets(instrument, attributes)
     if targets is not None:
         if per is None:
@@ -261,9 +262,9 @@ def _aggregate(instrument: Any, targets: list[_Target], values: Sequence[float],
 
 
 class _Value:
-    """What an aggregation reads of a ``Measurement`` (its value; the rest for an exemplar, which it is not
-    asked to sample, so it keeps none), without the ``Measurement``'s cleaning of attributes it does not read:
-    one per batch, its value set before each ``aggregate``."""
+    """What an aggregation reads of a ``Measurement`` (its value; the rest for an exemplar: ``attributes`` set
+    where one may be sampled, :func:`record_one`), without the ``Measurement``'s cleaning of attributes it
+    does not read: one per batch, its value set before each ``aggregate``."""
 
     __slots__ = ("attributes", "context", "instrument", "time_unix_nano", "value")
 
