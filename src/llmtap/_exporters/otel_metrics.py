@@ -233,8 +233,9 @@ PENDING_MAX = 65_536
 """Histogram values kept for the next collection, in all (8 bytes each); past it, values are recorded
 at once, as if no collection came (a reader that never collects costs no memory)."""
 
-ENDED_MAX = 256
-"""Ended records kept for the next collection (~0.9 KiB each: ~0.2 MiB); past it, an end writes the
+ENDED_MAX = 64
+"""Ended records kept for the next collection (~0.9 KiB each: ~58 KiB; a 60-s export interval and more than
+~1 request per second keep it full); past it, an end writes the
 oldest :data:`_WRITE_BATCH` itself, in one batch, as if no collection came. Records (and histogram values)
 wait only once a collection has run: with no reader (the API's no-op meter provider, a provider without
 readers) nothing waits."""

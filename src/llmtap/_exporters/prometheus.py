@@ -63,12 +63,12 @@ if TYPE_CHECKING:
 
 __all__ = ["METRIC_NAMES", "PENDING_MAX", "PrometheusExporter", "exemplar_of"]
 
-PENDING_MAX = 256
-"""Ended records kept for the next scrape (~0.9 KiB each with a call's record and twelve raw rate-limit
-headers: ~0.2 MiB); past it, an end folds the oldest :data:`_DRAIN_BATCH` itself, in one batch (a scrape
-every 15 s and more than ~17 requests per second keep it full: folded in batches, the work stays as cheap
-as at a scrape). Records wait only once the registry has been scraped: one nobody scrapes holds none (each
-end folds its own)."""
+PENDING_MAX = 64
+"""Ended records kept for the next scrape (~0.9 KiB each with a call's record and twelve raw rate-limit headers: ~58
+KiB); past it, an end folds the oldest :data:`_DRAIN_BATCH` itself, in one batch (a scrape every 15 s and more than
+~4 requests per second keep it full: folded in batches, the work stays as cheap as at a scrape, and a process holds
+~58 KiB of records rather than the ~0.2 MiB of 256). Records wait only once the registry has been scraped: one
+nobody scrapes holds none (each end folds its own)."""
 
 METRIC_NAMES: tuple[str, ...] = (*(i.prometheus() for i in INSTRUMENTS), *HEALTH_METRIC_NAMES)
 """Every metric family this exporter registers (histograms and counters by their family name)."""
