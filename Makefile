@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo test lint typecheck unit prometheus valgrind bench scale dashboards fuzz soak clean
+.PHONY: demo test lint typecheck unit prometheus valgrind bench scale dashboards fuzz soak compat clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,25 @@ bench: $(STAMP) valgrind
 ## scale: 10,000 concurrent async streams and 64 threads on one sync client, in one process
 scale: $(STAMP)
 	$(BIN)/python benchmarks/scale.py $(SCALE_ARGS)
+
+## compat: the OpenTelemetry tests (OTLP contract, fork guard, spans, exemplars) on the oldest SDK the `otel`
+## extra allows, in their own venv (~2 min); the tests marked current_otel (the fast paths' SDK internals,
+## newer exporter APIs) are left out: on an older SDK those paths fall back to the SDK's own calls
+COMPAT_VENV ?= .venv-compat
+COMPAT_OTEL ?= 1.44.0
+COMPAT_OTEL_CONTRIB ?= 0.65b0
+compat:
+	[ -x $(COMPAT_VENV)/bin/python ] || $(PYTHON) -m venv $(COMPAT_VENV)
+	$(COMPAT_VENV)/bin/python -m pip install --quiet -e '.[otel]' pytest pytest-asyncio pyyaml \
+	  'anthropic[aiohttp,bedrock,vertex]' 'openai[aiohttp]' \
+	  opentelemetry-sdk==$(COMPAT_OTEL) opentelemetry-api==$(COMPAT_OTEL) opentelemetry-proto==$(COMPAT_OTEL) \
+	  opentelemetry-exporter-otlp-proto-http==$(COMPAT_OTEL) opentelemetry-exporter-otlp-proto-common==$(COMPAT_OTEL) \
+	  opentelemetry-semantic-conventions==$(COMPAT_OTEL_CONTRIB) opentelemetry-instrumentation==$(COMPAT_OTEL_CONTRIB) \
+	  opentelemetry-exporter-prometheus==$(COMPAT_OTEL_CONTRIB)
+	$(COMPAT_VENV)/bin/python -c "import opentelemetry.sdk.version as v; assert v.__version__ == '$(COMPAT_OTEL)', v.__version__"
+	$(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider -m 'not current_otel and not budget' \
+	  tests/test_otlp.py tests/test_otel_fork.py tests/test_tracing.py tests/test_exemplars.py \
+	  tests/test_span_memory.py tests/test_otel_bulk.py
 
 ## fuzz: long differential fuzz of the real SDKs with and without llmtap (LLMTAP_FUZZ_EXAMPLES, default 5000)
 fuzz: $(STAMP)

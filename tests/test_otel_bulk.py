@@ -28,6 +28,8 @@ from llmtap import _log
 from llmtap._exporters import _otel_bulk
 from llmtap._exporters._otel_bulk import record_counted, record_many, record_one
 
+pytestmark = pytest.mark.current_otel  # the SDK 1.44+ internals the fast path learns (make compat leaves it out)
+
 NO_SPAN = trace.set_span_in_context(trace.INVALID_SPAN, Context())
 ATTRS: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "anthropic", "server.port": 443}
 VALUES = [0.05, 0.3, 0.3, 1.7, 4.0, 12.5, 0.0]

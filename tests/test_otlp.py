@@ -375,6 +375,7 @@ def test_spread_of_nothing() -> None:
     assert spread([0] * 14, 0.0, CHUNK_GAP_BUCKETS, 0.0) == []
 
 
+@pytest.mark.current_otel  # PrometheusMetricReader(registry=...)
 @pytest.mark.parametrize("namespace", ["", "acme"])
 def test_instrument_names_translate_to_the_native_names(namespace: str) -> None:
     """opentelemetry-exporter-prometheus turns every instrument into the native exporter's family,
@@ -425,6 +426,7 @@ def test_prometheus_name(name: str, unit: str, kind: str, expected: str) -> None
     assert prometheus_name(name, unit, kind) == expected
 
 
+@pytest.mark.current_otel  # counts record_counted's values (the fast path)
 def test_gaps_are_recorded_at_collection_not_at_the_attempts_end(monkeypatch: pytest.MonkeyPatch) -> None:
     """The application's thread only merges bucket counts; the reader's collection records the gaps."""
     from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
@@ -885,3 +887,58 @@ def test_by_default_the_meter_path_is_on_only_with_a_meter_provider(
         assert otel_metrics_on(Settings(), None) is True
     finally:
         provider.shutdown()
+
+
+# ---------------------------------------------------------------------------------------------
+# The OpenTelemetry SDK's version
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("version", "warned"), [("1.30.0", True), ("1.43.0", True), ("1.44.0", False), (None, False)])
+def test_an_sdk_older_than_the_floor_is_named_once_at_instrument(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, version: str | None, warned: bool
+) -> None:
+    """An SDK meter provider older than ``MIN_SDK`` (whose OTLP exporter gives llmtap's histograms the wrong
+    buckets, and whose forked workers can export nothing) gets one warning naming the fix; the installed SDK
+    (``None``: the version as it is, at or past the floor) gets none."""
+    import opentelemetry.sdk.version
+
+    from llmtap import _log
+
+    if version is not None:
+        monkeypatch.setattr(opentelemetry.sdk.version, "__version__", version)
+    _log.reset()
+    caplog.set_level("WARNING", logger="llmtap")
+    for _ in range(2):  # two taps on two providers: still one warning
+        llmtap.instrument(llmtap.Settings(metrics=False, traces=False), meter_provider=MeterProvider())
+        llmtap.uninstrument()
+    lines = [r.getMessage() for r in caplog.records if "older than" in r.getMessage()]
+    if warned:
+        assert lines == [
+            f"llmtap: opentelemetry-sdk {version} is older than 1.44.0, which llmtap's OpenTelemetry metrics need: "
+            "before 1.32 its OTLP exporter gives llmtap's histograms wrong buckets (its default ones, for "
+            "milliseconds), and before 1.44 a worker forked while its parent exported can export no metric; "
+            "upgrade it: pip install 'opentelemetry-sdk>=1.44.0'"
+        ]
+    else:
+        assert lines == []
+
+
+def test_the_extras_require_the_sdk_llmtap_s_metrics_are_right_on() -> None:
+    """The ``otel``, ``probe`` and ``run`` extras' floor of the SDK is ``MIN_SDK``, the version the warning names
+    (``make compat`` runs the OpenTelemetry tests on it)."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    from llmtap._exporters.otel_metrics import MIN_SDK
+
+    root = Path(__file__).parents[1]
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra in ("otel", "probe", "run"):
+        (floor,) = [re.fullmatch(r"opentelemetry-sdk>=([\d.]+)", d) for d in extras[extra] if "opentelemetry-sdk" in d]
+        assert floor is not None, extra
+        numbers = tuple(int(n) for n in floor.group(1).split("."))
+        assert numbers + (0,) * (3 - len(numbers)) == MIN_SDK, extra
+    makefile = (root / "Makefile").read_text()
+    assert f"COMPAT_OTEL ?= {'.'.join(map(str, MIN_SDK))}\n" in makefile

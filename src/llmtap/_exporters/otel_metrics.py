@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import math
 import os
 import threading
@@ -79,13 +80,20 @@ from llmtap._core.metrics import (
 )
 from llmtap._exporters import _otel_bulk, _otel_fork
 from llmtap._exporters._health import register_otel
-from llmtap._log import internal_error
+from llmtap._log import internal_error, log_once
 from llmtap._version import __version__
 
 if TYPE_CHECKING:
     from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
 
-__all__ = ["OtelMetricsExporter", "spread"]
+__all__ = ["MIN_SDK", "OtelMetricsExporter", "spread"]
+
+MIN_SDK = (1, 44, 0)
+"""The oldest OpenTelemetry SDK llmtap's metrics are tested on and right on (the ``otel`` extra's floor).
+Before 1.32 the SDK's OTLP exporter gives every histogram the SDK's default buckets (0, 5, 10 ... 10,000:
+milliseconds) or the first histogram's advisory buckets, not each histogram's own (llmtap's are seconds and
+tokens); before 1.44 the meter provider keeps its locks across a fork, so a worker forked while its parent
+exported (gunicorn ``--preload``) can export no metric, llmtap's fork guard (``_otel_fork``) or not."""
 
 Attributes = dict[str, str | int]
 _Series = tuple[str | int, ...]
@@ -480,10 +488,36 @@ def _shared(meter_provider: MeterProvider | None, namespace: str) -> _Shared:
         by_namespace = _shared_by_provider.setdefault(provider, {})
         shared = by_namespace.get(namespace)
         if shared is None:
+            _warn_if_old(provider)
             _otel_fork.guard(provider)  # no fork inside its collection or export (gunicorn --preload)
             meter = metrics.get_meter("llmtap", __version__, meter_provider=provider)
             shared = by_namespace[namespace] = _Shared(meter, namespace)
         return shared
+
+
+def _warn_if_old(provider: Any) -> None:
+    """One warning if ``provider`` is the OpenTelemetry SDK's and older than :data:`MIN_SDK`."""
+    if getattr(provider, "_measurement_consumer", None) is None:  # not the SDK's meter provider
+        return
+    try:
+        from opentelemetry.sdk.version import __version__ as sdk_version
+    except ImportError:
+        return
+    numbers: list[int] = []
+    for part in sdk_version.split(".")[:3]:
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        numbers.append(int(digits or 0))
+    if tuple(numbers) < MIN_SDK:
+        log_once(
+            "old-otel-sdk",
+            "llmtap: opentelemetry-sdk %s is older than %s, which llmtap's OpenTelemetry metrics need: before "
+            "1.32 its OTLP exporter gives llmtap's histograms wrong buckets (its default ones, for milliseconds), and "
+            "before 1.44 a worker forked while its parent exported can export no metric; upgrade it: "
+            "pip install 'opentelemetry-sdk>=%s'",
+            sdk_version,
+            ".".join(map(str, MIN_SDK)),
+            ".".join(map(str, MIN_SDK)),
+        )
 
 
 def spread(counts: Sequence[int], total: float, bounds: Sequence[float], largest: float) -> list[tuple[float, int]]:
