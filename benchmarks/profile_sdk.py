@@ -5,6 +5,7 @@
     python benchmarks/profile_sdk.py bedrock-stream [--config all]  # the same over Bedrock's event-stream
     python benchmarks/profile_sdk.py imports [--config core]  # modules and RSS llmtap adds to the app's
     python benchmarks/profile_sdk.py span-memory --config prom_spans  # bytes a finished span holds
+    python benchmarks/profile_sdk.py held-records --config prometheus  # bytes ended records hold until a scrape
 
 Start it with the simulator URL in ``LLMTAP_BENCH_URL`` or let it start a child simulator. The profile lists
 only functions in llmtap, prometheus_client and opentelemetry (the time llmtap adds), with µs per request or
@@ -235,9 +236,33 @@ def span_memory_child(config: str, base_url: str) -> None:
     )
 
 
+def held_records(config: str, base_url: str, requests: int = 300) -> None:
+    """KiB llmtap holds after ``requests`` non-stream requests with no scrape or collection since (one ran
+    before, so ends wait for the next: ``PENDING_MAX`` / ``ENDED_MAX`` records at most): what a process
+    keeps between two scrapes under steady traffic. Use a configuration without spans (``prometheus``,
+    ``otel_metrics``): the application's span processor holds spans of its own."""
+    import tracemalloc
+
+    configured = sdk.configure(config, base_url)
+    wl = sdk.Workloads(base_url, 5, open_telemetry=False)
+    collected = sdk.collecting(configured, wl.unit("anthropic_create"))
+    collected(5)
+    collected(5)
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    wl.unit("anthropic_create")(requests)
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    print(f"configuration {config}: {held / 1024:.0f} KiB held after {requests} requests with no scrape or collection")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("kind", choices=("request", "stream", "bedrock-stream", "imports", "span-memory"))
+    parser.add_argument(
+        "kind", choices=("request", "stream", "bedrock-stream", "imports", "span-memory", "held-records")
+    )
     parser.add_argument("--config", default="all", choices=sdk.CONFIGS)
     parser.add_argument("--top", type=int, default=25)
     if argv is None:
@@ -270,6 +295,8 @@ def run(args: argparse.Namespace, url: str) -> None:
         imports(args.config, url)
     elif args.kind == "span-memory":
         span_memory(args.config, url)
+    elif args.kind == "held-records":
+        held_records(args.config, url)
     else:
         profile(args.kind, args.config, url, args.top)
 
