@@ -484,11 +484,11 @@ _shared_by_provider: weakref.WeakKeyDictionary[Any, dict[str, _Shared]] = weakre
 def _shared(meter_provider: MeterProvider | None, namespace: str) -> _Shared:
     """The instruments of ``meter_provider`` (default: the global one) under ``namespace``."""
     provider = metrics.get_meter_provider() if meter_provider is None else meter_provider
+    _warn_if_old(provider)  # outside the lock: a log handler may do anything
     with _shared_lock:
         by_namespace = _shared_by_provider.setdefault(provider, {})
         shared = by_namespace.get(namespace)
         if shared is None:
-            _warn_if_old(provider)
             _otel_fork.guard(provider)  # no fork inside its collection or export (gunicorn --preload)
             meter = metrics.get_meter("llmtap", __version__, meter_provider=provider)
             shared = by_namespace[namespace] = _Shared(meter, namespace)
@@ -496,7 +496,8 @@ def _shared(meter_provider: MeterProvider | None, namespace: str) -> _Shared:
 
 
 def _warn_if_old(provider: Any) -> None:
-    """One warning if ``provider`` is the OpenTelemetry SDK's and older than :data:`MIN_SDK`."""
+    """One warning per process if ``provider`` is the OpenTelemetry SDK's and older than :data:`MIN_SDK`
+    (called as ``instrument()`` sets the exporter up, never on a request)."""
     if getattr(provider, "_measurement_consumer", None) is None:  # not the SDK's meter provider
         return
     try:
