@@ -75,24 +75,40 @@ bench: $(STAMP) valgrind
 scale: $(STAMP)
 	$(BIN)/python benchmarks/scale.py $(SCALE_ARGS)
 
-## compat: the OpenTelemetry tests (OTLP contract, fork guard, spans, exemplars) on the oldest SDK the `otel`
-## extra allows, in their own venv (~2 min); the tests marked current_otel (the fast paths' SDK internals,
-## newer exporter APIs) are left out: on an older SDK those paths fall back to the SDK's own calls
+## compat: the tests of what other packages provide (the OpenTelemetry SDK and exporters, the SDKs' HTTP
+## clients, prometheus-client, the price table) on the oldest versions pyproject.toml allows, in their own
+## venv (~2 min). Left out: the tests marked current_otel (the fast paths' SDK internals, newer exporter
+## APIs; on an older SDK those paths fall back to the SDK's own calls). httpx2 runs at openai 3.0's floor
+## (2.7.0), then at the httpx2 extra's (2.0.0) with the anthropic tests
 COMPAT_VENV ?= .venv-compat
 COMPAT_OTEL ?= 1.44.0
 COMPAT_OTEL_CONTRIB ?= 0.65b0
+COMPAT_ANTHROPIC ?= 2.0.0
+COMPAT_OPENAI ?= 3.0.0
+COMPAT_PROMETHEUS_CLIENT ?= 0.20.0
+COMPAT_HTTPX ?= 0.27.0
+COMPAT_HTTPX2 ?= 2.0.0
+COMPAT_GENAI_PRICES ?= 0.2.3
+COMPAT_ANTHROPIC_TESTS = tests/test_anthropic_sdk.py tests/test_clouds.py tests/test_httpx_transport.py \
+  tests/test_transports.py
+COMPAT_TESTS = $(COMPAT_ANTHROPIC_TESTS) tests/test_openai_sdk.py tests/test_aiohttp.py tests/test_otlp.py \
+  tests/test_otel_fork.py tests/test_tracing.py tests/test_exemplars.py tests/test_span_memory.py \
+  tests/test_otel_bulk.py tests/test_prometheus.py tests/test_prometheus_deferred.py tests/test_multiprocess.py \
+  tests/test_lifecycle.py tests/test_cost.py
 compat:
 	[ -x $(COMPAT_VENV)/bin/python ] || $(PYTHON) -m venv $(COMPAT_VENV)
 	$(COMPAT_VENV)/bin/python -m pip install --quiet -e '.[otel]' pytest pytest-asyncio pyyaml \
-	  'anthropic[aiohttp,bedrock,vertex]' 'openai[aiohttp]' \
+	  'anthropic[aiohttp,bedrock,vertex]==$(COMPAT_ANTHROPIC)' 'openai[aiohttp]==$(COMPAT_OPENAI)' httpx2==2.7.0 \
+	  prometheus-client==$(COMPAT_PROMETHEUS_CLIENT) httpx==$(COMPAT_HTTPX) genai-prices==$(COMPAT_GENAI_PRICES) \
 	  opentelemetry-sdk==$(COMPAT_OTEL) opentelemetry-api==$(COMPAT_OTEL) opentelemetry-proto==$(COMPAT_OTEL) \
 	  opentelemetry-exporter-otlp-proto-http==$(COMPAT_OTEL) opentelemetry-exporter-otlp-proto-common==$(COMPAT_OTEL) \
 	  opentelemetry-semantic-conventions==$(COMPAT_OTEL_CONTRIB) opentelemetry-instrumentation==$(COMPAT_OTEL_CONTRIB) \
-	  opentelemetry-exporter-prometheus==$(COMPAT_OTEL_CONTRIB)
+	  opentelemetry-exporter-prometheus==$(COMPAT_OTEL_CONTRIB) opentelemetry-instrumentation-httpx==$(COMPAT_OTEL_CONTRIB)
 	$(COMPAT_VENV)/bin/python -c "import opentelemetry.sdk.version as v; assert v.__version__ == '$(COMPAT_OTEL)', v.__version__"
-	$(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider -m 'not current_otel and not budget' \
-	  tests/test_otlp.py tests/test_otel_fork.py tests/test_tracing.py tests/test_exemplars.py \
-	  tests/test_span_memory.py tests/test_otel_bulk.py
+	LLMTAP_REQUIRE_PROMETHEUS=1 $(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	  -m 'not current_otel and not budget' $(COMPAT_TESTS)
+	$(COMPAT_VENV)/bin/python -m pip install --quiet --no-deps httpx2==$(COMPAT_HTTPX2) httpcore2==$(COMPAT_HTTPX2)
+	$(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider -m 'not current_otel and not budget' $(COMPAT_ANTHROPIC_TESTS)
 
 ## fuzz: long differential fuzz of the real SDKs with and without llmtap (LLMTAP_FUZZ_EXAMPLES, default 5000)
 fuzz: $(STAMP)

@@ -925,20 +925,30 @@ def test_an_sdk_older_than_the_floor_is_named_once_at_instrument(
 
 
 def test_the_extras_require_the_sdk_llmtap_s_metrics_are_right_on() -> None:
-    """The ``otel``, ``probe`` and ``run`` extras' floor of the SDK is ``MIN_SDK``, the version the warning names
-    (``make compat`` runs the OpenTelemetry tests on it)."""
+    """The ``otel``, ``probe`` and ``run`` extras' floor of the SDK is ``MIN_SDK``, the version the warning names;
+    ``make compat`` runs on it and on the floor of every other package it pins (each as pyproject.toml states it)."""
     import re
     import tomllib
     from pathlib import Path
 
     from llmtap._exporters.otel_metrics import MIN_SDK
 
+    def version(text: str) -> tuple[int, ...]:
+        numbers = tuple(int(n) for n in text.split("."))
+        return numbers + (0,) * (3 - len(numbers))
+
     root = Path(__file__).parents[1]
-    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    for extra in ("otel", "probe", "run"):
-        (floor,) = [re.fullmatch(r"opentelemetry-sdk>=([\d.]+)", d) for d in extras[extra] if "opentelemetry-sdk" in d]
-        assert floor is not None, extra
-        numbers = tuple(int(n) for n in floor.group(1).split("."))
-        assert numbers + (0,) * (3 - len(numbers)) == MIN_SDK, extra
-    makefile = (root / "Makefile").read_text()
-    assert f"COMPAT_OTEL ?= {'.'.join(map(str, MIN_SDK))}\n" in makefile
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"].values()
+    requirements = [*project["dependencies"], *(r for extra in extras for r in extra)]
+    floors: dict[str, set[tuple[int, ...]]] = {}
+    for requirement in requirements:
+        found = re.fullmatch(r"([a-z0-9-]+)(?:\[[a-z,-]+\])?>=([\d.]+)", requirement)
+        if found is not None:
+            floors.setdefault(found.group(1), set()).add(version(found.group(2)))
+    assert floors["opentelemetry-sdk"] == {MIN_SDK}
+    pins = dict(re.findall(r"^COMPAT_([A-Z0-9_]+) \?= ([\d.]+)$", (root / "Makefile").read_text(), re.M))
+    assert version(pins.pop("OTEL")) == MIN_SDK
+    assert set(pins) == {"ANTHROPIC", "OPENAI", "PROMETHEUS_CLIENT", "HTTPX", "HTTPX2", "GENAI_PRICES"}
+    for name, pinned in pins.items():
+        assert floors[name.lower().replace("_", "-")] == {version(pinned)}, name
