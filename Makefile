@@ -78,8 +78,9 @@ scale: $(STAMP)
 ## compat: the tests of what other packages provide (the OpenTelemetry SDK and exporters, the SDKs' HTTP
 ## clients, prometheus-client, the price table) on the oldest versions pyproject.toml allows, in their own
 ## venv (~2 min). Left out: the tests marked current_otel (the fast paths' SDK internals, newer exporter
-## APIs; on an older SDK those paths fall back to the SDK's own calls). httpx2 runs at openai 3.0's floor
-## (2.7.0), then at the httpx2 extra's (2.0.0) with the anthropic tests
+## APIs; on an older SDK those paths fall back to the SDK's own calls). httpx2 and aiohttp first run at the
+## SDKs' own floors, then (no pip resolution: the SDKs ask for more) at llmtap's, with the anthropic and
+## aiohttp tests: httpx2 2.0.0, aiohttp 3.12.0 (before 3.13 aiohttp does not say whether it inflated a body)
 COMPAT_VENV ?= .venv-compat
 COMPAT_OTEL ?= 1.44.0
 COMPAT_OTEL_CONTRIB ?= 0.65b0
@@ -89,6 +90,7 @@ COMPAT_PROMETHEUS_CLIENT ?= 0.20.0
 COMPAT_HTTPX ?= 0.27.0
 COMPAT_HTTPX2 ?= 2.0.0
 COMPAT_GENAI_PRICES ?= 0.2.3
+COMPAT_AIOHTTP ?= 3.12.0
 COMPAT_ANTHROPIC_TESTS = tests/test_anthropic_sdk.py tests/test_clouds.py tests/test_httpx_transport.py \
   tests/test_transports.py
 COMPAT_TESTS = $(COMPAT_ANTHROPIC_TESTS) tests/test_openai_sdk.py tests/test_aiohttp.py tests/test_otlp.py \
@@ -107,8 +109,10 @@ compat:
 	$(COMPAT_VENV)/bin/python -c "import opentelemetry.sdk.version as v; assert v.__version__ == '$(COMPAT_OTEL)', v.__version__"
 	LLMTAP_REQUIRE_PROMETHEUS=1 $(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider \
 	  -m 'not current_otel and not budget' $(COMPAT_TESTS)
-	$(COMPAT_VENV)/bin/python -m pip install --quiet --no-deps httpx2==$(COMPAT_HTTPX2) httpcore2==$(COMPAT_HTTPX2)
-	$(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider -m 'not current_otel and not budget' $(COMPAT_ANTHROPIC_TESTS)
+	$(COMPAT_VENV)/bin/python -m pip install --quiet --no-deps httpx2==$(COMPAT_HTTPX2) httpcore2==$(COMPAT_HTTPX2) \
+	  aiohttp==$(COMPAT_AIOHTTP)
+	$(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider -m 'not current_otel and not budget' \
+	  $(COMPAT_ANTHROPIC_TESTS) tests/test_aiohttp.py
 
 ## fuzz: long differential fuzz of the real SDKs with and without llmtap (LLMTAP_FUZZ_EXAMPLES, default 5000)
 fuzz: $(STAMP)

@@ -35,12 +35,17 @@ BODY: dict[str, Any] = {
 }
 
 
-def _run(sim: Simulator, scenario: Scenario, body_reader: Callable[[aiohttp.ClientResponse], Awaitable[Any]]) -> Any:
+def _run(
+    sim: Simulator,
+    scenario: Scenario,
+    body_reader: Callable[[aiohttp.ClientResponse], Awaitable[Any]],
+    **session_options: Any,
+) -> Any:
     """One POST /v1/messages through a fresh session; returns what ``body_reader`` returned (or raised)."""
 
     async def main() -> Any:
         async with (
-            aiohttp.ClientSession() as session,
+            aiohttp.ClientSession(**session_options) as session,
             session.post(sim.base_url + "/v1/messages", json=BODY, headers=scenario.headers()) as response,
         ):
             return await body_reader(response)
@@ -108,6 +113,49 @@ def test_gzip_decoded_by_aiohttp_is_parsed(sim: Simulator, cap: Capture) -> None
     cap.wait(1)
     (record,) = cap.records
     assert record.outcome is Outcome.COMPLETED and record.usage.output_tokens == 4 and record.parse_errors == 0
+
+
+def test_gzip_left_compressed_by_aiohttp_is_inflated_by_the_observer(sim: Simulator, cap: Capture) -> None:
+    """``auto_decompress=False``: the app reads the gzip bytes themselves, so the observer is told of gzip and
+    inflates what it parses (the test above is the positive control: there aiohttp inflates)."""
+    body = _run(sim, Scenario(tokens=4, gzip=True), _iter_any, auto_decompress=False)
+    assert isinstance(body, bytes) and body[:2] == b"\x1f\x8b"  # the app got gzip
+    cap.wait(1)
+    (record,) = cap.records
+    assert record.outcome is Outcome.COMPLETED and record.usage.output_tokens == 4 and record.parse_errors == 0
+
+
+@pytest.mark.parametrize(
+    ("layout", "encoding", "request_option", "session_option", "decoded"),
+    [
+        ("before 3.13", b"gzip", None, True, True),
+        ("before 3.13", b"GZIP", None, True, True),
+        ("before 3.13", b"br", None, True, True),
+        ("before 3.13", b"gzip", False, True, False),  # the request's option wins
+        ("before 3.13", b"gzip", True, False, True),
+        ("before 3.13", b"gzip", None, False, False),
+        ("before 3.13", b"zstd", None, True, False),  # not one it decodes
+        ("before 3.13", None, None, True, False),
+        ("3.13", b"gzip", None, True, True),  # total_compressed_bytes set: decoded
+        ("3.13", b"gzip", None, False, False),  # left None: not decoded
+    ],
+)
+def test_whether_aiohttp_decoded_the_body(
+    layout: str, encoding: bytes | None, request_option: bool | None, session_option: bool, decoded: bool
+) -> None:
+    """Which aiohttp hands the app a decompressed body, on both layouts (real aiohttp of each: ``make compat``
+    runs this file on 3.12, the floor; ``make test`` on the current one)."""
+    from types import SimpleNamespace
+
+    from llmtap._hooks.aiohttp_session import _decoded
+
+    content = SimpleNamespace()
+    if layout == "3.13":
+        content.total_compressed_bytes = 0 if decoded else None
+    raw = [(b"Content-Type", b"text/event-stream")] + ([(b"Content-Encoding", encoding)] if encoding else [])
+    session = SimpleNamespace(_auto_decompress=session_option)
+    kwargs = {} if request_option is None else {"auto_decompress": request_option}
+    assert _decoded(SimpleNamespace(content=content), session, kwargs, raw) is decoded
 
 
 async def _first_line_then(response: aiohttp.ClientResponse, ending: str) -> None:

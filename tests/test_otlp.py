@@ -949,6 +949,6 @@ def test_the_extras_require_the_sdk_llmtap_s_metrics_are_right_on() -> None:
     assert floors["opentelemetry-sdk"] == {MIN_SDK}
     pins = dict(re.findall(r"^COMPAT_([A-Z0-9_]+) \?= ([\d.]+)$", (root / "Makefile").read_text(), re.M))
     assert version(pins.pop("OTEL")) == MIN_SDK
-    assert set(pins) == {"ANTHROPIC", "OPENAI", "PROMETHEUS_CLIENT", "HTTPX", "HTTPX2", "GENAI_PRICES"}
+    assert set(pins) == {"ANTHROPIC", "OPENAI", "PROMETHEUS_CLIENT", "HTTPX", "HTTPX2", "GENAI_PRICES", "AIOHTTP"}
     for name, pinned in pins.items():
         assert floors[name.lower().replace("_", "-")] == {version(pinned)}, name

@@ -46,7 +46,7 @@ sending the attempt, ``_request`` below it passes through (the shells' ``_OBSERV
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import ClientResponseError, StreamReader
@@ -62,6 +62,9 @@ from llmtap._core.tap import Attempt, Tap
 __all__ = ["ObservedContent", "request_wrapper"]
 
 _CONTENT_ENCODING = b"content-encoding"
+_DECODED_BEFORE_3_13 = frozenset((b"gzip", b"deflate", b"br"))
+"""The encodings aiohttp before 3.13 decodes whenever ``auto_decompress`` is on (3.13 and later say whether
+they decoded: ``StreamReader.total_compressed_bytes``)."""
 
 
 class _Request:
@@ -132,7 +135,7 @@ async def _observed(
     except BaseException as exc:
         _failed(sending, exc)
         raise
-    _responded(sending, response)
+    _responded(sending, response, session, kwargs)
     return response
 
 
@@ -150,11 +153,27 @@ def _failed(sending: _Sending, exc: BaseException) -> None:
         _end(sending.tap, sending.attempt, Ending.RAISED, exc)
 
 
-def _responded(sending: _Sending, response: Any) -> None:
+def _decoded(response: Any, session: Any, kwargs: Mapping[str, Any], raw: Sequence[tuple[bytes, bytes]]) -> bool:
+    """aiohttp hands the app this body decompressed. 3.13 and later say so (``total_compressed_bytes`` is
+    set when they decode); before, aiohttp decodes gzip, deflate and br whenever the request's
+    ``auto_decompress`` (else the session's, on by default) is on."""
+    content = response.content
+    if hasattr(content, "total_compressed_bytes"):
+        return content.total_compressed_bytes is not None
+    auto = kwargs.get("auto_decompress")
+    if auto is None:
+        auto = getattr(session, "_auto_decompress", True)
+    if not auto:
+        return False
+    encodings = [value.strip().lower() for name, value in raw if name.lower() == _CONTENT_ENCODING]
+    return len(encodings) == 1 and encodings[0] in _DECODED_BEFORE_3_13
+
+
+def _responded(sending: _Sending, response: Any, session: Any, kwargs: Mapping[str, Any]) -> None:
     tap, attempt = sending.tap, sending.attempt
     try:
         raw = response.raw_headers
-        if getattr(response.content, "total_compressed_bytes", None) is not None:
+        if _decoded(response, session, kwargs, raw):
             # aiohttp decompressed the body: the observer gets decoded bytes, so no encoding for it
             raw = tuple(header for header in raw if header[0].lower() != _CONTENT_ENCODING)
     except Exception as exc:
