@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from typing import Any
 
 import httpx
@@ -239,6 +239,34 @@ def test_a_body_read_whole_then_closed_and_dropped_ends_once_and_hands_nothing_o
     del dropped
     gc.collect()
     assert len(deferred) == 1  # positive control: the same watch on an attempt not ended
+
+
+@pytest.mark.parametrize("how", ["close", "drop"])
+@pytest.mark.parametrize("module", [httpx, httpx2], ids=lambda m: m.__name__)
+def test_the_apps_generators_over_the_body_closed_early_are_client_closed_whatever_closes_the_response(
+    cap: Capture, module: Any, how: str
+) -> None:
+    """The app reads through generators over the response (``iter_lines()`` under an SDK's own, as
+    google-genai's sync client does) and closes the outermost early: httpx2's ``iter_raw()`` closes the
+    response as they unwind, httpx's closes nothing, so no ``close()`` follows there. Either way
+    ``client_closed``; dropped instead (the same unwinding, at a ``del``), ``abandoned``."""
+    request = module.Request("POST", BASE + "/v1/messages", json={"model": "m", "stream": True, "max_tokens": 8})
+    response = module.Response(200, headers=dict(SSE), stream=Body([*BODY, STOP]), request=request)
+    _stream.observe_sync(cap.tap, request, lambda: response, _stream.shells_for(module)[0])
+
+    def sdk_stream() -> Generator[str, None, None]:
+        yield from response.iter_lines()
+
+    stream = sdk_stream()
+    assert next(stream) == "event: message_start"
+    if how == "close":
+        stream.close()
+        assert response.is_closed is (module is httpx2)  # what closed the response, if anything
+    else:
+        del stream, response  # the response too: over httpx nothing else ends the attempt
+        gc.collect()
+    cap.wait(1)
+    assert [r.outcome for r in cap.records] == [Outcome.CLIENT_CLOSED if how == "close" else Outcome.ABANDONED]
 
 
 @pytest.mark.parametrize("module", [httpx, httpx2], ids=lambda m: m.__name__)

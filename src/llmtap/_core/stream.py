@@ -131,17 +131,29 @@ def _dropped(tap: Tap, attempt: Attempt, ending: Ending = Ending.DROPPED) -> Non
 def _closed(tap: Tap, attempt: Attempt) -> None:
     """``close()``. While a ``GeneratorExit`` is being handled, the SDK's stream generators are being
     closed: by the app (``break`` then ``close()``: google-genai's and cohere's sync generators close
-    the response at once, ``client_closed``) or finalised because the app dropped them (the SDKs close
-    the response in a ``finally``: ``abandoned``), perhaps inside the garbage collector; which one is a
-    reading of the frames (:func:`_closed_by_the_app`), and either way the ending is only handed off,
-    so a misreading can never end an attempt inside the collector. The close that follows the end of a
-    body read whole (every non-streaming response) finds the attempt ended and does nothing."""
+    the response at once over httpx2, ``client_closed``; over httpx nothing closes it, see
+    :func:`_unwinding`) or finalised because the app dropped them (the SDKs close the response in a
+    ``finally``: ``abandoned``), perhaps inside the garbage collector; which one is a reading of the
+    frames (:func:`_closed_by_the_app`), and either way the ending is only handed off, so a misreading
+    can never end an attempt inside the collector. The close that follows the end of a body read whole
+    (every non-streaming response) finds the attempt ended and does nothing."""
     if attempt.observer.done:
         return
     if isinstance(sys.exc_info()[1], GeneratorExit):
         _dropped(tap, attempt, Ending.CLOSED if _closed_by_the_app() else Ending.DROPPED)
     else:
         _end(tap, attempt, Ending.CLOSED)
+
+
+def _unwinding(tap: Tap, attempt: Attempt) -> None:
+    """The shell's own generator is being unwound (a ``GeneratorExit``) and the body is not closed yet.
+    When the app's ``close()`` / ``aclose()`` call unwinds it (google-genai's generators, closed by the
+    app), the attempt ends ``client_closed`` here: httpx's ``iter_raw()`` closes no response as it
+    unwinds (httpx2's does, in a ``finally``), so no ``close()`` may follow. Otherwise this says nothing
+    yet: a ``close()`` that follows decides (:func:`_closed`), or the garbage collector (``abandoned``).
+    Perhaps inside the collector: the ending is handed off."""
+    if not attempt.observer.done and _closed_by_the_app():
+        _dropped(tap, attempt, Ending.CLOSED)
 
 
 class _Watched:
@@ -181,6 +193,9 @@ class _SyncShell(_Watched):
                 except Exception as exc:
                     _internal_error("on_chunk", exc)
                 yield chunk
+        except GeneratorExit:
+            _unwinding(self._tap, self._attempt)
+            raise
         except BaseException as exc:
             _end(self._tap, self._attempt, Ending.RAISED, exc)
             raise
@@ -210,6 +225,9 @@ class _AsyncShell(_Watched):
                 except Exception as exc:
                     _internal_error("on_chunk", exc)
                 yield chunk
+        except GeneratorExit:
+            _unwinding(self._tap, self._attempt)
+            raise
         except BaseException as exc:
             _end(self._tap, self._attempt, Ending.RAISED, exc)
             raise

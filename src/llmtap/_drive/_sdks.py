@@ -419,8 +419,12 @@ class Gemini(Sdk):
     model = "gemini-test"
     linked_retries = False
     retry_header = False
-    #: (``httpx`` works too, sync and async: it is chosen by passing its transports)
-    transports: ClassVar[Mapping[Mode, tuple[str | None, ...]]] = {"sync": (None,), "async": ("httpx2", None)}
+    #: ``httpx`` too (chosen by passing its transports): its ``iter_raw()`` closes no response as the SDK's
+    #: generators unwind, httpx2's does, and an app's ``close()`` must read the same over both
+    transports: ClassVar[Mapping[Mode, tuple[str | None, ...]]] = {
+        "sync": (None, "httpx"),
+        "async": ("httpx2", None, "httpx"),
+    }
 
     def _client(self) -> Any:
         from google import genai
