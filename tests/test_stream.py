@@ -8,6 +8,7 @@ A unit with no wire: the shells wrap an in-memory body here (the SDK tests drive
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 from collections.abc import AsyncIterator, Generator, Iterator
 from typing import Any
@@ -241,15 +242,24 @@ def test_a_body_read_whole_then_closed_and_dropped_ends_once_and_hands_nothing_o
     assert len(deferred) == 1  # positive control: the same watch on an attempt not ended
 
 
-@pytest.mark.parametrize("how", ["close", "drop"])
+STOPPED = {
+    # how the app stops reading -> (outcome over httpx2, over httpx)
+    "close": (Outcome.CLIENT_CLOSED, Outcome.CLIENT_CLOSED),  # close() on its generator
+    "with_break": (Outcome.CLIENT_CLOSED, Outcome.CLIENT_CLOSED),  # break, then the with block closes
+    "break": (Outcome.CLIENT_CLOSED, Outcome.ABANDONED),  # httpx2 closes at the break; httpx leaves it open
+    "drop": (Outcome.ABANDONED, Outcome.ABANDONED),  # del, with no loop left and no close
+}
+
+
+@pytest.mark.parametrize("how", list(STOPPED))
 @pytest.mark.parametrize("module", [httpx, httpx2], ids=lambda m: m.__name__)
-def test_the_apps_generators_over_the_body_closed_early_are_client_closed_whatever_closes_the_response(
-    cap: Capture, module: Any, how: str
-) -> None:
+def test_how_the_app_stops_reading_through_generators_over_the_body(cap: Capture, module: Any, how: str) -> None:
     """The app reads through generators over the response (``iter_lines()`` under an SDK's own, as
-    google-genai's sync client does) and closes the outermost early: httpx2's ``iter_raw()`` closes the
-    response as they unwind, httpx's closes nothing, so no ``close()`` follows there. Either way
-    ``client_closed``; dropped instead (the same unwinding, at a ``del``), ``abandoned``."""
+    google-genai's sync client does) and stops early. httpx2's ``iter_raw()`` closes the response as they
+    unwind, httpx's closes nothing: a ``close()`` of the app's generator is ``client_closed`` over both
+    (read where llmtap's own generator unwinds), and so is leaving a ``with`` block; a loop left by
+    ``break`` alone is a close over httpx2 (done at once) and over httpx leaves the response open until
+    the garbage collector (``abandoned``), as a dropped generator does over both."""
     request = module.Request("POST", BASE + "/v1/messages", json={"model": "m", "stream": True, "max_tokens": 8})
     response = module.Response(200, headers=dict(SSE), stream=Body([*BODY, STOP]), request=request)
     _stream.observe_sync(cap.tap, request, lambda: response, _stream.shells_for(module)[0])
@@ -257,16 +267,28 @@ def test_the_apps_generators_over_the_body_closed_early_are_client_closed_whatev
     def sdk_stream() -> Generator[str, None, None]:
         yield from response.iter_lines()
 
-    stream = sdk_stream()
-    assert next(stream) == "event: message_start"
     if how == "close":
+        stream = sdk_stream()
+        assert next(stream) == "event: message_start"
         stream.close()
         assert response.is_closed is (module is httpx2)  # what closed the response, if anything
+    elif how == "with_break":
+        with contextlib.closing(response):  # as ``with client.stream(...) as response`` ends
+            for _ in sdk_stream():
+                break
+    elif how == "break":
+        for _ in sdk_stream():
+            break
+        assert response.is_closed is (module is httpx2)
+        del response  # over httpx nothing else ends the attempt
+        gc.collect()
     else:
-        del stream, response  # the response too: over httpx nothing else ends the attempt
+        stream = sdk_stream()
+        assert next(stream) == "event: message_start"
+        del stream, response
         gc.collect()
     cap.wait(1)
-    assert [r.outcome for r in cap.records] == [Outcome.CLIENT_CLOSED if how == "close" else Outcome.ABANDONED]
+    assert [r.outcome for r in cap.records] == [STOPPED[how][0 if module is httpx2 else 1]]
 
 
 @pytest.mark.parametrize("module", [httpx, httpx2], ids=lambda m: m.__name__)

@@ -59,15 +59,17 @@ _GENERATORS = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
 _CLOSE_NAMES = frozenset({"close", "aclose"})
 
 
-def _closed_by_the_app() -> bool:
+def _closed_by_the_app(stops: bool = False) -> bool:
     """Whether the generators being unwound were closed by a ``close()`` / ``aclose()`` call (the
     app's, or ``contextlib.closing``'s): the first frame outside the chain of generator frames (and
     the ``contextlib`` frames of the ``with`` blocks inside them) is at a call of a method of that
-    name. A dropped generator is finalised at whatever instruction dropped it (a ``del``, a rebinding,
-    a loop's or a function's end; the event loop's finaliser for an async one). A collection that
-    interrupts the app's own call of some other ``close()`` would be misread as a close: rare, and
-    app-side either way. This may run inside the garbage collector: it only reads frames and
-    bytecode (no lock, no logging), and decodes instructions only when the frame is at a call."""
+    name. With ``stops``, leaving a ``for`` loop over them (``break``, or ``return`` from inside it)
+    counts too: that frame is at the ``POP_TOP`` that drops the loop's iterator. A dropped generator is
+    finalised at whatever instruction dropped it (a ``del``, a rebinding, a function's end; the event
+    loop's finaliser for an async one). A collection that interrupts the app's own call of some other
+    ``close()`` (or, with ``stops``, a ``POP_TOP``) would be misread as a close: rare, and app-side
+    either way. This may run inside the garbage collector: it only reads frames and bytecode (no lock,
+    no logging), and decodes instructions only when the frame is at a call."""
     frame: Any = sys._getframe(1)
     in_generators = False
     while frame is not None:
@@ -75,15 +77,17 @@ def _closed_by_the_app() -> bool:
         if code.co_flags & _GENERATORS:
             in_generators = True
         elif in_generators and code.co_filename != contextlib.__file__:
-            return _at_a_close_call(frame)
+            return _at_a_close(frame, stops)
         frame = frame.f_back
     return False
 
 
-def _at_a_close_call(frame: Any) -> bool:
+def _at_a_close(frame: Any, stops: bool) -> bool:
     code = frame.f_code
     lasti = frame.f_lasti
     op = dis.opname[code.co_code[lasti]] if 0 <= lasti < len(code.co_code) else ""
+    if op == "POP_TOP":  # a loop's iterator dropped by ``break`` / ``return`` (3.11 to 3.13)
+        return stops
     # CALL*, or 3.11's PRECALL (a specialised one makes the call itself); SEND: ``await x.aclose()``
     if "CALL" not in op and op != "SEND":
         return False
@@ -129,18 +133,18 @@ def _dropped(tap: Tap, attempt: Attempt, ending: Ending = Ending.DROPPED) -> Non
 
 
 def _closed(tap: Tap, attempt: Attempt) -> None:
-    """``close()``. While a ``GeneratorExit`` is being handled, the SDK's stream generators are being
-    closed: by the app (``break`` then ``close()``: google-genai's and cohere's sync generators close
-    the response at once over httpx2, ``client_closed``; over httpx nothing closes it, see
-    :func:`_unwinding`) or finalised because the app dropped them (the SDKs close the response in a
-    ``finally``: ``abandoned``), perhaps inside the garbage collector; which one is a reading of the
-    frames (:func:`_closed_by_the_app`), and either way the ending is only handed off, so a misreading
-    can never end an attempt inside the collector. The close that follows the end of a body read whole
-    (every non-streaming response) finds the attempt ended and does nothing."""
+    """``close()``. While a ``GeneratorExit`` is being handled, the generators reading the body are being
+    unwound and the response is closed as they unwind (httpx2's ``iter_raw()``, or an SDK's own
+    ``finally``), perhaps inside the garbage collector: ``client_closed`` when the app's ``close()``
+    unwinds them or its ``for`` loop over them is left (``break``, ``return``: the response is closed at
+    once all the same), ``abandoned`` when they are finalised because the app dropped them. Which one is a
+    reading of the frames (:func:`_closed_by_the_app`), and either way the ending is only handed off, so
+    a misreading can never end an attempt inside the collector. The close that follows the end of a body
+    read whole (every non-streaming response) finds the attempt ended and does nothing."""
     if attempt.observer.done:
         return
     if isinstance(sys.exc_info()[1], GeneratorExit):
-        _dropped(tap, attempt, Ending.CLOSED if _closed_by_the_app() else Ending.DROPPED)
+        _dropped(tap, attempt, Ending.CLOSED if _closed_by_the_app(stops=True) else Ending.DROPPED)
     else:
         _end(tap, attempt, Ending.CLOSED)
 
@@ -151,7 +155,8 @@ def _unwinding(tap: Tap, attempt: Attempt) -> None:
     app), the attempt ends ``client_closed`` here: httpx's ``iter_raw()`` closes no response as it
     unwinds (httpx2's does, in a ``finally``), so no ``close()`` may follow. Otherwise this says nothing
     yet: a ``close()`` that follows decides (:func:`_closed`), or the garbage collector (``abandoned``).
-    Perhaps inside the collector: the ending is handed off."""
+    A loop left by ``break`` is no close here: the response stays open until one of those. Perhaps
+    inside the collector: the ending is handed off."""
     if not attempt.observer.done and _closed_by_the_app():
         _dropped(tap, attempt, Ending.CLOSED)
 
