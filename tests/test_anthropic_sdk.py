@@ -243,3 +243,26 @@ def test_a_bad_request_stream_is_rejected(
     assert cap.sample("llmtap_streams_total", outcome="server_error") == 0
     assert cap.calls[0].outcome is Outcome.REJECTED
     assert cap.sample("llmtap_call_duration_seconds_count", outcome="rejected") == 1
+
+
+def test_leaving_a_loop_over_a_stream_is_client_closed_and_dropping_a_held_one_is_abandoned(
+    sim: Simulator, cap: Capture
+) -> None:
+    """``for event in client.messages.create(stream=True): break``: the loop drops the only reference to
+    the stream, its generators unwind and httpx2 closes the response at once: ``client_closed``. The same
+    stream held, read to the same point and then dropped (``del``) is ``abandoned`` (the control)."""
+    client = anthropic.Anthropic(base_url=sim.base_url, api_key="sk-test", max_retries=0)
+    kwargs: dict[str, Any] = {"model": "claude-test", "max_tokens": 64, "stream": True,
+                              "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+    for event in client.messages.create(**kwargs):
+        if event.type == "content_block_delta":
+            break
+    cap.wait(1)
+    stream = client.messages.create(**kwargs)
+    for event in stream:
+        if event.type == "content_block_delta":
+            break
+    del stream
+    cap.wait(2)
+    assert outcomes(cap) == [Outcome.CLIENT_CLOSED, Outcome.ABANDONED]
+    client.close()
