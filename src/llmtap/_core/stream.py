@@ -107,8 +107,8 @@ def _after_the_end(chunk: bytes, now: float) -> bool:
 
 def _end(tap: Tap, attempt: Attempt, ending: Ending, exc: BaseException | None = None) -> None:
     """Every ending of every shell comes through here, guarded. A ``GeneratorExit`` is no ending by
-    itself (the close that follows it is), and may be thrown in by the garbage collector: nothing
-    to do."""
+    itself, and may be thrown in by the garbage collector: nothing to do (the shells read their own in
+    :func:`_unwinding`; a close or the collector ends the attempt)."""
     if isinstance(exc, GeneratorExit):
         return
     try:
