@@ -286,14 +286,18 @@ class Tap:
                 record = record._replace(cost=self._pricer.price(record.provider, model, record.usage))
         except Exception as exc:
             internal_error("other", "llmtap: internal error bounding labels or pricing: %r", exc)
-        span = attempt.span
+        span, states = attempt.span, attempt.states
+        # nothing of the ended span or of the sinks' states is read again: let them go now, not with the
+        # attempt (which a response in its HTTP client's reference cycle, or a traceback the app keeps, can
+        # hold until a collection of the oldest generation)
+        attempt.span, attempt.states = None, ()
         if span is not None and self.spans is not None:
             try:
                 self.spans.end(record, span)
             except Exception as exc:
                 internal_error("sink", "llmtap: the %s exporter failed: %r", self.spans.name, exc)
         # one state per sink, made together in _begin (strict=True checked that again on every attempt)
-        for sink, state in zip(self.sinks, attempt.states, strict=False):
+        for sink, state in zip(self.sinks, states, strict=False):
             if state is _FAILED:
                 continue
             try:

@@ -1,0 +1,83 @@
+"""What llmtap leaves to the garbage collector: every case of the driver's table, through every SDK, mode and
+transport, collected with ``gc.DEBUG_SAVEALL`` (``tests/support/cycles.py``).
+
+* Over the SDKs that make no reference cycle of their own (the anthropic and openai SDKs, Bedrock and Vertex
+  included, over httpx2), nothing of llmtap's is garbage: llmtap makes no reference cycle on any path, errors,
+  retries, timeouts, closes, cancellations and dropped streams included. A cycle would keep an attempt's
+  state (its span, its parts) alive until a collection finds it, the oldest generation's for a long stream.
+* Where the client or its retry library does keep each response in a cycle (``httpx``'s response and its
+  bound stream refer to each other: google-genai over httpx, groq, cohere; tenacity keeps the tracebacks of
+  google-genai's retried errors), llmtap's shell sits in that cycle: what it keeps alive there is the ended
+  attempt's small record parts, not its span (~1 KiB and ~3.5 KiB more, with the span's attribute dict, lock
+  and event and link lists). The ended attempt lets its span and its sinks' states go.
+
+The app in these tests lets go of the exception it caught (``Result.error``): a caught exception kept in a
+frame of its own traceback is a cycle of the app's, through every frame the exception passed, llmtap's too.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+
+import llmtap
+from llmtap._drive import SDKS, Case, Mode, drive, fresh_model
+from llmtap.simulator import Simulator
+from llmtap.testing import Capture
+from tests.support.cycles import cycles_of_llmtap, is_llmtap
+from tests.test_sdk_cases import SECRET, _aws_env, _params  # noqa: F401 (_aws_env: an autouse fixture)
+
+pytestmark = pytest.mark.filterwarnings("ignore:Inheritance class AiohttpClientSession:DeprecationWarning")
+
+ACYCLIC = frozenset({"anthropic", "bedrock", "vertex", "openai-chat", "openai-responses"})
+"""The SDKs whose clients make no reference cycle of their own in any case of the table."""
+DROPPING = frozenset({"drop", "drop_read"})
+"""The actions after which the attempt is ended by the garbage collector (its span is in the garbage then)."""
+
+
+def _spans_in_the_garbage() -> list[object]:
+    return [obj for obj in gc.garbage if isinstance(obj, ReadableSpan)]
+
+
+@pytest.mark.parametrize(("sdk", "mode", "transport", "case"), _params())
+def test_what_an_attempt_leaves_to_the_garbage_collector(
+    sim: Simulator, cap: Capture, sdk: str, mode: Mode, transport: str | None, case: Case
+) -> None:
+    model = fresh_model(SDKS[sdk].model)
+    spans: list[object] = []
+    with cycles_of_llmtap() as ours:
+        result = drive(
+            sdk, sim.base_url, case.action, mode=mode, model=model, api_key=SECRET, transport=transport,
+            headers=case.scenario.headers(), **case.config(),
+        )  # fmt: skip
+        result.error = None  # the app lets go of what it caught
+        del result
+        cap.wait(len(case.outcomes), calls=1 if SDKS[sdk].linked_retries else len(case.outcomes))
+        gc.collect()
+        spans = _spans_in_the_garbage()
+    assert len(cap.records) == len(case.outcomes)  # observed: each attempt ended
+    if sdk in ACYCLIC:
+        assert ours == [], f"llmtap's objects in a reference cycle ({case.action}): {ours[:6]}"
+    elif case.action not in DROPPING:
+        assert spans == [], f"ended spans kept alive by the garbage ({case.action}): {spans[:3]}"
+    spans.clear()
+
+
+def test_the_garbage_check_finds_llmtap_objects_and_spans_in_a_cycle() -> None:
+    """Positive control of both checks: an object of llmtap's and an ended span, kept in a reference cycle."""
+    provider = TracerProvider()
+    span = provider.get_tracer("control").start_span("control")
+    span.end()
+    with cycles_of_llmtap() as ours:
+        cycle: list[Any] = [llmtap.Settings(), span]
+        cycle.append(cycle)
+        del cycle, span
+        gc.collect()
+        spans = _spans_in_the_garbage()
+    assert [line.split(":")[0] for line in ours] == ["Settings"]
+    assert len(spans) == 1 and is_llmtap(spans[0]) is False
+    spans.clear()
+    provider.shutdown()
