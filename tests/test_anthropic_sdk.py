@@ -7,6 +7,12 @@ What the server did (``sim.served``) is the ground truth the records, metrics an
 
 from __future__ import annotations
 
+import asyncio
+import signal
+import sys
+import threading
+import time
+from types import FrameType
 from typing import Any
 
 import anthropic
@@ -219,6 +225,82 @@ def test_a_529_retried_to_success_is_a_rejection_not_an_interruption(sim: Simula
     assert [s.status.status_code.name for s in spans] == ["ERROR", "UNSET"]
     assert spans[0].attributes is not None and spans[0].attributes["error.type"] == "529"
     assert spans[0].attributes["llmtap.outcome"] == "rejected"
+
+
+def _in_the_back_off(frames: list[FrameType]) -> bool:
+    return any(frame.f_code.co_name == "_sleep_for_retry" for frame in frames)
+
+
+def _awaiting(coro: Any) -> list[FrameType]:
+    """The frames of a suspended coroutine and of what it awaits, in turn (``Task.get_stack()`` has only the
+    outermost one)."""
+    frames = []
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None) or getattr(coro, "ag_frame", None)
+        if frame is not None:
+            frames.append(frame)
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return frames
+
+
+def _stack(frame: FrameType | None) -> list[FrameType]:
+    frames = []
+    while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
+    return frames
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_call_the_app_cancels_in_the_sdks_back_off_is_cancelled_then(
+    sim: Simulator, cap: Capture, mode: Mode
+) -> None:
+    """The server answers 429 with ``retry-after: 30``; the app gives up while the SDK waits to retry (its task
+    cancelled; sync: Ctrl-C, a real SIGINT): the attempt stays ``rejected``, and the call is ``cancelled``, timed
+    to that moment (the back-off it waited through included), not the ``rejected`` of its last attempt."""
+    options: dict[str, Any] = {"base_url": sim.base_url, "api_key": "k", "max_retries": 2, "open_telemetry": False}
+    options["default_headers"] = Scenario(tokens=3, fail=1, fail_status=429, retry_after=30).headers()
+    request: dict[str, Any] = {
+        "model": "claude-test",
+        "max_tokens": 16,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    if mode == "async":
+
+        async def cancel_in_the_back_off() -> None:
+            client = anthropic.AsyncAnthropic(**options)
+            task = asyncio.ensure_future(client.messages.create(**request))
+            # polled: nothing signals that the SDK reached its sleep
+            while not _in_the_back_off(_awaiting(task.get_coro())):  # noqa: ASYNC110
+                await asyncio.sleep(0.005)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await client.close()
+
+        asyncio.run(cancel_in_the_back_off())
+    else:
+        client = anthropic.Anthropic(**options)
+        main = threading.get_ident()
+
+        def interrupt() -> None:  # Ctrl-C once the main thread sleeps before its retry
+            while not _in_the_back_off(_stack(sys._current_frames().get(main))):
+                time.sleep(0.005)
+            signal.pthread_kill(main, signal.SIGINT)  # to the main thread: its sleep is interrupted
+
+        threading.Thread(target=interrupt, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            client.messages.create(**request)
+        client.close()
+    cap.wait(1, calls=1)
+    (rejected,) = cap.records
+    (call,) = cap.calls
+    assert (rejected.outcome, rejected.status_code) == (Outcome.REJECTED, 429)
+    assert (call.outcome, call.attempts) == (Outcome.CANCELLED, 1)
+    assert call.started_at == rejected.started_at and call.ended_at > rejected.ended_at  # the back-off is in
+    assert cap.sample("llmtap_call_duration_seconds_count", outcome="cancelled") == 1
+    assert cap.sample("llmtap_call_duration_seconds_count", outcome="rejected") == 0  # positive: 1 without the fix
+    assert len(sim.wait_served(1)) == 1  # no retry was sent
 
 
 @pytest.mark.parametrize("mode", MODES)

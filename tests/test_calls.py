@@ -137,3 +137,39 @@ def test_call_ids_are_drawn_again_in_a_forked_child() -> None:
     assert parent[0] != parent[1] and parent[0].split("-")[0] == parent[1].split("-")[0]  # control: one prefix
     assert child.split("-")[0] != parent[0].split("-")[0]
     assert child not in parent
+
+
+def test_a_call_cancelled_between_two_attempts_is_cancelled_at_that_moment() -> None:
+    """In the SDK's back-off after a 429, the app cancels: the call is ``cancelled``, timed to the cancellation
+    (the back-off it waited through included), not the ``rejected`` of its last attempt."""
+    call = Call(None)
+    call.attempt_started(1.0)
+    assert call.attempt_ended(attempt_record(outcome=Outcome.REJECTED, status_code=429, ended_at=1.2)) is None
+    record = call.request_returned(cancelled_at=4.0)
+    assert record is not None
+    assert (record.outcome, record.attempts, record.started_at, record.ended_at) == (Outcome.CANCELLED, 1, 1.0, 4.0)
+    assert call.request_returned(cancelled_at=5.0) is None  # once
+
+
+def test_a_call_that_raised_otherwise_or_whose_attempt_was_cancelled_keeps_its_last_attempt() -> None:
+    """Positive controls of the rule above: the SDK gave up (its own error, no cancellation), or the cancellation
+    came during an attempt (that attempt ended ``cancelled``, at its own end), or no attempt was made."""
+    gave_up = Call(None)
+    gave_up.attempt_started(1.0)
+    gave_up.attempt_ended(attempt_record(outcome=Outcome.REJECTED, status_code=429, ended_at=1.2))
+    record = gave_up.request_returned()
+    assert record is not None and (record.outcome, record.ended_at) == (Outcome.REJECTED, 1.2)
+
+    during = Call(None)
+    during.attempt_started(1.0)
+    during.attempt_ended(attempt_record(outcome=Outcome.CANCELLED, status_code=None, ended_at=1.5))
+    record = during.request_returned(cancelled_at=1.6)
+    assert record is not None and (record.outcome, record.ended_at) == (Outcome.CANCELLED, 1.5)
+
+    in_flight = Call(None)  # request() raised while an attempt is still open: the attempt ends the call
+    in_flight.attempt_started(1.0)
+    assert in_flight.request_returned(cancelled_at=1.1) is None
+    record = in_flight.attempt_ended(attempt_record(outcome=Outcome.CANCELLED, status_code=None, ended_at=1.2))
+    assert record is not None and (record.outcome, record.ended_at) == (Outcome.CANCELLED, 1.2)
+
+    assert Call(None).request_returned(cancelled_at=1.0) is None  # nothing sent: no call to count

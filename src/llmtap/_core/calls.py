@@ -38,8 +38,11 @@ def _new_process() -> None:
 os.register_at_fork(after_in_child=_new_process)
 
 
-def call_record(call_id: str, attempts: int, started_at: float, last: AttemptRecord) -> CallRecord:
-    """The record of a call whose last attempt was ``last``: the one place a CallRecord is built."""
+def call_record(
+    call_id: str, attempts: int, started_at: float, last: AttemptRecord, cancelled_at: float | None = None
+) -> CallRecord:
+    """The record of a call whose last attempt was ``last``: the one place a CallRecord is built.
+    ``cancelled_at``: the app cancelled the call then, after ``last`` had ended (between two attempts)."""
     return _new(  # every field, in field order (without the named tuple's Python-level __new__)
         CallRecord,
         (
@@ -48,9 +51,9 @@ def call_record(call_id: str, attempts: int, started_at: float, last: AttemptRec
             last.operation,
             last.request_model,
             attempts,
-            last.outcome,
+            last.outcome if cancelled_at is None else Outcome.CANCELLED,
             started_at,
-            last.ended_at,
+            last.ended_at if cancelled_at is None else cancelled_at,
             last.first_token_at,
             last.span_context,
             last.attribute_labels,
@@ -115,11 +118,22 @@ class Call:
             # an SDK reads a plain body before its request() returns: nothing more to do then
             return self._end_if_done() if self._returned else None
 
-    def request_returned(self) -> CallRecord | None:
-        """The SDK's ``request()`` returned or raised; the call's record if that ended the call."""
+    def request_returned(self, cancelled_at: float | None = None) -> CallRecord | None:
+        """The SDK's ``request()`` returned or raised; the call's record if that ended the call.
+
+        ``cancelled_at``: it raised the app's cancellation (``CancelledError``, ``KeyboardInterrupt``) then.
+        Cancelled while an attempt was in flight, that attempt ended ``cancelled`` and the call with it; cancelled
+        between two attempts (in the SDK's back-off before a retry), the call is ``cancelled`` at that moment,
+        not what its last attempt ended with: the app gave up before the SDK was done."""
         with self._lock:
             self._returned = True
-            return self._end_if_done()
+            last = self._last
+            if cancelled_at is None or last is None or last.outcome is Outcome.CANCELLED:
+                return self._end_if_done()
+            if self._ended or self._in_flight:
+                return None
+            self._ended = True
+            return call_record(self.call_id, self.attempts, self._first_started_at, last, cancelled_at)
 
     def _end_if_done(self) -> CallRecord | None:
         if self._ended or not self._returned or self._in_flight or self._last is None:

@@ -21,11 +21,14 @@ from __future__ import annotations
 import functools
 import importlib.util
 import sys
+import time
 from types import ModuleType
 from typing import Any
 
 from llmtap import _installation
 from llmtap._core.calls import CURRENT_CALL, Call
+from llmtap._core.decision import classify_exception
+from llmtap._core.record import Outcome
 from llmtap._core.request import info_from_options
 from llmtap._core.stream import observe_async, observe_sync, shells_for
 from llmtap._core.tap import Tap
@@ -93,9 +96,18 @@ def _open_call(tap: Tap, sdk: str, args: Any, kwargs: Any) -> Call | None:
         return None
 
 
-def _close_call(tap: Tap, call: Call) -> None:
+def _cancelled_at(exc: BaseException) -> float | None:
+    """When ``exc``, raised out of an SDK's ``request()``, is the app's cancellation: the clock now (the
+    float, not the exception, is kept: a frame of the exception's traceback holding it is a cycle)."""
     try:
-        record = call.request_returned()
+        return time.perf_counter() if classify_exception(exc)[0] is Outcome.CANCELLED else None
+    except Exception:
+        return None
+
+
+def _close_call(tap: Tap, call: Call, cancelled_at: float | None = None) -> None:
+    try:
+        record = call.request_returned(cancelled_at)
         if record is not None:
             tap._call_ended(record)
     except Exception as exc:
@@ -114,11 +126,15 @@ def _sdk_sync_hook(sdk: str) -> Any:
         if call is None:
             return wrapped(*args, **kwargs)
         token = CURRENT_CALL.set(call)
+        cancelled_at = None
         try:
             return wrapped(*args, **kwargs)
+        except BaseException as exc:
+            cancelled_at = _cancelled_at(exc)
+            raise
         finally:
             CURRENT_CALL.reset(token)
-            _close_call(tap, call)
+            _close_call(tap, call, cancelled_at)
 
     return _sdk_sync_request
 
@@ -130,11 +146,15 @@ async def _sdk_async_call(tap: Tap, sdk: str, wrapped: Any, args: Any, kwargs: A
     if call is None:
         return await wrapped(*args, **kwargs)
     token = CURRENT_CALL.set(call)
+    cancelled_at = None
     try:
         return await wrapped(*args, **kwargs)
+    except BaseException as exc:
+        cancelled_at = _cancelled_at(exc)
+        raise
     finally:
         CURRENT_CALL.reset(token)
-        _close_call(tap, call)
+        _close_call(tap, call, cancelled_at)
 
 
 def _sdk_async_hook(sdk: str) -> Any:
