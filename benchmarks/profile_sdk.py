@@ -6,6 +6,7 @@
     python benchmarks/profile_sdk.py imports [--config core]  # modules and RSS llmtap adds to the app's
     python benchmarks/profile_sdk.py span-memory --config prom_spans  # bytes a finished span holds
     python benchmarks/profile_sdk.py held-records --config prometheus  # bytes ended records hold until a scrape
+    python benchmarks/profile_sdk.py cycle-garbage --config prom_spans  # bytes a request leaves in reference cycles
 
 Start it with the simulator URL in ``LLMTAP_BENCH_URL`` or let it start a child simulator. The profile lists
 only functions in llmtap, prometheus_client and opentelemetry (the time llmtap adds), with µs per request or
@@ -258,16 +259,62 @@ def held_records(config: str, base_url: str, requests: int = 300) -> None:
     print(f"configuration {config}: {held / 1024:.0f} KiB held after {requests} requests with no scrape or collection")
 
 
+CYCLE_SDKS = ("anthropic", "groq", "cohere")
+"""The SDKs ``cycle-garbage`` drives: one over httpx2 (no cycle of its own), two over httpx (each response and
+its stream refer to each other)."""
+
+
+def cycle_garbage(config: str, base_url: str) -> None:
+    """Bytes a request leaves in reference cycles, until a collection finds them: 50 streams of 20 events per
+    SDK of :data:`CYCLE_SDKS` with the collector off, then one collection (tracemalloc before and after it), with
+    llmtap in ``config`` and without it (each in a fresh child)."""
+    for name in CYCLE_SDKS:
+        without = _child(["--cycle-garbage-child", name, "none"], base_url)
+        with_llmtap = _child(["--cycle-garbage-child", name, config], base_url)
+        extra = with_llmtap["bytes_per_request"] - without["bytes_per_request"]
+        print(
+            f"{name:10s} without llmtap {without['bytes_per_request']:6d} B, {without['objects_per_request']:5.1f}"
+            f" objects a request; with llmtap ({config}) {with_llmtap['bytes_per_request']:6d} B,"
+            f" {with_llmtap['objects_per_request']:5.1f} objects: llmtap's {extra:+d} B"
+        )
+
+
+def cycle_garbage_child(name: str, config: str, base_url: str, requests: int = 50) -> None:
+    import tracemalloc
+
+    from llmtap import _drive
+
+    if config != "none":
+        sdk.configure(config, base_url)
+    client = _drive.adapter(name, _drive.Config(base_url=base_url, api_key="bench", max_retries=0))
+    headers = {"x-llmtap-sim": "tokens=20"}
+    for _ in range(5):  # warm: lazy imports, connections, first-use caches
+        _drive.run(client, "stream", "bench-model", headers=headers)
+    gc.collect()
+    gc.disable()
+    tracemalloc.start()
+    for _ in range(requests):
+        _drive.run(client, "stream", "bench-model", headers=headers)
+    before = tracemalloc.get_traced_memory()[0]
+    found = gc.collect()
+    freed = before - tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    gc.enable()
+    json.dump({"bytes_per_request": freed // requests, "objects_per_request": found / requests}, sys.stdout)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "kind", choices=("request", "stream", "bedrock-stream", "imports", "span-memory", "held-records")
+        "kind",
+        choices=("request", "stream", "bedrock-stream", "imports", "span-memory", "held-records", "cycle-garbage"),
     )
     parser.add_argument("--config", default="all", choices=sdk.CONFIGS)
     parser.add_argument("--top", type=int, default=25)
     if argv is None:
         argv = sys.argv[1:]
-    if argv and argv[0] in ("--imports-child", "--imports-attribution", "--span-memory-child"):  # a fresh child
+    children = ("--imports-child", "--imports-attribution", "--span-memory-child", "--cycle-garbage-child")
+    if argv and argv[0] in children:  # a fresh child
         import warnings
 
         warnings.simplefilter("ignore")
@@ -276,6 +323,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             imports_child(argv[1], child_url)
         elif argv[0] == "--span-memory-child":
             span_memory_child(argv[1], child_url)
+        elif argv[0] == "--cycle-garbage-child":
+            cycle_garbage_child(argv[1], argv[2], child_url)
         else:
             imports_attribution(argv[1], child_url, argv[2:])
         return 0
@@ -297,6 +346,8 @@ def run(args: argparse.Namespace, url: str) -> None:
         span_memory(args.config, url)
     elif args.kind == "held-records":
         held_records(args.config, url)
+    elif args.kind == "cycle-garbage":
+        cycle_garbage(args.config, url)
     else:
         profile(args.kind, args.config, url, args.top)
 

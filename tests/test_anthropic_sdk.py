@@ -288,9 +288,14 @@ def test_a_call_the_app_cancels_in_the_sdks_back_off_is_cancelled_then(
                 time.sleep(0.005)
             signal.pthread_kill(main, signal.SIGINT)  # to the main thread: its sleep is interrupted
 
-        threading.Thread(target=interrupt, daemon=True).start()
-        with pytest.raises(KeyboardInterrupt):
-            client.messages.create(**request)
+        # Python's own SIGINT handler (an earlier test, or the runner, may have set another)
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            threading.Thread(target=interrupt, daemon=True).start()
+            with pytest.raises(KeyboardInterrupt):
+                client.messages.create(**request)
+        finally:
+            signal.signal(signal.SIGINT, previous)
         client.close()
     cap.wait(1, calls=1)
     (rejected,) = cap.records
