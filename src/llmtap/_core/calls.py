@@ -127,16 +127,13 @@ class Call:
         not what its last attempt ended with: the app gave up before the SDK was done."""
         with self._lock:
             self._returned = True
-            last = self._last
-            if cancelled_at is None or last is None or last.outcome is Outcome.CANCELLED:
-                return self._end_if_done()
-            if self._ended or self._in_flight:
-                return None
-            self._ended = True
-            return call_record(self.call_id, self.attempts, self._first_started_at, last, cancelled_at)
+            return self._end_if_done(cancelled_at)
 
-    def _end_if_done(self) -> CallRecord | None:
-        if self._ended or not self._returned or self._in_flight or self._last is None:
+    def _end_if_done(self, cancelled_at: float | None = None) -> CallRecord | None:
+        last = self._last
+        if self._ended or not self._returned or self._in_flight or last is None:
             return None
         self._ended = True
-        return call_record(self.call_id, self.attempts, self._first_started_at, self._last)
+        if last.outcome is Outcome.CANCELLED:
+            cancelled_at = None  # cancelled during its last attempt: the call ends with that attempt
+        return call_record(self.call_id, self.attempts, self._first_started_at, last, cancelled_at)
