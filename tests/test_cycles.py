@@ -8,8 +8,9 @@ transport, collected with ``gc.DEBUG_SAVEALL`` (``tests/support/cycles.py``).
 * Where the client or its retry library does keep each response in a cycle (``httpx``'s response and its
   bound stream refer to each other: google-genai over httpx, groq, cohere; tenacity keeps the tracebacks of
   google-genai's retried errors), llmtap's shell sits in that cycle: what it keeps alive there is the ended
-  attempt's small record parts, not its span (~1 KiB and ~3.5 KiB more, with the span's attribute dict, lock
-  and event and link lists). The ended attempt lets its span and its sinks' states go.
+  attempt's small record parts, not its span (1.3-2.4 KB a request, against 4.2-5.3 KB with the span's
+  attribute dict, lock and event and link lists: ``python benchmarks/profile_sdk.py cycle-garbage``). The ended
+  attempt lets its span and its sinks' states go.
 
 The app in these tests lets go of the exception it caught (``Result.error``): a caught exception kept in a
 frame of its own traceback is a cycle of the app's, through every frame the exception passed, llmtap's too.
