@@ -26,9 +26,7 @@ def drive(sim: Simulator, mode: Mode, api: str, action: Action, scenario: Scenar
 @pytest.mark.parametrize("api", ["chat", "responses"])
 @pytest.mark.parametrize("mode", MODES)
 def test_first_token_not_role_chunk_and_usage(sim: Simulator, cap: Capture, api: str, mode: Mode) -> None:
-    scenario = Scenario(
-        tokens=6, ttft=0.05, gap=0.005, input=300, cache_read=120, reasoning=9, stop_reason="max_tokens"
-    )
+    scenario = Scenario(tokens=6, ttft=0.05, gap=0.05, input=300, cache_read=120, reasoning=9, stop_reason="max_tokens")
     assert drive(sim, mode, api, "stream", scenario).error is None
     cap.wait(1)
     (record,) = cap.records
@@ -38,7 +36,8 @@ def test_first_token_not_role_chunk_and_usage(sim: Simulator, cap: Capture, api:
     assert record.first_chunk_at is not None and record.first_token_at is not None
     assert record.first_token_at - record.first_chunk_at >= 0.04  # the role / created chunk is not a token
     assert served.first_token_sent_at is not None
-    # causal, and at the first token, not at the end (the 1 ms accuracy: test_ttft_accuracy.py)
+    # causal, and at the first token, not at the end (the 1 ms accuracy: test_ttft_accuracy.py); the 0.25 s
+    # between the first token and the end leave room for a loaded machine's scheduling
     assert served.first_token_sent_at <= record.first_token_at < served.ended_at
     assert record.usage.input_tokens == 300 + 120  # OpenAI counts cached tokens inside the input
     assert record.usage.cache_read_tokens == 120
