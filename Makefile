@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo test lint typecheck unit prometheus valgrind bench scale dashboards fuzz soak compat clean
+.PHONY: demo test lint typecheck unit prometheus valgrind bench scale dashboards fuzz soak compat pythons clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -113,6 +113,30 @@ compat:
 	  aiohttp==$(COMPAT_AIOHTTP)
 	$(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider -m 'not current_otel and not budget' \
 	  $(COMPAT_ANTHROPIC_TESTS) tests/test_aiohttp.py
+
+## pythons: the core suite (the hooks, stream endings, the observer, every SDK case, reference cycles) on every
+## Python pyproject.toml's classifiers declare, each in its own venv (.venv-py3.X, ~3 min each). A declared
+## Python that is not installed (on PATH as python3.X, or under pyenv's versions) fails the target.
+PYTHONS_TESTS = tests/test_stream.py tests/test_observer.py tests/test_decision.py tests/test_handoff.py \
+  tests/test_tap.py tests/test_httpx_transport.py tests/test_transports.py tests/test_aiohttp.py \
+  tests/test_providers.py tests/test_anthropic_sdk.py tests/test_openai_sdk.py tests/test_gemini.py \
+  tests/test_clouds.py tests/test_more_sdks.py tests/test_sdk_cases.py tests/test_cycles.py \
+  tests/test_abandoned_in_gc.py tests/test_cancel_storm.py
+DECLARED_PYTHONS = $(shell $(PYTHON) -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb')); \
+  print(' '.join(c.rsplit(' ', 1)[1] for c in p['project']['classifiers'] if c.startswith('Programming Language :: Python :: 3.')))")
+pythons:
+	@set -e; [ -n "$(DECLARED_PYTHONS)" ] || { echo "make pythons: no Python declared in pyproject.toml"; exit 2; }; \
+	for v in $(DECLARED_PYTHONS); do \
+	  py=; for c in python$$v $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$$v.*/bin/python$$v 2>/dev/null); do \
+	    if "$$c" -c 'import sys; assert sys.version_info[:2] == tuple(map(int, "'$$v'".split(".")))' 2>/dev/null; \
+	    then py=$$c; break; fi; done; \
+	  [ -n "$$py" ] || { echo "make pythons: Python $$v is declared but not installed (python$$v, pyenv)"; exit 2; }; \
+	  venv=.venv-py$$v; echo "== Python $$v ($$py), $$venv"; \
+	  [ -x $$venv/bin/python ] || "$$py" -m venv $$venv; \
+	  [ $$venv/.installed -nt pyproject.toml ] || { $$venv/bin/python -m pip install --quiet --upgrade pip && \
+	    $$venv/bin/python -m pip install --quiet -e '.[dev]' && touch $$venv/.installed; }; \
+	  $$venv/bin/python -m pytest -q -p no:cacheprovider $(PYTHONS_TESTS); \
+	done
 
 ## fuzz: long differential fuzz of the real SDKs with and without llmtap (LLMTAP_FUZZ_EXAMPLES, default 5000)
 fuzz: $(STAMP)

@@ -19,6 +19,8 @@ frame of its own traceback is a cycle of the app's, through every frame the exce
 from __future__ import annotations
 
 import gc
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,7 +36,29 @@ from tests.test_sdk_cases import SECRET, _aws_env, _params  # noqa: F401 (_aws_e
 pytestmark = pytest.mark.filterwarnings("ignore:Inheritance class AiohttpClientSession:DeprecationWarning")
 
 ACYCLIC = frozenset({"anthropic", "bedrock", "vertex", "openai-chat", "openai-responses"})
-"""The SDKs whose clients make no reference cycle of their own in any case of the table."""
+"""The SDKs whose clients make no reference cycle of their own in any case of the table on Python 3.11."""
+CYCLIC_FROM_312 = {
+    "anthropic": frozenset({"timeout", "dropped", "dropped_unary"}),
+    "bedrock": frozenset({"timeout", "dropped", "dropped_unary"}),
+    "vertex": frozenset({"timeout", "dropped", "dropped_unary"}),
+    "openai-chat": frozenset({"timeout", "dropped", "dropped_unary", "abandoned"}),
+    "openai-responses": frozenset({"timeout", "dropped", "dropped_unary", "abandoned"}),
+}
+"""The cases of those SDKs that, from Python 3.12 on, leave a reference cycle of the SDK's own with no llmtap
+in the process: a timeout's or a dropped stream's traceback keeps the frames of httpx2 / httpcore2 and the
+SDK's generators (21 to 25 frames in the garbage for anthropic's sync timeout, dropped and dropped_unary; none
+on 3.11), an OpenAI stream left unread keeps its ``httpx2.Response`` in its own cycle. llmtap's shell and
+frames are in those cycles because the response or the traceback holds them, not because llmtap made one: the
+ended-span check still applies to them. Measured with each case driven with no instrumentation and the
+collector's ``DEBUG_SAVEALL``, as :func:`cycles_of_llmtap` does."""
+
+
+def _acyclic(sdk: str, case: Case) -> bool:
+    if sdk not in ACYCLIC:
+        return False
+    return sys.version_info < (3, 12) or case.name not in CYCLIC_FROM_312[sdk]
+
+
 DROPPING = frozenset({"drop", "drop_read"})
 """The actions after which the attempt is ended by the garbage collector (its span is in the garbage then)."""
 
@@ -60,7 +84,7 @@ def test_what_an_attempt_leaves_to_the_garbage_collector(
         gc.collect()
         spans = _spans_in_the_garbage()
     assert len(cap.records) == len(case.outcomes)  # observed: each attempt ended
-    if sdk in ACYCLIC:
+    if _acyclic(sdk, case):
         assert ours == [], f"llmtap's objects in a reference cycle ({case.action}): {ours[:6]}"
     elif case.action not in DROPPING:
         assert spans == [], f"ended spans kept alive by the garbage ({case.action}): {spans[:3]}"
@@ -82,3 +106,17 @@ def test_the_garbage_check_finds_llmtap_objects_and_spans_in_a_cycle() -> None:
     assert len(spans) == 1 and is_llmtap(spans[0]) is False
     spans.clear()
     provider.shutdown()
+
+
+def test_llmtap_code_is_told_by_the_package_directory_not_a_folder_name(tmp_path: Path) -> None:
+    """A clone in a folder named ``llmtap`` (what ``git clone`` gives) holds a virtualenv whose files match
+    ``*/llmtap/*``: none of them is llmtap's code. Positive control: a function of llmtap's own module."""
+    venv_file = tmp_path / "llmtap" / ".venv" / "lib" / "python3.11" / "site-packages" / "pydantic" / "main.py"
+    venv_file.parent.mkdir(parents=True)
+    venv_file.write_text("def set_model_mocks():\n    return lambda: None\n")
+    code = compile(venv_file.read_text(), str(venv_file), "exec")
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)
+    assert is_llmtap(namespace["set_model_mocks"]) is False
+    assert is_llmtap(namespace["set_model_mocks"]()) is False
+    assert is_llmtap(llmtap.instrument) is True  # positive control

@@ -12,8 +12,8 @@ from types import ModuleType
 
 import pytest
 
-import llmtap
 from llmtap._core import stream as _stream
+from tests.support.own import PACKAGE, is_own_file
 from tests.support.scripts import load_script
 
 
@@ -38,9 +38,8 @@ def test_totals_match_the_simulator_at_scale() -> None:
     assert report.in_flight_end == 0
     # memory held per open stream is attributed to llmtap's own code only, by its directory (the budget,
     # MEMORY_BUDGET_PER_STREAM, is checked by `make scale`: no fixed memory bound in `make test`)
-    package = Path(llmtap.__file__).resolve().parent
     assert report.bytes_per_stream > 0 and report.llmtap_files
-    outside = [f for f in report.llmtap_files if not Path(f).resolve().is_relative_to(package)]
+    outside = [f for f in report.llmtap_files if not is_own_file(f)]
     assert outside == [] and not any("site-packages" in f for f in report.llmtap_files), outside
     stream_module = Path(_stream.__file__).resolve()
     assert any(Path(f).resolve() == stream_module for f in report.llmtap_files)  # the stream state is counted
@@ -50,7 +49,6 @@ def test_memory_attribution_is_by_directory_not_name(tmp_path: Path) -> None:
     """A clone in a folder named `llmtap` holds a virtualenv whose SDK files match `*/llmtap/*`: the
     filters match by the package's own directory, so those files are not llmtap's."""
     scale = _load_scale()
-    package = Path(llmtap.__file__).resolve().parent
     venv_file = str(tmp_path / "llmtap" / ".venv" / "lib" / "site-packages" / "anthropic" / "_client.py")
     own_file = str(Path(_stream.__file__).resolve())
     filters = scale.own_code_filters()
@@ -60,4 +58,4 @@ def test_memory_attribution_is_by_directory_not_name(tmp_path: Path) -> None:
 
     assert counted(own_file)  # positive control
     assert not counted(venv_file)
-    assert not counted(str(package / "simulator" / "_server.py"))
+    assert not counted(str(PACKAGE / "simulator" / "_server.py"))

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import sys
+import tomllib
 from collections.abc import AsyncIterator, Generator, Iterator
 from typing import Any
 
@@ -24,6 +26,7 @@ from llmtap._core import stream as _stream
 from llmtap._core.observer import AttemptObserver
 from llmtap._log import internal_errors
 from llmtap.testing import Capture, capture
+from tests.support.paths import ROOT
 
 BASE = "http://llm.test"
 SSE = [(b"content-type", b"text/event-stream")]
@@ -365,3 +368,126 @@ def test_response_headers_are_read_from_httpx_items_or_raw_pairs(cap: Capture, i
         "req_9",
         2.0,
     )
+
+
+# -- how a close is told from a drop, on this Python ----------------------------------------------------
+
+
+def _read_at_unwind(readings: list[bool]) -> Generator[int, None, None]:
+    """A generator that, as it is unwound, reads what unwound it (as the shells do)."""
+    try:
+        yield 1
+        yield 2
+    except GeneratorExit:
+        readings.append(_stream._closed_by_the_app(stops=True))
+        raise
+
+
+def _over(inner: Generator[int, None, None]) -> Generator[int, None, None]:
+    yield from inner  # an SDK's generator over llmtap's
+
+
+def _leave_by_break(readings: list[bool]) -> None:
+    for _ in _over(_read_at_unwind(readings)):
+        break
+
+
+def _leave_by_return(readings: list[bool]) -> int:
+    for item in _over(_read_at_unwind(readings)):
+        return item
+    return 0
+
+
+def _close(readings: list[bool]) -> None:
+    stream = _over(_read_at_unwind(readings))
+    next(stream)
+    stream.close()
+
+
+def _closing(readings: list[bool]) -> None:
+    with contextlib.closing(_over(_read_at_unwind(readings))) as stream:
+        next(stream)
+
+
+def _drop(readings: list[bool]) -> None:
+    stream = _over(_read_at_unwind(readings))
+    next(stream)
+    del stream
+
+
+def _rebind(readings: list[bool]) -> None:
+    stream = _over(_read_at_unwind(readings))
+    next(stream)
+    stream = _over(iter(()))  # type: ignore[arg-type]
+    assert stream is not None
+
+
+def _function_end(readings: list[bool]) -> None:
+    stream = _over(_read_at_unwind(readings))
+    next(stream)
+
+
+READINGS = {  # how the app stops -> read as a close
+    "break": (_leave_by_break, True),
+    "return": (_leave_by_return, True),
+    "close": (_close, True),
+    "closing": (_closing, True),
+    "del": (_drop, False),
+    "rebind": (_rebind, False),
+    "function_end": (_function_end, False),
+}
+
+
+@pytest.mark.parametrize("how", list(READINGS))
+def test_what_unwound_the_generators_is_read_on_this_python(how: str) -> None:
+    """The reading the shells make of a stream's end, pinned on the Python running the suite (``make pythons``
+    runs it on each declared one): leaving a ``for`` loop and a ``close()`` are the app's close, a dropped
+    generator is not."""
+    stop, closed = READINGS[how]
+    readings: list[bool] = []
+    stop(readings)
+    gc.collect()
+    assert readings == [closed]
+
+
+def test_on_an_untested_python_no_loop_exit_is_read_and_instrument_says_so_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An interpreter whose loop-exit opcode llmtap does not know: a ``break`` reads as no close (the
+    conservative ``abandoned``) and nothing raises; a ``close()`` is still read (positive control), and
+    ``instrument()`` logs it once."""
+    monkeypatch.setattr(_stream, "_LOOP_EXITS", frozenset())
+    monkeypatch.setattr(_stream, "LOOP_EXITS", {})
+    monkeypatch.setattr("llmtap._log._seen", set())
+    readings: list[bool] = []
+    _leave_by_break(readings)
+    _close(readings)
+    assert readings == [False, True]
+    with caplog.at_level("WARNING", logger="llmtap"):
+        _stream.python_checked()
+        _stream.python_checked()
+    lines = [r.getMessage() for r in caplog.records if "is not one llmtap is tested on" in r.getMessage()]
+    assert len(lines) == 1 and "`abandoned`" in lines[0]
+
+
+def test_a_reading_that_fails_is_no_close(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bytecode the reading cannot decode: no close, and nothing raises into the app's ``break``."""
+
+    def broken(frame: Any, stops: bool) -> bool:
+        raise IndexError("an interpreter laid out otherwise")
+
+    monkeypatch.setattr(_stream, "_at_a_close", broken)
+    readings: list[bool] = []
+    _leave_by_break(readings)
+    assert readings == [False]
+
+
+def test_this_python_is_declared_and_every_declared_python_has_its_reading() -> None:
+    """pyproject.toml's classifiers and ``requires-python`` say exactly the Pythons whose loop exits are known."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    prefix = "Programming Language :: Python :: 3."
+    declared = {(3, int(c[len(prefix) :])) for c in project["classifiers"] if c.startswith(prefix)}
+    assert declared == set(_stream.LOOP_EXITS)
+    low, high = min(declared), max(declared)
+    assert project["requires-python"] == f">={low[0]}.{low[1]},<{high[0]}.{high[1] + 1}"
+    assert sys.version_info[:2] in declared

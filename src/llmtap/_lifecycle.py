@@ -12,6 +12,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from llmtap import _exporters, _installation
+from llmtap._core.stream import python_checked
 from llmtap._core.tap import Tap
 from llmtap._hooks.httpx_transport import Patches
 from llmtap._installation import Installation
@@ -42,6 +43,7 @@ def activate(
     in effect; when a step fails, what the earlier steps did is undone before the error propagates (the
     metrics' names are taken in the registry, the port cannot be bound, patching fails)."""
     settings = settings or Settings.from_env()
+    python_checked()
     exporters = _exporters.build(  # registers the metrics (all or none of them)
         settings, registry=registry, tracer_provider=tracer_provider, meter_provider=meter_provider
     )

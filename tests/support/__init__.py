@@ -6,6 +6,8 @@
 * ``prom``: dashboards and rule files, and the rule for a missing ``prometheus`` / ``promtool``;
 * ``otlp``: an OTLP/HTTP receiver on 127.0.0.1 that decodes what it gets;
 * ``deploy``: free ports, waiting for servers, scraping ``/metrics``, reading the OTLP receiver;
+* ``own``: what is llmtap's own code (by the package's directory, never a name pattern);
+* ``cycles``: the reference cycles llmtap leaves behind;
 * ``gcwatch``: the soak's instruments (a stall watchdog, code run inside the garbage collector).
 
 ``conftest.py`` holds only the pytest fixtures.

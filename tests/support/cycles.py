@@ -15,17 +15,20 @@ import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from tests.support.own import is_own_file
+
 __all__ = ["cycles_of_llmtap", "is_llmtap"]
 
 
 def is_llmtap(obj: object) -> bool:
-    """An instance of a class defined in llmtap, or a frame, function or code object of llmtap's."""
+    """An instance of a class defined in llmtap, or a frame, function or code object of llmtap's (a file
+    under the package's directory: :func:`~tests.support.own.is_own_file`)."""
     if isinstance(obj, types.FrameType):
         obj = obj.f_code
     elif isinstance(obj, types.FunctionType):
         obj = obj.__code__
     if isinstance(obj, types.CodeType):
-        return "/llmtap/" in obj.co_filename.replace("\\", "/") and "/tests/" not in obj.co_filename
+        return is_own_file(obj.co_filename)
     module = getattr(type(obj), "__module__", None)
     return isinstance(module, str) and (module == "llmtap" or module.startswith("llmtap."))
 
