@@ -648,12 +648,8 @@ def overview() -> Json:
         latency_panel(
             "Time to first token (p50 / p95 / p99)",
             NAME["ttft"],
-            "Per attempt: request start to the first content token (not just the first SSE chunk).",
-        ),
-        latency_panel(
-            "Time to first chunk (p50 / p95 / p99)",
-            NAME["ttfc"],
-            "Per attempt: request start to the first streamed chunk of any kind.",
+            "Per attempt: request start to the first generated output (text, reasoning, a tool call), not "
+            "the first body chunk (message_start, a role-only chunk).",
         ),
         latency_panel(
             "Time to first token per call, retries included (p50 / p95 / p99)",
@@ -691,7 +687,7 @@ def overview() -> Json:
     return dashboard(
         "llmtap-overview",
         "llmtap / Overview",
-        "Request and stream rates, error and abort ratios, time to first token/chunk, duration and "
+        "Request and stream rates, error and abort ratios, time to first token, duration and "
         "throughput of LLM API traffic as seen by the client (llmtap).",
         panels,
     )

@@ -31,9 +31,6 @@ TTFT_QUERIES = {
     "per call p95 (retries incl.)": (
         "histogram_quantile(0.95, sum by (le) (rate(llmtap_call_time_to_first_token_seconds_bucket[30s])))"
     ),
-    "first chunk p95": (
-        "histogram_quantile(0.95, sum by (le) (rate(gen_ai_client_operation_time_to_first_chunk_seconds_bucket[30s])))"
-    ),
 }
 Series = list[tuple[float, float]]
 
@@ -133,7 +130,7 @@ def render(seconds: float, out: Path) -> None:
         ".legend{font:12px sans-serif;fill:#d8d9da}.grid{stroke:#2c3235;stroke-width:1}</style>",
         f'<rect width="{width}" height="{2 * height}" fill="#181b1f"/>',
         _panel("Streams by outcome (llmtap demo --mix faults)", "rate", outcomes, 0, 0, width, height),
-        _panel("Time to first token / first chunk", "s", ttft, 0, height, width, height),
+        _panel("Time to first token", "s", ttft, 0, height, width, height),
         "</svg>",
     ]
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -353,3 +353,30 @@ def test_leaving_a_loop_over_a_stream_is_client_closed_and_dropping_a_held_one_i
     cap.wait(2)
     assert outcomes(cap) == [Outcome.CLIENT_CLOSED, Outcome.ABANDONED]
     client.close()
+
+
+@pytest.mark.parametrize(("stop_at", "expected"), [
+    ("message_delta", Outcome.COMPLETED),  # the stop reason and usage came: the whole answer (LiteLLM's way)
+    ("content_block_delta", Outcome.CLIENT_CLOSED),  # control: closed mid-answer
+])  # fmt: skip
+def test_a_stream_closed_after_its_stop_reason_is_completed(
+    sim: Simulator, cap: Capture, stop_at: str, expected: Outcome
+) -> None:
+    """LiteLLM reads an Anthropic stream until the stop reason (``message_delta``) and closes the response
+    before ``message_stop``: the answer is whole, so the attempt is ``completed`` with its stop reason and
+    usage, not ``client_closed`` (which an SRE's client-abort alert counts)."""
+    client = anthropic.Anthropic(base_url=sim.base_url, api_key="sk-test", max_retries=0)
+    stream = client.messages.create(
+        model="claude-test", max_tokens=16, stream=True, messages=[{"role": "user", "content": "hi"}],
+        extra_headers=Scenario(tokens=4, stop_reason="end_turn").headers(),
+    )  # fmt: skip
+    for event in stream:
+        if event.type == stop_at:
+            break
+    stream.close()
+    cap.wait(1)
+    (record,) = cap.records
+    assert record.outcome is expected
+    if expected is Outcome.COMPLETED:
+        assert record.stop_reason == "end_turn" and record.usage.output_tokens == 4
+    client.close()

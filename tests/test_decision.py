@@ -26,6 +26,12 @@ def test_what_was_heard(status: int | None, server_error: bool, final: bool, str
     assert heard(status, server_error, final, streamed) is said
 
 
+def test_a_stream_whose_stop_reason_came_is_answered() -> None:
+    assert heard(200, False, False, True, stopped=True) is Heard.ANSWERED
+    assert heard(200, False, True, True, stopped=True) is Heard.FINAL  # the terminal event first
+    assert heard(200, False, False, False, stopped=True) is Heard.BODY  # a body read whole: its own rows
+
+
 @pytest.mark.parametrize(
     ("said", "ending", "exc", "status", "provider_type", "expected"),
     [
@@ -43,6 +49,19 @@ def test_what_was_heard(status: int | None, server_error: bool, final: bool, str
         (Heard.BODY, Ending.EOF, None, 200, None, (Outcome.COMPLETED, None)),
         (Heard.STREAM, Ending.CLOSED, None, 200, None, (Outcome.CLIENT_CLOSED, None)),
         (Heard.STREAM, Ending.DROPPED, None, 200, None, (Outcome.ABANDONED, None)),
+        # the stop reason came, the terminal event not: the client had the whole answer (LiteLLM's reading)
+        (Heard.ANSWERED, Ending.CLOSED, None, 200, None, (Outcome.COMPLETED, None)),
+        (Heard.ANSWERED, Ending.DROPPED, None, 200, None, (Outcome.COMPLETED, None)),
+        (Heard.ANSWERED, Ending.EOF, None, 200, None, (Outcome.INCOMPLETE, "incomplete_stream")),  # server cut it
+        (
+            Heard.ANSWERED,
+            Ending.RAISED,
+            ConnectionResetError(),
+            200,
+            None,
+            (Outcome.CONNECTION_ERROR, "ConnectionResetError"),
+        ),
+        (Heard.ANSWERED, Ending.RAISED, asyncio.CancelledError(), 200, None, (Outcome.CANCELLED, None)),
         (Heard.NOTHING, Ending.RAISED, OSError(), None, None, (Outcome.CONNECTION_ERROR, "OSError")),
         (Heard.NOTHING, Ending.INTERNAL, None, None, None, (Outcome.CONNECTION_ERROR, None)),
         (Heard.STREAM, Ending.INTERNAL, None, 200, None, (Outcome.COMPLETED, None)),

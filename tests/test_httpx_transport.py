@@ -171,7 +171,7 @@ def test_otel_metrics_through_a_meter_provider(sim: Simulator) -> None:
     assert data is not None
     metrics = {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
     assert {"gen_ai.client.operation.duration", "gen_ai.client.token.usage"} <= set(metrics)
-    assert "gen_ai.client.operation.time_to_first_chunk" in metrics
+    assert "llmtap.time_to_first_token" in metrics and "gen_ai.client.operation.time_to_first_chunk" not in metrics
     from opentelemetry.sdk.metrics.export import HistogramDataPoint
 
     points = [p for p in metrics["gen_ai.client.token.usage"].data.data_points if isinstance(p, HistogramDataPoint)]

@@ -101,7 +101,8 @@ def test_one_streamed_attempt_measures_what_the_native_exporter_always_did() -> 
     assert ("in_flight", -1, ()) in out
     assert ("attempts", 1, ("200", "")) in out
     assert ("duration", 2.0, ("",)) in out
-    assert ("ttfc", 0.2, ()) in out and ("ttft", 0.3, ()) in out
+    assert ("ttft", 0.3, ()) in out  # the first output, not the first body chunk (0.2)
+    assert not [m for m in out if m[0] != "cost" and m[1] == 0.2]
     assert ("gap", Buckets(GAPS, 3.05, 3.0), ()) in out  # pre-bucketed: one measurement, not one per gap
     assert ("streams", 1, ("completed",)) in out
     assert ("stalls", 1, ()) in out and ("parse_errors", 2, ()) in out and ("retry_after", 1.5, ()) in out
@@ -190,9 +191,8 @@ def test_semconv_attributes_only_on_the_semconv_histograms() -> None:
         assert Mapping().attributes[spec.key] == spec.attributes
     out = mapping.end(record(error_type="overloaded_error"))
     assert ("duration", 2.0, ("overloaded_error", "api.example", 443, "m-2025")) in out
-    assert ("usage", 100, ("input", "api.example", 443, "m-2025")) in out
     assert ("ttft", 0.3, ()) in out  # not a semconv instrument
-    assert ("ttfc", 0.2, ("api.example", 443, "")) in mapping.end(record(response_model=None))
+    assert ("usage", 100, ("input", "api.example", 443, "")) in mapping.end(record(response_model=None))
 
 
 @pytest.mark.parametrize(
@@ -207,10 +207,23 @@ def test_genai_semconv_generations(generation: str, present: set[str], absent: s
     settings = llmtap.Settings(genai_semconv=generation, cost=False)  # type: ignore[arg-type]
     off = switched_off(settings)
     assert {"cost", "cost_savings", "unpriced"} <= off
-    names = {name for name, _, _ in Mapping(off).end(record(error_type="x"))}
+    names = {name for name, _, _ in Mapping(off).end(record())}
     assert present <= names and not absent & names
     if "inference_input" in present:
-        assert ("inference_input", 100, ("x",)) in Mapping(off).end(record(error_type="x"))
+        assert ("inference_input", 100, ()) in Mapping(off).end(record())
+
+
+def test_token_histograms_leave_out_failed_attempts_and_the_counters_count_them() -> None:
+    """The GenAI conventions' rule: a failed attempt (one with an ``error.type``) adds nothing to the token
+    distributions, its tokens still go to the counters (spend); a successful one adds to both (control)."""
+    settings = llmtap.Settings(genai_semconv="both", cost=False)
+    mapping = Mapping(switched_off(settings))
+    histograms = {"usage", "inference_input", "inference_output"}
+    failed = mapping.end(record(error_type="incomplete_stream"))
+    assert not [m for m in failed if m[0] in histograms]
+    assert ("tokens", 100, ("input",)) in failed and ("tokens", 20, ("output",)) in failed
+    succeeded = {name for name, _, _ in mapping.end(record())}
+    assert histograms <= succeeded and "tokens" in succeeded
 
 
 def test_cost_on_prices_or_counts_the_unpriced() -> None:

@@ -194,5 +194,5 @@ def test_lean_recipe_keeps_every_alert_and_halves_the_baseline(sim: Simulator) -
         cap.wait(2, calls=2)
         measured = series_per_family(cap.registry)
     assert not set(measured) & dropped
-    stated = re.search(r"recipe halves the baseline to (\d+)", README.read_text())
+    stated = re.search(r"recipe cuts the baseline to (\d+)", README.read_text())
     assert stated and sum(measured.values()) == int(stated.group(1))

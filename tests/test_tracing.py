@@ -23,7 +23,7 @@ from tests.support.records import attempt_record
 T0 = 1_700_000_000_000_000_000  # the attempt's start, Unix ns
 DETAIL = (
     "http.request.method", "url.path", "http.response.status_code", "gen_ai.request.stream",
-    "llmtap.time_to_headers", "llmtap.time_to_first_token", "llmtap.stream.chunks", "llmtap.stream.max_gap",
+    "llmtap.time_to_headers", "llmtap.stream.chunks", "llmtap.stream.max_gap",
     "llmtap.retry_after", "llmtap.server.processing_time", "llmtap.parse_errors",
 )  # fmt: skip
 """What ``Settings.span_detail`` adds to a span."""
@@ -94,9 +94,11 @@ def test_a_span_carries_the_genai_client_span_attributes_and_nothing_a_metric_sa
     }
 
 
-def test_a_stream_says_so_with_its_first_chunk_and_usage_parts_when_there_are_some(spans: Spans) -> None:
+def test_a_stream_says_so_with_its_first_output_and_usage_parts_when_there_are_some(spans: Spans) -> None:
+    """The conventions' time to first chunk is the first generated output (0.25), not the first body bytes
+    (``message_start``, 0.05): on every streamed attempt's span, with default settings."""
     spans.attempt(
-        request_stream=True, streamed=True, first_chunk_at=0.25,
+        request_stream=True, streamed=True, first_chunk_at=0.05, first_token_at=0.25,
         usage=Usage(input_tokens=10, output_tokens=5, cache_read_tokens=4, cache_write_tokens=2, reasoning_tokens=3),
     )  # fmt: skip
     (span,) = spans.finished()
@@ -128,7 +130,6 @@ def test_span_detail_adds_the_http_attributes_and_what_repeats_a_metric() -> Non
         "http.response.status_code": 200,
         "gen_ai.request.stream": False,
         "llmtap.time_to_headers": 0.1,
-        "llmtap.time_to_first_token": 0.3,
         "llmtap.stream.chunks": 4,
         "llmtap.stream.max_gap": 0.05,
         "llmtap.retry_after": 1.5,

@@ -99,3 +99,27 @@ def test_first_token_within_1ms_of_the_server_write(sim: Simulator, cap: Capture
     assert min(lags) >= 0, lags
     assert statistics.median(lags) < 0.001, [f"{lag * 1000:.3f} ms" for lag in lags]
     assert max(lags) < 0.025, [f"{lag * 1000:.3f} ms" for lag in lags]
+
+
+@pytest.mark.parametrize("sdk", ["anthropic", "openai-chat", "openai-responses", "gemini"])
+def test_a_default_span_carries_the_time_to_the_first_output(sim: Simulator, cap: Capture, sdk: str) -> None:
+    """With default settings, a streamed attempt's span says when the first generated output came
+    (``gen_ai.response.time_to_first_chunk``), the same value as the record's time to first token, and not
+    when the first body bytes came (Anthropic's ``message_start`` and OpenAI's ``response.created`` are
+    written with the headers; the first text ``ttft`` later): it is at least the server's own time to its
+    first output write (causal), and the body's first bytes, the control, came before that write."""
+    from llmtap._drive import SDKS, drive
+
+    scenario = Scenario(tokens=3, ttft=0.15, gap=0.005)
+    result = drive(sdk, sim.base_url, "stream", model=SDKS[sdk].model, headers=scenario.headers(), max_retries=0)
+    assert result.error is None
+    cap.wait(1)
+    (record,) = cap.records
+    (span,) = cap.spans()
+    (served,) = sim.wait_served(1)
+    assert served.first_token_sent_at is not None and record.time_to_first_token is not None
+    value = dict(span.attributes or {})["gen_ai.response.time_to_first_chunk"]
+    assert value == record.time_to_first_token
+    assert value >= served.first_token_sent_at - served.received_at  # the client cannot see it sooner
+    if sdk in ("anthropic", "openai-responses"):  # they send a notification with the headers
+        assert record.time_to_first_chunk is not None and record.time_to_first_chunk < value

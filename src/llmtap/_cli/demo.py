@@ -252,7 +252,6 @@ class _View:
             f"  calls    {n_calls:6.0f}   failed after the SDK's retries {failed:5.0f}"
             f"  {failed / n_calls if n_calls else 0.0:6.1%}",
             pair("time to first token  ", "llmtap_time_to_first_token_seconds"),
-            pair("time to first chunk  ", "gen_ai_client_operation_time_to_first_chunk_seconds"),
             pair("per call (w/ retries)", "llmtap_call_time_to_first_token_seconds"),
             "  stream outcomes          share (rejected: of all; others: of those not rejected)",
         ]  # fmt: skip

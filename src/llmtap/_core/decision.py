@@ -46,8 +46,11 @@ class Heard(enum.Enum):
     """A 2xx whose body carried an error (an in-band error event or error body)."""
     FINAL = "final"
     """A 2xx whose terminal event (or whole success body) was parsed."""
+    ANSWERED = "answered"
+    """A 2xx event stream whose stop reason was parsed, without its terminal event: the answer is whole
+    (LiteLLM stops reading an Anthropic stream at ``message_delta``, before ``message_stop``)."""
     STREAM = "stream"
-    """A 2xx event stream without its terminal event (so far)."""
+    """A 2xx event stream without its stop reason or terminal event (so far)."""
     BODY = "body"
     """A 2xx plain body without a success body parsed (so far)."""
 
@@ -94,6 +97,9 @@ TABLE: tuple[tuple[Heard | None, Ending | Outcome | None, Outcome, _Why], ...] =
     (ANY,             Outcome.TIMEOUT,          Outcome.TIMEOUT,          _Why.EXCEPTION),
     (ANY,             Outcome.CONNECTION_ERROR, Outcome.CONNECTION_ERROR, _Why.EXCEPTION),
     (Heard.STREAM,    Ending.EOF,               Outcome.INCOMPLETE,       _Why.INCOMPLETE),
+    (Heard.ANSWERED,  Ending.EOF,               Outcome.INCOMPLETE,       _Why.INCOMPLETE),  # the server cut it
+    (Heard.ANSWERED,  Ending.CLOSED,            Outcome.COMPLETED,        _Why.NEVER),  # the client had it all
+    (Heard.ANSWERED,  Ending.DROPPED,           Outcome.COMPLETED,        _Why.NEVER),
     (ANY,             Ending.EOF,               Outcome.COMPLETED,        _Why.NEVER),      # a plain body, read whole
     (ANY,             Ending.CLOSED,            Outcome.CLIENT_CLOSED,    _Why.NONE),
     (ANY,             Ending.DROPPED,           Outcome.ABANDONED,        _Why.NONE),
@@ -103,8 +109,8 @@ TABLE: tuple[tuple[Heard | None, Ending | Outcome | None, Outcome, _Why], ...] =
 # fmt: on
 
 
-def heard(status: int | None, server_error: bool, final: bool, streamed: bool) -> Heard:
-    """What the response said: its status, then what its parsed body said."""
+def heard(status: int | None, server_error: bool, final: bool, streamed: bool, stopped: bool = False) -> Heard:
+    """What the response said: its status, then what its parsed body said (``stopped``: a stop reason)."""
     if status is None:
         return Heard.NOTHING
     if not 200 <= status < 300:
@@ -113,7 +119,9 @@ def heard(status: int | None, server_error: bool, final: bool, streamed: bool) -
         return Heard.ERROR
     if final:
         return Heard.FINAL
-    return Heard.STREAM if streamed else Heard.BODY
+    if not streamed:
+        return Heard.BODY
+    return Heard.ANSWERED if stopped else Heard.STREAM
 
 
 def decide(

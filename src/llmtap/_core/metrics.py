@@ -152,11 +152,6 @@ INSTRUMENTS: tuple[Instrument, ...] = (
         exemplar=True,
     ),
     Instrument(
-        "ttfc", "gen_ai.client.operation.time_to_first_chunk", HISTOGRAM, "s", (),
-        "Time from sending the request to the first response body chunk (streams).", DURATION_BUCKETS, semconv=True,
-        exemplar=True,
-    ),
-    Instrument(
         "gap", "gen_ai.client.operation.time_per_output_chunk", HISTOGRAM, "s", (),
         "Time between consecutive response body chunks after the first (streams).", CHUNK_GAP_BUCKETS, semconv=True,
     ),
@@ -166,18 +161,19 @@ INSTRUMENTS: tuple[Instrument, ...] = (
         semconv_version="legacy",
     ),
     Instrument(
-        "inference_input", "gen_ai.client.inference.operation.input_tokens", HISTOGRAM, "{token}", ("error.type",),
+        "inference_input", "gen_ai.client.inference.operation.input_tokens", HISTOGRAM, "{token}", (),
         "Input (prompt) tokens per attempt, cached ones included, as reported by the provider.", TOKEN_BUCKETS,
         semconv=True, semconv_version="latest",
     ),
     Instrument(
-        "inference_output", "gen_ai.client.inference.operation.output_tokens", HISTOGRAM, "{token}", ("error.type",),
+        "inference_output", "gen_ai.client.inference.operation.output_tokens", HISTOGRAM, "{token}", (),
         "Output (completion) tokens per attempt, reasoning included, as reported by the provider.", TOKEN_BUCKETS,
         semconv=True, semconv_version="latest",
     ),
     Instrument(
         "ttft", "llmtap.time_to_first_token", HISTOGRAM, "s", (),
-        "Time from sending the request to the first chunk carrying generated content.", DURATION_BUCKETS,
+        "Time from sending the request to the first generated output: text, reasoning, a tool's name or arguments "
+        "(a service notification such as message_start, ping or a role-only chunk is not output).", DURATION_BUCKETS,
         exemplar=True,
     ),
     Instrument(
@@ -405,8 +401,6 @@ class Mapping:
         if record.streamed or record.request_stream:
             add(("streams", 1, (record.outcome.value,)))
         if record.streamed:
-            if record.first_chunk_at is not None:
-                add(("ttfc", record.first_chunk_at - record.started_at, sc))
             if record.first_token_at is not None:
                 add(("ttft", record.first_token_at - record.started_at, ()))
             if record.chunks > 1:
@@ -414,14 +408,19 @@ class Mapping:
             if record.stalls:
                 add(("stalls", record.stalls, ()))
         usage = record.usage
+        # the token histograms only for an attempt that did not fail (no error.type), as the GenAI conventions
+        # now say (a failed attempt's counts would skew the distribution); the counters count every token
+        distribution = not error_type
         if usage.input_tokens is not None:
-            add(("usage", usage.input_tokens, ("input", *sc)))
-            add(("inference_input", usage.input_tokens, (error_type, *sc)))
+            if distribution:
+                add(("usage", usage.input_tokens, ("input", *sc)))
+                add(("inference_input", usage.input_tokens, sc))
             if usage.input_tokens:
                 add(("tokens", usage.input_tokens, ("input",)))
         if usage.output_tokens is not None:
-            add(("usage", usage.output_tokens, ("output", *sc)))
-            add(("inference_output", usage.output_tokens, (error_type, *sc)))
+            if distribution:
+                add(("usage", usage.output_tokens, ("output", *sc)))
+                add(("inference_output", usage.output_tokens, sc))
             if usage.output_tokens:
                 add(("tokens", usage.output_tokens, ("output",)))
         if usage.cache_read_tokens:

@@ -245,7 +245,7 @@ class AttemptObserver:
                 self._parse_json_body()
         elif not self.streamed and ((status is not None and not 200 <= status < 300) or facts.server_error):
             self._parse_json_body()  # an error body read whole before the close
-        said = heard(status, facts.server_error, facts.final, self.streamed)
+        said = heard(status, facts.server_error, facts.final, self.streamed, bool(facts.stop_reasons))
         outcome, error_type = decide(said, ending, exc, status, facts.error_type)
         framer = self._framer
         # drop the parts: the framer's dispatch is a bound method of this observer (a reference cycle)

@@ -163,8 +163,12 @@ class AttemptRecord(NamedTuple):
     """The response was an event stream (``text/event-stream``)."""
     headers_at: float | None
     first_chunk_at: float | None
+    """When the first bytes of the body arrived, whatever they carried (Anthropic's ``message_start``, sent
+    with the headers, counts): a transport fact, not a time to first chunk in the GenAI conventions' sense."""
     first_token_at: float | None
-    """First body chunk carrying generated content (the role or ``message_start`` chunk does not count)."""
+    """The first generated output: text, reasoning, a tool's name or arguments (a service notification such as
+    ``message_start``, ``ping``, ``response.created`` or a role-only chunk is not). The conventions' first
+    chunk (the span's ``gen_ai.response.time_to_first_chunk``) and ``llmtap.time_to_first_token``."""
     ended_at: float
     chunks: int
     max_gap: float

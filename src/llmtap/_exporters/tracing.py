@@ -136,8 +136,8 @@ class TracingExporter:
             attrs["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write_tokens
         if usage.reasoning_tokens:
             attrs["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
-        if record.streamed and record.first_chunk_at is not None:
-            attrs["gen_ai.response.time_to_first_chunk"] = record.first_chunk_at - record.started_at
+        if record.streamed and record.first_token_at is not None:  # the first generated output, not message_start
+            attrs["gen_ai.response.time_to_first_chunk"] = record.first_token_at - record.started_at
         if record.request_id:
             attrs["llmtap.request_id"] = record.request_id
         if self._detail:
@@ -159,8 +159,6 @@ def _add_detail(attrs: dict[str, Any], record: AttemptRecord) -> None:
     """The attributes a metric (or the GenAI ones) already say (``Settings.span_detail``)."""
     if record.status_code is not None:
         attrs["http.response.status_code"] = record.status_code
-    if record.first_token_at is not None:
-        attrs["llmtap.time_to_first_token"] = record.first_token_at - record.started_at
     if record.headers_at is not None:
         attrs["llmtap.time_to_headers"] = record.headers_at - record.started_at
     if record.retry_after is not None:

@@ -2,7 +2,7 @@
 
 The probe drives the official ``anthropic`` / ``openai`` SDK with llmtap instrumented, so every
 number in the report comes from llmtap's own attempt records (the same ones behind the metrics):
-response headers, time to headers / first chunk / first content token, output tokens per second,
+response headers, time to headers / first body bytes / first content token, output tokens per second,
 a least-squares latency model with confidence intervals, what aborts really produce, and the SDK's
 backoff against the server's ``retry-after``. Published claims (a header, a TTFT, a latency formula)
 are tested against the measurements. With no API key it probes the embedded simulator::

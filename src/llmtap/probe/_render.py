@@ -32,7 +32,7 @@ def _verdict(holds: bool | None) -> str:
 def _summary_rows(m: ModelLatency) -> list[tuple[str, Summary | None, bool]]:
     return [
         ("time to headers", m.time_to_headers, True),
-        ("time to first chunk", m.time_to_first_chunk, True),
+        ("time to first body bytes", m.time_to_first_chunk, True),
         ("time to first token", m.time_to_first_token, True),
         ("total duration", m.duration, True),
         ("output tokens/s", m.tokens_per_second, False),
