@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo test lint typecheck unit prometheus valgrind bench scale dashboards fuzz soak compat pythons clean
+.PHONY: demo test lint typecheck unit prometheus valgrind bench scale dashboards fuzz soak compat compat-legacy pythons clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -113,6 +113,30 @@ compat:
 	  aiohttp==$(COMPAT_AIOHTTP)
 	$(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider -m 'not current_otel and not budget' \
 	  $(COMPAT_ANTHROPIC_TESTS) tests/test_aiohttp.py
+	$(MAKE) --no-print-directory compat-legacy
+
+## compat-legacy: the SDK tests on the legacy line many apps still pin, on legacy httpx, in their own venv
+## (~2 min): anthropic 0.125 (the last 0.x) with openai 2.54 (the last 2.x) over httpx 0.28.1, then openai
+## 1.109.1 (the last 1.x) over httpx 0.27.0. What differs there is the SDKs' (exception classes, no tracing of
+## their own, httpx leaving a response open at a loop's break): tests/support/sdklines.py
+COMPAT_LEGACY_VENV ?= .venv-legacy
+COMPAT_LEGACY_ANTHROPIC ?= 0.125.0
+COMPAT_LEGACY_OPENAI ?= 2.54.0
+COMPAT_LEGACY_OPENAI_1 ?= 1.109.1
+COMPAT_LEGACY_TESTS = tests/test_anthropic_sdk.py tests/test_openai_sdk.py tests/test_clouds.py tests/test_sdk_cases.py \
+  tests/test_transports.py tests/test_ttft_accuracy.py
+COMPAT_LEGACY_RUN = LLMTAP_REQUIRE_PROMETHEUS=1 $(COMPAT_LEGACY_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+  -m 'not current_otel and not budget' -k 'not gemini and not groq and not mistral and not cohere' $(COMPAT_LEGACY_TESTS)
+compat-legacy:
+	[ -x $(COMPAT_LEGACY_VENV)/bin/python ] || $(PYTHON) -m venv $(COMPAT_LEGACY_VENV)
+	$(COMPAT_LEGACY_VENV)/bin/python -m pip install --quiet -e '.[otel]' pytest pytest-asyncio pyyaml \
+	  'anthropic[aiohttp,bedrock,vertex]==$(COMPAT_LEGACY_ANTHROPIC)' 'openai[aiohttp]==$(COMPAT_LEGACY_OPENAI)' \
+	  httpx==0.28.1 genai-prices opentelemetry-exporter-prometheus opentelemetry-exporter-otlp-proto-http
+	$(COMPAT_LEGACY_VENV)/bin/python -c "import anthropic, openai, httpx; print('legacy line:', anthropic.__version__, openai.__version__, httpx.__version__)"
+	$(COMPAT_LEGACY_RUN)
+	$(COMPAT_LEGACY_VENV)/bin/python -m pip install --quiet 'openai[aiohttp]==$(COMPAT_LEGACY_OPENAI_1)' httpx==0.27.0
+	$(COMPAT_LEGACY_VENV)/bin/python -c "import anthropic, openai, httpx; print('legacy line:', anthropic.__version__, openai.__version__, httpx.__version__)"
+	$(COMPAT_LEGACY_RUN)
 
 ## pythons: the core suite (the hooks, stream endings, the observer, every SDK case, reference cycles) on every
 ## Python pyproject.toml's classifiers declare, each in its own venv (.venv-py3.X, ~3 min each). A declared
@@ -149,4 +173,4 @@ soak: $(STAMP)
 	LLMTAP_SOAK_STREAMS=$${LLMTAP_SOAK_STREAMS:-10000} $(BIN)/python -m pytest tests/test_soak.py -q -s
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(COMPAT_VENV) $(COMPAT_LEGACY_VENV) .venv-py3.* .mypy_cache .ruff_cache .pytest_cache

@@ -20,6 +20,7 @@ from llmtap._drive import SDKS, Case, Mode, Result, adapter, cases, drive, fresh
 from llmtap._drive import Config as DriveConfig
 from llmtap.simulator import Scenario, Served, Simulator
 from llmtap.testing import Capture
+from tests.support.sdklines import ANTHROPIC_ON_HTTPX
 
 SECRET = "sk-llmtap-test-secret-0123456789"
 # google-genai subclasses aiohttp.ClientSession, which aiohttp warns about
@@ -60,7 +61,10 @@ def _check_raised(sdk: str, case: Case, result: Result) -> None:
         assert result.error is None, repr(result.error)
         return
     assert result.error is not None, f"{sdk} raised nothing"
-    assert SDKS[sdk].classify(result.error) == case.raised, repr(result.error)
+    raised: str = case.raised
+    if sdk == "bedrock" and case.name == "error_event" and ANTHROPIC_ON_HTTPX:
+        raised = "other"  # the legacy line's Bedrock decoder raises a ValueError for an exception frame
+    assert SDKS[sdk].classify(result.error) == raised, repr(result.error)
 
 
 def _check_text(case: Case, result: Result) -> None:
