@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import warnings
 from collections.abc import Iterator
@@ -39,6 +40,20 @@ pytestmark = [
 ]
 
 MODELS = {"anthropic": "anthropic/claude-test", "openai": "openai/gpt-test"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _litellm_clients_let_go() -> Iterator[None]:
+    """LiteLLM caches its clients (an aiohttp session per event loop) and never closes them; each test's
+    ``asyncio.run`` leaves one behind. At the module's end they are dropped and collected here, where their
+    unclosed sockets' ``ResourceWarning`` is expected, not in a later test's collection (the suite freezes
+    what is alive before each test, so they would otherwise surface in the soak's ``gc.unfreeze()``)."""
+    yield
+    litellm.in_memory_llm_clients_cache.flush_cache()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.unfreeze()
+        gc.collect()
 
 
 @pytest.fixture(autouse=True)

@@ -31,7 +31,6 @@ DETAIL = {
     "url.path",
     "http.response.status_code",
     "llmtap.time_to_headers",
-    "llmtap.time_to_first_token",
     "llmtap.stream.chunks",
     "llmtap.stream.max_gap",
 }
