@@ -1,17 +1,302 @@
-"""``import llmtap`` and ``instrument()`` survive a private name of OpenTelemetry's moving: the context key
-``suppress_instrumentation()`` sets, which ``_core/tap.py`` reads without importing that package."""
+"""The fences around llmtap's fast paths into other packages' private state (``llmtap._fences``): each fast path
+is taken on the versions it is tested on and nowhere else, decided once at set-up; the public API's path
+exports the same data; and ``import llmtap`` survives a private name of OpenTelemetry's moving.
+
+The version a fence reads is faked where ``importlib.metadata`` reports it (the input), not in the fence.
+The tests that take a fast path on the SDK installed now are marked ``current_otel`` where that path is
+tested only on the newest SDK; the fallback tests run everywhere, ``make compat`` (SDK 1.44.0) included.
+"""
 
 from __future__ import annotations
 
+import bisect
 import json
+import logging
+import re
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable, Iterator
+from importlib import metadata
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.trace import SpanContext, TraceFlags
+
+from llmtap import _fences
+from llmtap._core.metrics import CHUNK_GAP_BUCKETS
+from llmtap._core.record import AttemptRecord, Outcome, Usage
+from llmtap._exporters import _otel_bulk
+from llmtap._exporters.otel_metrics import OtelMetricsExporter
+from llmtap._fences import OTEL_BULK, parse
+from tests.support.records import attempt_record
 
 ROOT = Path(__file__).resolve().parents[1]
+SDK = "opentelemetry-sdk"
+
+SetVersion = Callable[[str | None], None]
+
+
+@pytest.fixture
+def sdk_version(monkeypatch: pytest.MonkeyPatch) -> SetVersion:
+    """Make ``importlib.metadata`` report this version of the OpenTelemetry SDK (``None``: not installed);
+    every fence says its choice again."""
+    real = metadata.version
+    monkeypatch.setattr(_fences, "_said", set())
+
+    def set_version(version: str | None) -> None:
+        def fake(name: str) -> str:
+            if name != SDK:
+                return real(name)
+            if version is None:
+                raise metadata.PackageNotFoundError(name)
+            return version
+
+        monkeypatch.setattr(metadata, "version", fake)
+
+    return set_version
+
+
+# -- the fences themselves ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("version", "bulk"),
+    [
+        ("1.45.2", True),  # the newest the suite runs
+        ("1.44.0", False),  # make compat's floor: the bulk path's layout is not there yet
+        ("1.45.1", False),
+        ("1.45.3", False),
+        ("1.46.0", False),
+        ("2.0.0", False),
+        ("1.45.2rc1", False),  # not a release the suite ran
+        ("1.45.2.dev0", False),
+        ("1.45.2+local", False),
+        (None, False),  # not installed
+    ],
+)
+def test_a_fence_is_open_on_its_tested_versions_only(sdk_version: SetVersion, version: str | None, bulk: bool) -> None:
+    sdk_version(version)
+    assert OTEL_BULK.open() is bulk
+
+
+def test_a_fence_says_once_at_debug_which_path_it_chose_and_why(
+    sdk_version: SetVersion, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sdk_version("1.46.0")
+    with caplog.at_level(logging.DEBUG, "llmtap"):
+        assert not OTEL_BULK.open() and not OTEL_BULK.open()
+    (said,) = [r.getMessage() for r in caplog.records if r.name == "llmtap"]
+    assert OTEL_BULK.public in said and "opentelemetry-sdk 1.46.0 is outside the tested 1.45.2 to 1.45.2" in said
+    monkeypatch.setattr(_fences, "_said", set())
+    caplog.clear()
+    sdk_version("1.45.2")  # the control: the other way, said too (a fresh process's first word)
+    with caplog.at_level(logging.DEBUG, "llmtap"):
+        assert OTEL_BULK.open()
+    (said,) = [r.getMessage() for r in caplog.records if r.name == "llmtap"]
+    assert OTEL_BULK.fast in said and "1.45.2 is within the tested 1.45.2 to 1.45.2" in said
+
+
+def test_version_parsing_takes_final_releases_only() -> None:
+    assert parse("1.45.2") == (1, 45, 2) and parse(" 1.44.0\n") == (1, 44, 0)
+    assert [parse(v) for v in ("1.45", "1.45.2b1", "1.45.2.post1", "x", None)] == [None] * 5
+
+
+def test_the_fallbacks_run_on_the_floor_make_compat_runs() -> None:
+    tested = re.search(r"^COMPAT_TESTS = .*?(?<!\\)$", (ROOT / "Makefile").read_text(), re.M | re.S)
+    assert tested is not None and "tests/test_fences.py" in tested.group(0)
+
+
+@pytest.mark.current_otel
+def test_the_ranges_end_at_the_sdk_the_suite_runs_now() -> None:
+    """Fails when the development venv's SDK moves past the ranges: check the fast paths on it (this file,
+    ``test_otel_bulk.py``), then extend ``llmtap._fences``."""
+    assert parse(metadata.version(SDK)) == OTEL_BULK.highest
+
+
+# -- the bulk histogram path (_exporters/_otel_bulk.py) ----------------------------------------------
+
+
+def _gaps(values: list[float]) -> dict[str, Any]:
+    counts = [0] * (len(CHUNK_GAP_BUCKETS) + 1)
+    for value in values:
+        counts[bisect.bisect_left(CHUNK_GAP_BUCKETS, value)] += 1
+    return {
+        "gap_bucket_counts": tuple(counts),
+        "gap_sum": sum(values),
+        "max_gap": max(values),
+        "chunks": len(values) + 1,
+    }
+
+
+def _records(batch: int, n: int = 12) -> list[AttemptRecord]:
+    """Attempts whose every histogram has values: durations, first chunk and token, gaps, tokens, retry-after
+    and errors vary; every other one has a sampled span (an exemplar), one an unsampled one."""
+    out = []
+    for i in range(n):
+        k = batch * n + i
+        span = None
+        if i % 2 == 0:
+            span = SpanContext(0x1000 + k, 0x2000 + k, is_remote=False, trace_flags=TraceFlags(1))
+        elif i == 3:
+            span = SpanContext(0x3000 + k, 0x4000 + k, is_remote=False, trace_flags=TraceFlags(0))
+        failed = i % 5 == 4
+        out.append(
+            attempt_record(
+                provider="anthropic",
+                request_model="m-fence" if i % 3 else "m-other",
+                started_at=0.0,
+                ended_at=0.05 + 0.37 * k % 9.0,
+                first_chunk_at=0.01 + 0.013 * k,
+                first_token_at=0.02 + 0.017 * k,
+                outcome=Outcome.REJECTED if failed else Outcome.COMPLETED,
+                status_code=429 if failed else 200,
+                error_type="rate_limit_error" if failed else None,
+                retry_after=1.5 * i if failed else None,
+                usage=Usage(input_tokens=10 * k + 1, output_tokens=3 * k),
+                span_context=span,
+                **_gaps([0.004 * (j + 1) + 0.03 * (k % 4) for j in range(i + 2)]),
+            )
+        )
+    return out
+
+
+class _Recorded:
+    """An OTel metrics exporter on its own SDK meter provider, counting its histograms' ``record()`` calls."""
+
+    def __init__(self) -> None:
+        self.reader = InMemoryMetricReader()
+        self.provider = MeterProvider(metric_readers=[self.reader])
+        self.exporter = OtelMetricsExporter(self.provider)  # asks OTEL_BULK
+        self.record_calls = 0
+        for instrument in self.exporter.instruments.values():
+            if hasattr(instrument, "record"):  # the histograms (counters and gauges are observable)
+                self._count(instrument)
+
+    def _count(self, instrument: Any) -> None:
+        original = instrument.record
+
+        def counted(value: float, attributes: Any = None, context: Any = None) -> None:
+            self.record_calls += 1
+            original(value, attributes, context)
+
+        instrument.record = counted
+
+    def feed(self, records: list[AttemptRecord]) -> None:
+        for record in records:
+            self.exporter.end(record, None)
+
+    def collect(self) -> dict[tuple[str, frozenset[Any]], tuple[Any, ...]]:
+        """Every data point of a collection: histograms (count, sum, min, max, buckets, exemplars without their
+        time) and the rest (value), by metric name and attributes."""
+        data = self.reader.get_metrics_data()
+        points: dict[tuple[str, frozenset[Any]], tuple[Any, ...]] = {}
+        for rm in data.resource_metrics if data else ():
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    for p in metric.data.data_points:
+                        p = cast(Any, p)
+                        key = (metric.name, frozenset((p.attributes or {}).items()))
+                        if not hasattr(p, "bucket_counts"):
+                            points[key] = (p.value,)
+                            continue
+                        exemplars = sorted(
+                            (e.value, e.trace_id, e.span_id, tuple(sorted((e.filtered_attributes or {}).items())))
+                            for e in p.exemplars
+                        )
+                        points[key] = (p.count, p.sum, p.min, p.max, tuple(p.bucket_counts), tuple(exemplars))
+        return points
+
+    def close(self) -> None:
+        self.provider.shutdown()
+
+
+@pytest.fixture
+def recorded() -> Iterator[Callable[[], _Recorded]]:
+    made: list[_Recorded] = []
+
+    def make() -> _Recorded:
+        made.append(_Recorded())
+        return made[-1]
+
+    yield make
+    for one in made:
+        one.close()
+
+
+@pytest.fixture
+def bulk_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the bulk path's functions called (they still do their work)."""
+    calls: list[str] = []
+    monkeypatch.setattr(_otel_bulk, "_disabled", False)  # a test elsewhere may have tripped the layout guard
+    for name in ("record_many", "record_one", "record_counted"):
+        original = getattr(_otel_bulk, name)
+
+        def spy(*args: Any, _name: str = name, _original: Any = original) -> None:
+            calls.append(_name)
+            _original(*args)
+
+        monkeypatch.setattr(_otel_bulk, name, spy)
+    return calls
+
+
+def _histograms(points: dict[tuple[str, frozenset[Any]], tuple[Any, ...]]) -> int:
+    return sum(point[0] for point in points.values() if len(point) == 6)
+
+
+@pytest.mark.current_otel  # the bulk path is tested on the newest SDK only (OTEL_BULK)
+def test_histogram_values_go_past_record_on_the_tested_sdk(
+    recorded: Callable[[], _Recorded], bulk_calls: list[str], sdk_version: SetVersion, caplog: pytest.LogCaptureFixture
+) -> None:
+    # (the SDK installed now: sdk_version is not called, its fixture only has the fence say its choice again)
+    with caplog.at_level(logging.DEBUG, "llmtap"):
+        made = recorded()
+    assert made.exporter._shared.bulk  # chosen at set-up
+    assert any(OTEL_BULK.fast in r.getMessage() for r in caplog.records)
+    for batch in range(2):  # the first batch is written as it ends, the second at the collection
+        made.feed(_records(batch))
+        points = made.collect()
+    assert _histograms(points) > 0  # the control: values were recorded
+    assert made.record_calls == 0 and {"record_one", "record_many", "record_counted"} <= set(bulk_calls)
+
+
+def test_histogram_values_go_through_record_outside_the_tested_sdk(
+    recorded: Callable[[], _Recorded], bulk_calls: list[str], sdk_version: SetVersion, caplog: pytest.LogCaptureFixture
+) -> None:
+    sdk_version("1.46.0")
+    with caplog.at_level(logging.DEBUG, "llmtap"):
+        made = recorded()
+    assert not made.exporter._shared.bulk
+    assert any(OTEL_BULK.public in r.getMessage() and "1.46.0" in r.getMessage() for r in caplog.records)
+    for batch in range(2):
+        made.feed(_records(batch))
+        points = made.collect()
+    assert bulk_calls == []
+    assert made.record_calls == _histograms(points) > 0  # every value through record(), and there were some
+
+
+@pytest.mark.current_otel  # takes the bulk path on one side
+def test_the_bulk_path_and_record_export_the_same(
+    recorded: Callable[[], _Recorded], bulk_calls: list[str], sdk_version: SetVersion
+) -> None:
+    """The same attempts through the fast path and through ``record()``: every collection's data points equal,
+    histograms' buckets, count, sum, min, max and exemplars included."""
+    fast = recorded()
+    sdk_version("1.46.0")
+    public = recorded()
+    assert fast.exporter._shared.bulk and not public.exporter._shared.bulk
+    for batch in range(3):
+        records = _records(batch)
+        fast.feed(records)
+        public.feed(records)
+        fast_points, public_points = fast.collect(), public.collect()
+        assert fast_points == public_points, batch
+        assert any(point[5] for point in public_points.values() if len(point) == 6)  # exemplars were compared
+    assert _histograms(public_points) > 0 and public.record_calls > 0 and fast.record_calls == 0
+    assert {"record_one", "record_many", "record_counted"} <= set(bulk_calls)  # both paths were taken
 
 
 # -- the private suppression key (_core/tap.py) -------------------------------------------------------

@@ -18,7 +18,8 @@ attribute set (plain arithmetic under one lock) and reported by observable instr
 the SDK turns them into deltas where the reader asks for delta temporality); the rate-limit gauges read the
 last record that had rate limits, converted at collection. Histogram values are appended to their series
 (one attribute dict each, built once) and recorded by the same callback, a series' values past
-``record()`` into its aggregations (:mod:`llmtap._exporters._otel_bulk`: ~0.6 µs a value, not ~7).
+``record()`` into its aggregations (:mod:`llmtap._exporters._otel_bulk`: ~0.6 µs a value, not ~7) on the SDK
+versions that path is tested on (:data:`llmtap._fences.OTEL_BULK`), through ``record()`` on any other.
 Recorded with its span's context (from ``record.span_context``) is the first value per
 bucket and interval that has a sampled span (the SDK's reservoir keeps one exemplar per bucket: it keeps
 its trace and value; its time is the collection's, in the same interval, not the attempt's end); recorded
@@ -80,6 +81,7 @@ from llmtap._core.metrics import (
 )
 from llmtap._exporters import _otel_bulk, _otel_fork
 from llmtap._exporters._health import register_otel
+from llmtap._fences import OTEL_BULK
 from llmtap._log import internal_error, log_once
 from llmtap._version import __version__
 
@@ -165,9 +167,13 @@ class OtelMetricsExporter:
                 self._fold(key, self.mapping.initial, None)
             now = self._fold(key, measurements, span)
         if now:
+            bulk = shared.bulk
             for histogram, value, exemplar in now:
                 context = _context_of(span) if exemplar and span is not None else _NO_SPAN
-                _otel_bulk.record_one(histogram.instrument, histogram.attributes, value, context)
+                if bulk:
+                    _otel_bulk.record_one(histogram.instrument, histogram.attributes, value, context)
+                else:
+                    histogram.instrument.record(value, histogram.attributes, context)
 
     def _fold(
         self, key: tuple[str, ...], measurements: Iterable[Measurement], span: SpanContext | None
@@ -315,6 +321,9 @@ class _Shared:
         self.collected = False
         """A collection has run (a reader exists): ended records and histogram values wait for the next one
         from now on; until then they are written at once and nothing is held."""
+        self.bulk = OTEL_BULK.open()
+        """Histogram values go past ``record()`` (:mod:`~llmtap._exporters._otel_bulk`): decided here, once,
+        from the installed SDK's version; otherwise through ``record()``."""
         self._made: dict[str, Any] = {}
         self._made_lock = threading.Lock()
         register_otel(meter, namespace)  # llmtap.internal_errors, llmtap.label_overflows (observable counters)
@@ -446,10 +455,14 @@ class _Shared:
             for h in self._marked:
                 h.marked = set()
             self._queued, self._gapped, self._marked, self._pending = [], [], [], 0
+        if self.bulk:
+            many, counted = _otel_bulk.record_many, _otel_bulk.record_counted
+        else:
+            many, counted = _otel_bulk.through_record_many, _otel_bulk.through_record_counted
         for instrument, attrs, pending in values:
-            _otel_bulk.record_many(instrument, attrs, pending, _NO_SPAN)
+            many(instrument, attrs, pending, _NO_SPAN)
         for instrument, attrs, (counts, total, largest) in gaps:
-            _otel_bulk.record_counted(instrument, attrs, spread(counts, total, _GAP_BOUNDS, largest), _NO_SPAN)
+            counted(instrument, attrs, spread(counts, total, _GAP_BOUNDS, largest), _NO_SPAN)
         return ()
 
     def _forget(self) -> None:
