@@ -22,17 +22,23 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import SpanContext, TraceFlags
 
+import llmtap
 from llmtap import _fences
 from llmtap._core.metrics import CHUNK_GAP_BUCKETS
 from llmtap._core.record import AttemptRecord, Outcome, Usage
-from llmtap._exporters import _otel_bulk
+from llmtap._exporters import _otel_bulk, _span_memory, build
 from llmtap._exporters.otel_metrics import OtelMetricsExporter
-from llmtap._fences import OTEL_BULK, parse
+from llmtap._fences import OTEL_BULK, SPAN_SLIM, parse
 from tests.support.records import attempt_record
+from tests.test_tracing import Spans
 
 ROOT = Path(__file__).resolve().parents[1]
 SDK = "opentelemetry-sdk"
@@ -64,34 +70,36 @@ def sdk_version(monkeypatch: pytest.MonkeyPatch) -> SetVersion:
 
 
 @pytest.mark.parametrize(
-    ("version", "bulk"),
+    ("version", "bulk", "slim"),
     [
-        ("1.45.2", True),  # the newest the suite runs
-        ("1.44.0", False),  # make compat's floor: the bulk path's layout is not there yet
-        ("1.45.1", False),
-        ("1.45.3", False),
-        ("1.46.0", False),
-        ("2.0.0", False),
-        ("1.45.2rc1", False),  # not a release the suite ran
-        ("1.45.2.dev0", False),
-        ("1.45.2+local", False),
-        (None, False),  # not installed
+        ("1.45.2", True, True),  # the newest the suite runs: both fast paths
+        ("1.44.0", False, True),  # make compat's floor: the bulk path's layout is not there yet
+        ("1.45.1", False, True),
+        ("1.43.0", False, False),
+        ("1.45.3", False, False),
+        ("1.46.0", False, False),
+        ("2.0.0", False, False),
+        ("1.45.2rc1", False, False),  # not a release the suite ran
+        ("1.45.2.dev0", False, False),
+        ("1.45.2+local", False, False),
+        (None, False, False),  # not installed
     ],
 )
-def test_a_fence_is_open_on_its_tested_versions_only(sdk_version: SetVersion, version: str | None, bulk: bool) -> None:
+def test_a_fence_is_open_on_its_tested_versions_only(
+    sdk_version: SetVersion, version: str | None, bulk: bool, slim: bool
+) -> None:
     sdk_version(version)
-    assert OTEL_BULK.open() is bulk
+    assert (OTEL_BULK.open(), SPAN_SLIM.open()) == (bulk, slim)
 
 
 def test_a_fence_says_once_at_debug_which_path_it_chose_and_why(
-    sdk_version: SetVersion, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    sdk_version: SetVersion, caplog: pytest.LogCaptureFixture
 ) -> None:
     sdk_version("1.46.0")
     with caplog.at_level(logging.DEBUG, "llmtap"):
-        assert not OTEL_BULK.open() and not OTEL_BULK.open()
+        assert not SPAN_SLIM.open() and not SPAN_SLIM.open()
     (said,) = [r.getMessage() for r in caplog.records if r.name == "llmtap"]
-    assert OTEL_BULK.public in said and "opentelemetry-sdk 1.46.0 is outside the tested 1.45.2 to 1.45.2" in said
-    monkeypatch.setattr(_fences, "_said", set())
+    assert SPAN_SLIM.public in said and "opentelemetry-sdk 1.46.0 is outside the tested 1.44.0 to 1.45.2" in said
     caplog.clear()
     sdk_version("1.45.2")  # the control: the other way, said too (a fresh process's first word)
     with caplog.at_level(logging.DEBUG, "llmtap"):
@@ -105,16 +113,19 @@ def test_version_parsing_takes_final_releases_only() -> None:
     assert [parse(v) for v in ("1.45", "1.45.2b1", "1.45.2.post1", "x", None)] == [None] * 5
 
 
-def test_the_fallbacks_run_on_the_floor_make_compat_runs() -> None:
+def test_the_ranges_begin_at_the_floor_make_compat_runs() -> None:
+    pins = dict(re.findall(r"^COMPAT_([A-Z0-9_]+) \?= ([\d.]+)$", (ROOT / "Makefile").read_text(), re.M))
+    assert parse(pins["OTEL"]) == SPAN_SLIM.lowest
+    assert OTEL_BULK.lowest == OTEL_BULK.highest == SPAN_SLIM.highest  # the bulk path: the newest only
     tested = re.search(r"^COMPAT_TESTS = .*?(?<!\\)$", (ROOT / "Makefile").read_text(), re.M | re.S)
-    assert tested is not None and "tests/test_fences.py" in tested.group(0)
+    assert tested is not None and "tests/test_fences.py" in tested.group(0)  # the fallbacks run on the floor
 
 
 @pytest.mark.current_otel
 def test_the_ranges_end_at_the_sdk_the_suite_runs_now() -> None:
     """Fails when the development venv's SDK moves past the ranges: check the fast paths on it (this file,
-    ``test_otel_bulk.py``), then extend ``llmtap._fences``."""
-    assert parse(metadata.version(SDK)) == OTEL_BULK.highest
+    ``test_otel_bulk.py``, ``test_span_memory.py``), then extend ``llmtap._fences``."""
+    assert parse(metadata.version(SDK)) == OTEL_BULK.highest == SPAN_SLIM.highest
 
 
 # -- the bulk histogram path (_exporters/_otel_bulk.py) ----------------------------------------------
@@ -297,6 +308,106 @@ def test_the_bulk_path_and_record_export_the_same(
         assert any(point[5] for point in public_points.values() if len(point) == 6)  # exemplars were compared
     assert _histograms(public_points) > 0 and public.record_calls > 0 and fast.record_calls == 0
     assert {"record_one", "record_many", "record_counted"} <= set(bulk_calls)  # both paths were taken
+
+
+# -- the span slimmer (_exporters/_span_memory.py, Settings.slim_spans) -------------------------------
+
+
+def _is_slim(span: ReadableSpan) -> bool:
+    return span._events == () and type(span._attributes) is _span_memory._Attributes
+
+
+def _is_the_sdk_s(span: ReadableSpan) -> bool:
+    return type(span._events) is BoundedList and type(span._attributes) is BoundedAttributes
+
+
+def _attempts(spans: Spans) -> tuple[ReadableSpan, ...]:
+    spans.attempt(operation="chat", request_model="claude", request_stream=True, first_chunk_at=0.2)
+    spans.attempt(call_id="c-1", outcome=Outcome.REJECTED, status_code=429, error_type="rate_limit_error")
+    spans.attempt(call_id="c-1", resend_count=1, attributes=(("feature", "search"),))  # links to the first
+    spans.attempt(usage=Usage(input_tokens=7, output_tokens=2, cache_read_tokens=3), stop_reasons=("end_turn",))
+    return spans.finished()
+
+
+def test_spans_are_slimmed_only_when_asked() -> None:
+    """Off by default: llmtap's spans reach the span processors as the SDK made them."""
+    assert llmtap.Settings().slim_spans is False
+    assert llmtap.Settings.from_env({"LLMTAP_SLIM_SPANS": "true"}).slim_spans is True
+    for slim_spans in (False, True):
+        exporters = build(llmtap.Settings(metrics=False, otel_metrics=False, slim_spans=slim_spans))
+        try:
+            assert exporters.spans is not None and (exporters.spans._slimmer is not None) is slim_spans
+        finally:
+            exporters.close()
+    default, asked = Spans(), Spans(slim=True)
+    try:
+        assert all(_is_the_sdk_s(span) for span in _attempts(default))
+        assert any(_is_slim(span) for span in _attempts(asked))  # the control: asked for, on a tested SDK
+    finally:
+        default.provider.shutdown()
+        asked.provider.shutdown()
+
+
+def test_spans_are_slimmed_on_the_tested_sdk(sdk_version: SetVersion, caplog: pytest.LogCaptureFixture) -> None:
+    """The fast path taken on the SDK installed now (1.45.2, or 1.44.0 in ``make compat``: both ends; the
+    ``sdk_version`` fixture only has the fence say its choice again)."""
+    with caplog.at_level(logging.DEBUG, "llmtap"):
+        spans = Spans(slim=True)
+    try:
+        assert spans.exporter._slimmer is not None
+        assert any(SPAN_SLIM.fast in r.getMessage() for r in caplog.records)
+        assert all(_is_slim(span) for span in _attempts(spans))
+    finally:
+        spans.provider.shutdown()
+
+
+def test_spans_keep_the_sdk_s_containers_outside_the_tested_sdk(
+    sdk_version: SetVersion, caplog: pytest.LogCaptureFixture
+) -> None:
+    sdk_version("1.46.0")
+    with caplog.at_level(logging.DEBUG, "llmtap"):
+        spans = Spans(slim=True)
+    try:
+        assert spans.exporter._slimmer is None
+        assert any(SPAN_SLIM.public in r.getMessage() and "1.46.0" in r.getMessage() for r in caplog.records)
+        done = _attempts(spans)
+        assert len(done) == 4 and all(_is_the_sdk_s(span) for span in done)
+    finally:
+        spans.provider.shutdown()
+
+
+def _read(span: ReadableSpan, names: dict[int, str]) -> tuple[Any, ...]:
+    """What a span processor reads of ``span`` through the public API (ids as the names of the spans in
+    ``names``), and its OTLP encoding without the ids."""
+    proto = encode_spans([span]).resource_spans[0].scope_spans[0].spans[0]
+    for field in ("trace_id", "span_id", "parent_span_id"):
+        proto.ClearField(field)
+    for link in proto.links:
+        link.ClearField("trace_id")
+        link.ClearField("span_id")
+    as_json = {key: value for key, value in json.loads(span.to_json()).items() if key not in ("context", "links")}
+    links = [(names[link.context.span_id], dict(link.attributes or {})) for link in span.links]
+    return (
+        span.name, span.kind, span.start_time, span.end_time, span.status.status_code, span.status.description,
+        type(span.attributes), dict(span.attributes or {}), type(span.events), span.events, links,
+        span.dropped_attributes, span.dropped_events, span.dropped_links, as_json,
+        proto.SerializeToString(deterministic=True),
+    )  # fmt: skip
+
+
+def test_slimmed_and_untouched_spans_read_the_same() -> None:
+    """The same attempts through a slimming exporter and a default one: every span reads and encodes the same."""
+    slim, plain = Spans(slim=True), Spans()
+    try:
+        slimmed, untouched = _attempts(slim), _attempts(plain)
+        assert any(_is_slim(span) for span in slimmed) and all(_is_the_sdk_s(span) for span in untouched)
+        for done in (slimmed, untouched):
+            assert any(span.links for span in done) and any(span.status.description for span in done)
+        names_of = [{span.context.span_id: span.name for span in done if span.context} for done in (slimmed, untouched)]
+        assert [_read(span, names_of[0]) for span in slimmed] == [_read(span, names_of[1]) for span in untouched]
+    finally:
+        slim.provider.shutdown()
+        plain.provider.shutdown()
 
 
 # -- the private suppression key (_core/tap.py) -------------------------------------------------------

@@ -22,7 +22,7 @@ from importlib import metadata
 
 from llmtap._log import logger
 
-__all__ = ["OTEL_BULK", "Fence", "Version", "installed", "parse"]
+__all__ = ["OTEL_BULK", "SPAN_SLIM", "Fence", "Version", "installed", "parse"]
 
 Version = tuple[int, int, int]
 
@@ -102,3 +102,13 @@ OTEL_BULK = Fence(
 )
 """``_exporters/_otel_bulk.py``. Only the newest SDK: 1.44.0 (``make compat``'s floor) has no
 ``_ViewInstrumentMatch._get_or_create_aggregation``, so its values went through ``record()`` anyway."""
+
+SPAN_SLIM = Fence(
+    "llmtap's ended spans (Settings.slim_spans)",
+    "opentelemetry-sdk",
+    (1, 44, 0),
+    (1, 45, 2),
+    fast="reach span processors with plain containers (llmtap._exporters._span_memory)",
+    public="reach span processors as the SDK made them",
+)
+"""``_exporters/_span_memory.py``, asked only when ``Settings.slim_spans`` is on."""
