@@ -3,6 +3,8 @@ is taken on the versions it is tested on and nowhere else, decided once at set-u
 exports the same data; and ``import llmtap`` survives a private name of OpenTelemetry's moving.
 
 The version a fence reads is faked where ``importlib.metadata`` reports it (the input), not in the fence.
+The fast paths: values past the OpenTelemetry SDK's ``Histogram.record()``, slimmed spans, chunk-gap buckets
+merged into prometheus-client's histogram values (multiprocess mode); and the private suppression key.
 The tests that take a fast path on the SDK installed now are marked ``current_otel`` where that path is
 tested only on the newest SDK; the fallback tests run everywhere, ``make compat`` (SDK 1.44.0) included.
 """
@@ -29,14 +31,17 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import SpanContext, TraceFlags
+from prometheus_client import CollectorRegistry
 
 import llmtap
 from llmtap import _fences
-from llmtap._core.metrics import CHUNK_GAP_BUCKETS
+from llmtap._core.metrics import CHUNK_GAP_BUCKETS, Buckets, Mapping, base_key
 from llmtap._core.record import AttemptRecord, Outcome, Usage
-from llmtap._exporters import _otel_bulk, _span_memory, build
+from llmtap._exporters import _otel_bulk, _prometheus_multiprocess, _span_memory, build
+from llmtap._exporters._prometheus_multiprocess import Objects
 from llmtap._exporters.otel_metrics import OtelMetricsExporter
-from llmtap._fences import OTEL_BULK, SPAN_SLIM, parse
+from llmtap._exporters.prometheus import _Family
+from llmtap._fences import OTEL_BULK, PROMETHEUS_BUCKETS, SPAN_SLIM, parse
 from tests.support.records import attempt_record
 from tests.test_tracing import Spans
 
@@ -116,16 +121,19 @@ def test_version_parsing_takes_final_releases_only() -> None:
 def test_the_ranges_begin_at_the_floor_make_compat_runs() -> None:
     pins = dict(re.findall(r"^COMPAT_([A-Z0-9_]+) \?= ([\d.]+)$", (ROOT / "Makefile").read_text(), re.M))
     assert parse(pins["OTEL"]) == SPAN_SLIM.lowest
+    assert parse(pins["PROMETHEUS_CLIENT"]) == PROMETHEUS_BUCKETS.lowest
     assert OTEL_BULK.lowest == OTEL_BULK.highest == SPAN_SLIM.highest  # the bulk path: the newest only
     tested = re.search(r"^COMPAT_TESTS = .*?(?<!\\)$", (ROOT / "Makefile").read_text(), re.M | re.S)
     assert tested is not None and "tests/test_fences.py" in tested.group(0)  # the fallbacks run on the floor
 
 
-@pytest.mark.current_otel
-def test_the_ranges_end_at_the_sdk_the_suite_runs_now() -> None:
-    """Fails when the development venv's SDK moves past the ranges: check the fast paths on it (this file,
-    ``test_otel_bulk.py``, ``test_span_memory.py``), then extend ``llmtap._fences``."""
+@pytest.mark.current_otel  # the development venv's versions (make compat's venv holds the floors)
+def test_the_ranges_end_at_the_versions_the_suite_runs_now() -> None:
+    """Fails when a package of the development venv moves past its ranges: check the fast paths on it (this
+    file, ``test_otel_bulk.py``, ``test_span_memory.py``, ``test_multiprocess.py``), then extend
+    ``llmtap._fences``."""
     assert parse(metadata.version(SDK)) == OTEL_BULK.highest == SPAN_SLIM.highest
+    assert parse(metadata.version("prometheus-client")) == PROMETHEUS_BUCKETS.highest
 
 
 # -- the bulk histogram path (_exporters/_otel_bulk.py) ----------------------------------------------
@@ -408,6 +416,105 @@ def test_slimmed_and_untouched_spans_read_the_same() -> None:
     finally:
         slim.provider.shutdown()
         plain.provider.shutdown()
+
+
+# -- chunk-gap histograms in prometheus-client's multiprocess mode (_exporters/_prometheus_multiprocess.py) --
+
+
+class _Store:
+    """The multiprocess mode's store (its metric objects, here on plain values in a registry of their own),
+    written the records of :func:`_records`; the spies count which way the gaps went."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        mapping = Mapping(())
+        families = {i.key: _Family(i, "", ()) for i in mapping.instruments}
+        self.gap_family = families["gap"].name
+        self.gap_labels = families["gap"].labels
+        self.objects = Objects(families, mapping, self.registry, created_series=False)  # asks PROMETHEUS_BUCKETS
+        self.mapping = mapping
+
+    def write(self, records: list[AttemptRecord]) -> None:
+        for record in records:
+            self.objects.write(base_key(record), self.mapping.end(record), None)
+
+    def gaps(self) -> dict[tuple[str, frozenset[Any]], float]:
+        return {
+            (sample.name, frozenset(sample.labels.items())): sample.value
+            for family in self.registry.collect()
+            if family.name == self.gap_family
+            for sample in family.samples
+        }
+
+
+@pytest.fixture
+def gap_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    calls: list[str] = []
+    for name in ("_merge_histogram", "_observe_each"):
+        original = getattr(_prometheus_multiprocess, name)
+
+        def spy(*args: Any, _name: str = name, _original: Any = original) -> Any:
+            calls.append(_name)
+            return _original(*args)
+
+        monkeypatch.setattr(_prometheus_multiprocess, name, spy)
+    return calls
+
+
+def test_gap_buckets_are_merged_on_the_tested_prometheus_client(
+    gap_calls: list[str], sdk_version: SetVersion, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The fast path on the prometheus-client installed now (0.26.0, or 0.20.0 in ``make compat``: both ends;
+    ``sdk_version`` only has the fences say their choice again)."""
+    with caplog.at_level(logging.DEBUG, "llmtap"):
+        store = _Store()
+    assert store.objects._merge and any(PROMETHEUS_BUCKETS.fast in r.getMessage() for r in caplog.records)
+    store.write(_records(0))
+    assert set(gap_calls) == {"_merge_histogram"}
+    assert sum(v for (name, _), v in store.gaps().items() if name.endswith("_count")) > 0  # the control
+
+
+def test_gap_buckets_are_observed_one_by_one_outside_the_tested_prometheus_client(
+    gap_calls: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = metadata.version
+    monkeypatch.setattr(_fences, "_said", set())
+    monkeypatch.setattr(metadata, "version", lambda name: "0.27.0" if name == "prometheus-client" else real(name))
+    store = _Store()
+    assert not store.objects._merge
+    store.write(_records(0))
+    assert set(gap_calls) == {"_observe_each"}
+    assert sum(v for (name, _), v in store.gaps().items() if name.endswith("_count")) > 0  # the control
+
+
+def test_merged_and_observed_gap_buckets_expose_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same attempts' gaps merged and observed one by one: the same bucket counts and count, the same sum
+    (the observed values add up to it, to the last bits of a float)."""
+    merged = _Store()
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: "0.27.0" if name == "prometheus-client" else real(name))
+    observed = _Store()
+    assert merged.objects._merge and not observed.objects._merge
+    for batch in range(2):
+        merged.write(_records(batch))
+        observed.write(_records(batch))
+    merged_gaps, observed_gaps = merged.gaps(), observed.gaps()
+    assert merged_gaps.keys() == observed_gaps.keys()
+    sums = [key for key in merged_gaps if key[0].endswith("_sum")]
+    assert sums and all(merged_gaps[key] == pytest.approx(observed_gaps[key], rel=1e-12) for key in sums)
+    assert {k: v for k, v in merged_gaps.items() if k not in sums} == {
+        k: v for k, v in observed_gaps.items() if k not in sums
+    }
+    assert sum(v for (name, _), v in observed_gaps.items() if name.endswith("_count")) > 0  # the control
+
+
+def test_a_histogram_laid_out_otherwise_is_observed_one_by_one() -> None:
+    """The second guard, inside the range: a histogram without the values the merge adds to."""
+    store = _Store()
+    child = store.objects._metrics["gap"].labels(*("x" for _ in store.gap_labels))
+    counts = (2,) + (0,) * len(CHUNK_GAP_BUCKETS)
+    assert _prometheus_multiprocess._merge_histogram(child, Buckets(counts, 0.01, 0.006))  # the control
+    assert not _prometheus_multiprocess._merge_histogram(object(), Buckets(counts, 0.01, 0.006))  # type: ignore[arg-type]
 
 
 # -- the private suppression key (_core/tap.py) -------------------------------------------------------

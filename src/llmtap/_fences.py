@@ -7,10 +7,10 @@ never per request, and says once per process, at DEBUG, which path was chosen an
 the fast path still checks the layout it reads (its second guard) and falls back on its own where that
 differs.
 
-The ends of each range are versions the suite runs: the floor ``make compat`` installs (``COMPAT_OTEL`` in
-the Makefile) or the newest the development venv installs. When the development venv's SDK moves past a
-range, the tests marked ``current_otel`` that check the fast path is taken fail until the fast path is
-checked on the new version and the range extended (``tests/test_fences.py``).
+The ends of each range are versions the suite runs: the floor ``make compat`` installs (``COMPAT_OTEL``,
+``COMPAT_PROMETHEUS_CLIENT`` in the Makefile) or the newest the development venv installs. When the
+development venv's package moves past a range, the tests that check the fast path is taken on it fail
+until the fast path is checked on the new version and the range extended (``tests/test_fences.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from importlib import metadata
 
 from llmtap._log import logger
 
-__all__ = ["OTEL_BULK", "SPAN_SLIM", "Fence", "Version", "installed", "parse"]
+__all__ = ["OTEL_BULK", "PROMETHEUS_BUCKETS", "SPAN_SLIM", "Fence", "Version", "installed", "parse"]
 
 Version = tuple[int, int, int]
 
@@ -112,3 +112,14 @@ SPAN_SLIM = Fence(
     public="reach span processors as the SDK made them",
 )
 """``_exporters/_span_memory.py``, asked only when ``Settings.slim_spans`` is on."""
+
+PROMETHEUS_BUCKETS = Fence(
+    "Chunk-gap histograms in prometheus-client's multiprocess mode",
+    "prometheus-client",
+    (0, 20, 0),
+    (0, 26, 0),
+    fast="are merged into the histograms' bucket values (llmtap._exporters._prometheus_multiprocess)",
+    public="are observed one value per gap (Histogram.observe())",
+)
+"""``_exporters/_prometheus_multiprocess.py``: ``make compat``'s floor (``COMPAT_PROMETHEUS_CLIENT``) to the
+newest the development venv runs."""

@@ -51,13 +51,12 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
-import math
 import os
 import threading
 import weakref
 from array import array
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 from opentelemetry import metrics, trace
@@ -65,6 +64,7 @@ from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.trace import SpanContext
 
+from llmtap._core.gaps import spread
 from llmtap._core.metrics import (
     BASE_ATTRIBUTES,
     COUNTER,
@@ -532,33 +532,3 @@ def _warn_if_old(provider: Any) -> None:
             ".".join(map(str, MIN_SDK)),
             ".".join(map(str, MIN_SDK)),
         )
-
-
-def spread(counts: Sequence[int], total: float, bounds: Sequence[float], largest: float) -> list[tuple[float, int]]:
-    """Values that, recorded one by one, give a histogram exactly these bucket ``counts``, this sum
-    and this maximum: ``(value, how many times)`` pairs.
-
-    ``counts[i]`` counts observations ``v`` with ``bounds[i-1] < v <= bounds[i]`` (the last one: above
-    ``bounds[-1]``), ``total`` is their sum and ``largest`` their maximum, as the core aggregates the
-    gaps of one attempt. The maximum is recorded as is; every other observation is placed inside its
-    bucket at the same fraction of the bucket's width (capped at ``largest``), the fraction chosen
-    so the values add up to ``total``. Such values exist because the real observations are some.
-    """
-    top = max((i for i, c in enumerate(counts) if c), default=-1)
-    if top < 0:
-        return []
-    pairs: list[tuple[float, int]] = [(largest, 1)]
-    rest = total - largest
-    items: list[tuple[float, float, int]] = []
-    for i, count in enumerate(counts):
-        n = count - 1 if i == top else count
-        if n <= 0:
-            continue
-        low = 0.0 if i == 0 else math.nextafter(bounds[i - 1], math.inf)
-        high = min(bounds[i] if i < len(bounds) else math.inf, largest)
-        items.append((low, max(low, high), n))
-    room = sum(n * (high - low) for low, high, n in items)
-    slack = rest - sum(n * low for low, _, n in items)
-    fraction = 0.0 if room <= 0 else min(1.0, max(0.0, slack / room))
-    pairs += [(min(high, low + fraction * (high - low)), n) for low, high, n in items]
-    return pairs
