@@ -4,7 +4,8 @@ exports the same data; and ``import llmtap`` survives a private name of OpenTele
 
 The version a fence reads is faked where ``importlib.metadata`` reports it (the input), not in the fence.
 The fast paths: values past the OpenTelemetry SDK's ``Histogram.record()``, slimmed spans, chunk-gap buckets
-merged into prometheus-client's histogram values (multiprocess mode); and the private suppression key.
+merged into prometheus-client's histogram values (multiprocess mode), httpx's and httpx2's header items; and
+the private suppression key.
 The tests that take a fast path on the SDK installed now are marked ``current_otel`` where that path is
 tested only on the newest SDK; the fallback tests run everywhere, ``make compat`` (SDK 1.44.0) included.
 """
@@ -23,6 +24,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, cast
 
+import httpx
+import httpx2
 import pytest
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -36,12 +39,16 @@ from prometheus_client import CollectorRegistry
 import llmtap
 from llmtap import _fences
 from llmtap._core.metrics import CHUNK_GAP_BUCKETS, Buckets, Mapping, base_key
+from llmtap._core.observer import AttemptObserver
 from llmtap._core.record import AttemptRecord, Outcome, Usage
+from llmtap._core.stream import shells_for
 from llmtap._exporters import _otel_bulk, _prometheus_multiprocess, _span_memory, build
 from llmtap._exporters._prometheus_multiprocess import Objects
 from llmtap._exporters.otel_metrics import OtelMetricsExporter
 from llmtap._exporters.prometheus import _Family
-from llmtap._fences import OTEL_BULK, PROMETHEUS_BUCKETS, SPAN_SLIM, parse
+from llmtap._fences import HEADER_ITEMS, OTEL_BULK, PROMETHEUS_BUCKETS, SPAN_SLIM, parse
+from llmtap._hooks.httpx_transport import _transport_classes
+from llmtap.testing import RecordingSink
 from tests.support.records import attempt_record
 from tests.test_tracing import Spans
 
@@ -122,6 +129,9 @@ def test_the_ranges_begin_at_the_floor_make_compat_runs() -> None:
     pins = dict(re.findall(r"^COMPAT_([A-Z0-9_]+) \?= ([\d.]+)$", (ROOT / "Makefile").read_text(), re.M))
     assert parse(pins["OTEL"]) == SPAN_SLIM.lowest
     assert parse(pins["PROMETHEUS_CLIENT"]) == PROMETHEUS_BUCKETS.lowest
+    assert (
+        parse(pins["HTTPX"]) == HEADER_ITEMS["httpx"].lowest and parse(pins["HTTPX2"]) == HEADER_ITEMS["httpx2"].lowest
+    )
     assert OTEL_BULK.lowest == OTEL_BULK.highest == SPAN_SLIM.highest  # the bulk path: the newest only
     tested = re.search(r"^COMPAT_TESTS = .*?(?<!\\)$", (ROOT / "Makefile").read_text(), re.M | re.S)
     assert tested is not None and "tests/test_fences.py" in tested.group(0)  # the fallbacks run on the floor
@@ -134,6 +144,7 @@ def test_the_ranges_end_at_the_versions_the_suite_runs_now() -> None:
     ``llmtap._fences``."""
     assert parse(metadata.version(SDK)) == OTEL_BULK.highest == SPAN_SLIM.highest
     assert parse(metadata.version("prometheus-client")) == PROMETHEUS_BUCKETS.highest
+    assert all(parse(metadata.version(name)) == fence.highest for name, fence in HEADER_ITEMS.items())
 
 
 # -- the bulk histogram path (_exporters/_otel_bulk.py) ----------------------------------------------
@@ -515,6 +526,138 @@ def test_a_histogram_laid_out_otherwise_is_observed_one_by_one() -> None:
     counts = (2,) + (0,) * len(CHUNK_GAP_BUCKETS)
     assert _prometheus_multiprocess._merge_histogram(child, Buckets(counts, 0.01, 0.006))  # the control
     assert not _prometheus_multiprocess._merge_histogram(object(), Buckets(counts, 0.01, 0.006))  # type: ignore[arg-type]
+
+
+# -- httpx / httpx2 response headers (_core/stream.py) ----------------------------------------------------
+
+CLIENTS = {"httpx": httpx, "httpx2": httpx2}
+HEADER_FIELDS = (
+    "status_code", "outcome", "error_type", "request_id", "response_id", "response_model", "retry_after",
+    "server_time", "rate_limit_headers", "rate_limits", "usage", "stop_reasons", "streamed", "parse_errors",
+)  # fmt: skip
+"""What a record takes from the response's headers (and what follows from reading them right)."""
+
+
+@pytest.fixture
+def fresh_shells() -> Iterator[None]:
+    """The stream shells (which ask the fence, once per client module) and ``wrap_transport``'s classes made
+    anew for the test, and after it."""
+    _fresh_shells()
+    yield
+    _fresh_shells()
+
+
+def _fresh_shells() -> None:
+    shells_for.cache_clear()
+    _transport_classes.cache_clear()
+
+
+@pytest.fixture
+def header_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """``on_response`` per public read (the raw pairs), ``on_header_items`` per read at all."""
+    calls: list[str] = []
+    for name in ("on_response", "on_header_items"):
+        original = getattr(AttemptObserver, name)
+
+        def spy(self: Any, *args: Any, _name: str = name, _original: Any = original) -> None:
+            calls.append(_name)
+            _original(self, *args)
+
+        monkeypatch.setattr(AttemptObserver, name, spy)
+    return calls
+
+
+_BASE = "http://llm.test"
+_MESSAGE = {
+    "id": "msg_fixed", "type": "message", "role": "assistant", "model": "m-headers",
+    "content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn",
+    "usage": {"input_tokens": 5, "output_tokens": 2},
+}  # fmt: skip
+_LIMITS = {
+    "Anthropic-RateLimit-Requests-Limit": "4000",
+    "anthropic-ratelimit-requests-remaining": "3999",
+    "anthropic-ratelimit-requests-reset": "2026-12-06T00:00:00Z",
+    "anthropic-ratelimit-tokens-remaining": "garbage",
+}
+"""Mixed-case names (the raw and lower-case forms differ) and a value the check refuses."""
+
+
+def _answer(request: Any) -> tuple[int, dict[str, str], dict[str, Any]]:
+    if request.headers.get("x-answer") == "429":
+        error = {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}
+        return 429, {"Request-Id": "req_429", "Retry-After": "2", **_LIMITS}, error
+    return 200, {"Request-Id": "req_200", **_LIMITS}, _MESSAGE
+
+
+def _headers_of(client: str) -> list[tuple[Any, ...]]:
+    """A completed and a rate-limited request through ``wrap_transport`` of ``client`` (fixed answers: the same
+    bytes each time): what their records took from the headers."""
+    module = CLIENTS[client]
+
+    class Fixed(module.BaseTransport):  # type: ignore[name-defined,misc]
+        def handle_request(self, request: Any) -> Any:
+            status, headers, body = _answer(request)
+            return module.Response(status, headers=headers, json=body)
+
+    sink = RecordingSink()
+    tap = llmtap.Tap(llmtap.Settings(base_urls=(_BASE,)), [sink])
+    body = {"model": "m-headers", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}]}
+    with module.Client(transport=llmtap.wrap_transport(Fixed(), tap)) as http:
+        for answer in ("200", "429"):
+            http.post(_BASE + "/v1/messages", json=body, headers={"x-answer": answer}).read()
+    sink.wait(2)
+    return [tuple(getattr(record, field) for field in HEADER_FIELDS) for record in sink.records]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_headers_are_read_as_the_client_keeps_them_on_its_tested_versions(
+    client: str, fresh_shells: None, header_calls: list[str], sdk_version: SetVersion
+) -> None:
+    """The fast path on the client installed now (both ends of its range in the two venvs; ``sdk_version`` only
+    has the fences say their choice again)."""
+    assert all(shell.header_items for shell in shells_for(CLIENTS[client]))  # type: ignore[attr-defined]
+    records = _headers_of(client)
+    assert len(records) == 2 and header_calls == ["on_header_items"] * 2
+
+
+@pytest.mark.parametrize(("client", "newer"), [("httpx", "0.30.0"), ("httpx2", "2.18.0")])
+def test_headers_are_read_from_the_raw_pairs_outside_the_tested_versions(
+    client: str,
+    newer: str,
+    fresh_shells: None,
+    header_calls: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = metadata.version
+    monkeypatch.setattr(_fences, "_said", set())
+    monkeypatch.setattr(metadata, "version", lambda name: newer if name == client else real(name))
+    assert not any(shell.header_items for shell in shells_for(CLIENTS[client]))  # type: ignore[attr-defined]
+    records = _headers_of(client)
+    assert len(records) == 2 and header_calls == ["on_response", "on_header_items"] * 2
+
+
+@pytest.mark.parametrize(("client", "newer"), [("httpx", "0.30.0"), ("httpx2", "2.18.0")])
+def test_headers_read_either_way_give_the_same_records(
+    client: str,
+    newer: str,
+    fresh_shells: None,
+    header_calls: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fast = _headers_of(client)
+    _fresh_shells()
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: newer if name == client else real(name))
+    public = _headers_of(client)
+    assert "on_response" in header_calls and header_calls[0] == "on_header_items"  # each way was taken
+    assert fast == public
+    completed, failed = public  # the control: the headers were read
+    assert (completed[HEADER_FIELDS.index("request_id")], failed[HEADER_FIELDS.index("request_id")]) == (
+        "req_200",
+        "req_429",
+    )
+    assert failed[HEADER_FIELDS.index("retry_after")] == 2.0 and failed[HEADER_FIELDS.index("status_code")] == 429
+    assert completed[HEADER_FIELDS.index("rate_limit_headers")] and completed[HEADER_FIELDS.index("parse_errors")]
 
 
 # -- the private suppression key (_core/tap.py) -------------------------------------------------------

@@ -8,9 +8,10 @@ the fast path still checks the layout it reads (its second guard) and falls back
 differs.
 
 The ends of each range are versions the suite runs: the floor ``make compat`` installs (``COMPAT_OTEL``,
-``COMPAT_PROMETHEUS_CLIENT`` in the Makefile) or the newest the development venv installs. When the
-development venv's package moves past a range, the tests that check the fast path is taken on it fail
-until the fast path is checked on the new version and the range extended (``tests/test_fences.py``).
+``COMPAT_PROMETHEUS_CLIENT``, ``COMPAT_HTTPX``, ``COMPAT_HTTPX2`` in the Makefile) or the newest the
+development venv installs. When a package of the development venv moves past its range, the tests that
+check the fast path is taken on it fail until the fast path is checked on the new version and the range
+extended (``tests/test_fences.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from importlib import metadata
 
 from llmtap._log import logger
 
-__all__ = ["OTEL_BULK", "PROMETHEUS_BUCKETS", "SPAN_SLIM", "Fence", "Version", "installed", "parse"]
+__all__ = ["HEADER_ITEMS", "OTEL_BULK", "PROMETHEUS_BUCKETS", "SPAN_SLIM", "Fence", "Version", "installed", "parse"]
 
 Version = tuple[int, int, int]
 
@@ -123,3 +124,17 @@ PROMETHEUS_BUCKETS = Fence(
 )
 """``_exporters/_prometheus_multiprocess.py``: ``make compat``'s floor (``COMPAT_PROMETHEUS_CLIENT``) to the
 newest the development venv runs."""
+
+HEADER_ITEMS: dict[str, Fence] = {
+    name: Fence(
+        f"{name} response headers",
+        name,
+        lowest,
+        highest,
+        fast=f"are read as {name} keeps them (Headers._list, no copy; llmtap._core.stream)",
+        public="are read from Headers.raw",
+    )
+    for name, lowest, highest in (("httpx", (0, 27, 0), (0, 29, 0)), ("httpx2", (2, 0, 0), (2, 17, 0)))
+}
+"""``_core/stream.py``, by client module, asked when its stream shells are made (the client patched, a
+transport wrapped): ``make compat``'s floors (``COMPAT_HTTPX``, ``COMPAT_HTTPX2``) to the development venv's."""
