@@ -12,8 +12,8 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # the development toolchain: the SDKs, servers, linters and test tools (make test and the long runs)
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+$(STAMP): pyproject.toml tests/constraints.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -c tests/constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 # only what the demo runs: llmtap and its `demo` extra (the SDKs), not the toolchain
@@ -78,7 +78,8 @@ scale: $(STAMP)
 ## compat: the tests of what other packages provide (the OpenTelemetry SDK and exporters, the SDKs' HTTP
 ## clients, prometheus-client, the price table) on the oldest versions pyproject.toml allows, in their own
 ## venv (~2 min). Left out: the tests marked current_otel (the fast paths' SDK internals, newer exporter
-## APIs; on an older SDK those paths fall back to the SDK's own calls). httpx2 and aiohttp first run at the
+## APIs; outside its tested range, src/llmtap/_fences.py, a fast path falls back to the SDK's public calls,
+## and tests/test_fences.py runs those fallbacks here). httpx2 and aiohttp first run at the
 ## SDKs' own floors, then (no pip resolution: the SDKs ask for more) at llmtap's, with the anthropic and
 ## aiohttp tests: httpx2 2.0.0, aiohttp 3.12.0 (before 3.13 aiohttp does not say whether it inflated a body)
 COMPAT_VENV ?= .venv-compat
@@ -95,7 +96,7 @@ COMPAT_ANTHROPIC_TESTS = tests/test_anthropic_sdk.py tests/test_clouds.py tests/
   tests/test_transports.py
 COMPAT_TESTS = $(COMPAT_ANTHROPIC_TESTS) tests/test_openai_sdk.py tests/test_aiohttp.py tests/test_otlp.py \
   tests/test_otel_fork.py tests/test_tracing.py tests/test_exemplars.py tests/test_span_memory.py \
-  tests/test_otel_bulk.py tests/test_prometheus.py tests/test_prometheus_deferred.py tests/test_multiprocess.py \
+  tests/test_fences.py tests/test_otel_bulk.py tests/test_prometheus.py tests/test_prometheus_deferred.py tests/test_multiprocess.py \
   tests/test_lifecycle.py tests/test_cost.py
 compat:
 	[ -x $(COMPAT_VENV)/bin/python ] || $(PYTHON) -m venv $(COMPAT_VENV)
@@ -157,8 +158,8 @@ pythons:
 	  [ -n "$$py" ] || { echo "make pythons: Python $$v is declared but not installed (python$$v, pyenv)"; exit 2; }; \
 	  venv=.venv-py$$v; echo "== Python $$v ($$py), $$venv"; \
 	  [ -x $$venv/bin/python ] || "$$py" -m venv $$venv; \
-	  [ $$venv/.installed -nt pyproject.toml ] || { $$venv/bin/python -m pip install --quiet --upgrade pip && \
-	    $$venv/bin/python -m pip install --quiet -e '.[dev]' && touch $$venv/.installed; }; \
+	  [ $$venv/.installed -nt pyproject.toml ] && [ $$venv/.installed -nt tests/constraints.txt ] || { $$venv/bin/python -m pip install --quiet --upgrade pip && \
+	    $$venv/bin/python -m pip install --quiet -c tests/constraints.txt -e '.[dev]' && touch $$venv/.installed; }; \
 	  $$venv/bin/python -m pytest -q -p no:cacheprovider $(PYTHONS_TESTS); \
 	done
 

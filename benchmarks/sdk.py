@@ -268,10 +268,11 @@ def prepare(config: str, base_url: str) -> Configured:
 
 
 def llmtap_settings(config: str, base_url: str) -> Any:
-    """The ``llmtap.Settings`` of the llmtap configuration ``config``."""
+    """The ``llmtap.Settings`` of the llmtap configuration ``config`` (with the ``LLMTAP_*`` variables set:
+    ``LLMTAP_SLIM_SPANS=true`` measures the slimmed spans)."""
     import llmtap
 
-    return llmtap.Settings(
+    return llmtap.Settings.from_env(
         metrics=config in ("prometheus", "prom_spans", "all"),
         traces=config in ("spans", "prom_spans", "otlp", "all"),
         otel_metrics=config in ("otel_metrics", "otlp", "all"),

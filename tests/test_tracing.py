@@ -30,11 +30,11 @@ DETAIL = (
 
 
 class Spans:
-    def __init__(self) -> None:
+    def __init__(self, slim: bool = False) -> None:
         self.memory = InMemorySpanExporter()
         self.provider = TracerProvider()
         self.provider.add_span_processor(SimpleSpanProcessor(self.memory))
-        self.exporter = TracingExporter(self.provider)
+        self.exporter = TracingExporter(self.provider, slim=slim)
 
     def attempt(self, **fields: Any) -> AttemptRecord:
         """One attempt through the exporter (start, then end), as the tap drives every sink."""

@@ -170,6 +170,24 @@ class Settings(BaseModel):
     Off by default: the OpenTelemetry SDK cleans and copies every attribute of every span (about 1 µs each
     inside an SDK call), and the GenAI attributes, the outcome and the metrics already say these."""
 
+    slim_spans: bool = False
+    """Hand your span processors llmtap's ended spans with plain containers, to save memory while a
+    ``BatchSpanProcessor`` holds them until its next export: ~1.0 KB a span instead of ~3.4 KB, up to 512
+    spans between two exports by default (``benchmarks/profile_sdk.py span-memory``). What it changes for
+    span processors, on llmtap's spans only:
+
+    - while such a span ends, its ``_span_processor`` is a stand-in that passes every call through to your
+      processor (the provider's, with every processor added to it) and ``_on_ending`` too;
+    - the ``ReadableSpan`` that ``on_end`` receives holds ``()`` instead of the SDK's ``BoundedList`` for an
+      empty event or link list, and a read-only mapping instead of a ``BoundedAttributes`` for its
+      attributes, when nothing was dropped (a span that holds events or dropped anything keeps the SDK's).
+
+    What processors and exporters read through the public ``ReadableSpan`` API (``attributes``, ``events``,
+    ``links``, ``dropped_*``, ``to_json()``, the OTLP encoding) is the same; a processor that reads the
+    private ``_attributes``, ``_events`` or ``_links``, or checks their types, sees the difference. Taken only
+    on the OpenTelemetry SDK versions it is tested on (1.44.0 to 1.45.2); elsewhere spans are left as the SDK
+    made them, and ``instrument()`` says so at DEBUG."""
+
     @field_validator("excluded_urls")
     @classmethod
     def _check_excluded_urls(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:

@@ -4,15 +4,18 @@ counts, sum, maximum, stalls).
 A gap is the time between two consecutive body chunks. This runs once per chunk, so it does the least
 it can: a gap at or below everything notable so far (the first bucket's bound, the stall threshold and
 the longest gap yet) costs one subtraction and one comparison; the first bucket's count and the sum
-are derived when read (``chunks - 1`` minus the other counts; ``last - first``).
+are derived when read (``chunks - 1`` minus the other counts; ``last - first``). :func:`spread` turns such
+counts back into values, for an exporter that can only record one value at a time.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from bisect import bisect_left
+from collections.abc import Sequence
 
-__all__ = ["GapCounter"]
+__all__ = ["GapCounter", "spread"]
 
 _INF = float("inf")
 
@@ -102,3 +105,33 @@ class GapCounter:
             return chunks, self.max, self.stalls, _zeros(len(self._bounds) + 1), 0.0
         first = self.first
         return chunks, self.max, self.stalls, self.bucket_counts(), 0.0 if first is None else self.last - first
+
+
+def spread(counts: Sequence[int], total: float, bounds: Sequence[float], largest: float) -> list[tuple[float, int]]:
+    """Values that, recorded one by one, give a histogram exactly these bucket ``counts``, this sum
+    and this maximum: ``(value, how many times)`` pairs.
+
+    ``counts[i]`` counts observations ``v`` with ``bounds[i-1] < v <= bounds[i]`` (the last one: above
+    ``bounds[-1]``), ``total`` is their sum and ``largest`` their maximum, as the core aggregates the
+    gaps of one attempt. The maximum is recorded as is; every other observation is placed inside its
+    bucket at the same fraction of the bucket's width (capped at ``largest``), the fraction chosen
+    so the values add up to ``total``. Such values exist because the real observations are some.
+    """
+    top = max((i for i, c in enumerate(counts) if c), default=-1)
+    if top < 0:
+        return []
+    pairs: list[tuple[float, int]] = [(largest, 1)]
+    rest = total - largest
+    items: list[tuple[float, float, int]] = []
+    for i, count in enumerate(counts):
+        n = count - 1 if i == top else count
+        if n <= 0:
+            continue
+        low = 0.0 if i == 0 else math.nextafter(bounds[i - 1], math.inf)
+        high = min(bounds[i] if i < len(bounds) else math.inf, largest)
+        items.append((low, max(low, high), n))
+    room = sum(n * (high - low) for low, high, n in items)
+    slack = rest - sum(n * low for low, _, n in items)
+    fraction = 0.0 if room <= 0 else min(1.0, max(0.0, slack / room))
+    pairs += [(min(high, low + fraction * (high - low)), n) for low, high, n in items]
+    return pairs

@@ -32,6 +32,7 @@ from opentelemetry import context as otel_context
 from llmtap._core import handoff as _handoff
 from llmtap._core.observer import Ending
 from llmtap._core.tap import Attempt, Tap
+from llmtap._fences import HEADER_ITEMS
 from llmtap._log import internal_error, log_once
 
 __all__ = ["LOOP_EXITS", "observe_async", "observe_sync", "python_checked", "shells_for", "watch_drop"]
@@ -288,9 +289,13 @@ class _AsyncShell(_Watched):
 
 @functools.cache
 def shells_for(module: ModuleType) -> tuple[type, type]:
-    """Shell classes that are ``module.SyncByteStream`` / ``module.AsyncByteStream`` subclasses."""
-    sync_shell = type("ObservedStream", (_SyncShell, module.SyncByteStream), {"__module__": __name__})
-    async_shell = type("AsyncObservedStream", (_AsyncShell, module.AsyncByteStream), {"__module__": __name__})
+    """Shell classes that are ``module.SyncByteStream`` / ``module.AsyncByteStream`` subclasses; their
+    ``header_items`` says whether a response's headers are read as ``module`` keeps them (private), decided
+    here, once per module, by the version fence of ``module`` (:data:`llmtap._fences.HEADER_ITEMS`)."""
+    fence = HEADER_ITEMS.get(module.__name__)
+    fields = {"__module__": __name__, "header_items": fence is not None and fence.open()}
+    sync_shell = type("ObservedStream", (_SyncShell, module.SyncByteStream), fields)
+    async_shell = type("AsyncObservedStream", (_AsyncShell, module.AsyncByteStream), fields)
     return sync_shell, async_shell
 
 
@@ -357,8 +362,9 @@ class _Sending:
             now = attempt.observer.start.started_at
         try:
             headers = response.headers
-            # httpx keeps (raw name, lower-case name, value) items: read as they are, no copy; else its raw pairs
-            items = getattr(headers, "_list", None)
+            # httpx keeps (raw name, lower-case name, value) items: read as they are, no copy, on the versions
+            # that is tested on (the shell's header_items); else the public raw pairs
+            items = getattr(headers, "_list", None) if shell.header_items else None  # type: ignore[attr-defined]
             if type(items) is list:
                 attempt.observer.on_header_items(response.status_code, items, now)
             else:

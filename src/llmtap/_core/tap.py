@@ -14,6 +14,7 @@ path, called by llmtap's hooks only.
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 import time
@@ -21,7 +22,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
-from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
 from llmtap._core import attributes as _attributes
 from llmtap._core import handoff as _handoff
@@ -31,7 +31,7 @@ from llmtap._core.endpoints import EndpointMatcher, UnobservedHosts, sdk_endpoin
 from llmtap._core.observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._core.record import AttemptStart, CallRecord, Usage
 from llmtap._core.request import UNKNOWN, info_from_content, info_from_options
-from llmtap._log import internal_error
+from llmtap._log import internal_error, log_once
 from llmtap._providers._base import RequestInfo
 from llmtap._providers._catalog import ENTRIES
 from llmtap._settings import CHUNK_GAP_BUCKETS, Settings
@@ -48,15 +48,19 @@ __all__ = ["Attempt", "Tap"]
 
 _FAILED = object()
 _NO_USAGE = Usage()
-# What ``opentelemetry.instrumentation.utils.suppress_instrumentation()`` sets (its key and the legacy plain
-# one); read here directly so the request path does not import that package (about 1 MiB of modules).
-_SUPPRESS_KEYS = (_SUPPRESS_INSTRUMENTATION_KEY, "suppress_instrumentation")
+_SUPPRESS_LEGACY_KEY = "suppress_instrumentation"
+_PRIVATE_SUPPRESS_KEY: str | None = getattr(otel_context, "_SUPPRESS_INSTRUMENTATION_KEY", None)
+"""What ``opentelemetry.instrumentation.utils.suppress_instrumentation()`` sets: the API's private context key
+(and the plain one beside it, "for backward compatibility"), read here directly so the request path does not
+import that package (about 1 MiB of modules). Read with a fallback: an API that no longer has it (moved,
+renamed) costs llmtap no import error; :class:`Tap` then honours suppression through the public
+``is_instrumentation_enabled()`` (see :func:`_public_suppression_check`)."""
+_SUPPRESS_KEY: str = _PRIVATE_SUPPRESS_KEY or _SUPPRESS_LEGACY_KEY
 _RETRY_HEADER = "x-stainless-retry-count"
 _get_context = otel_context.get_current
 _perf_counter = time.perf_counter
 _time_ns = time.time_ns
 _current_attributes = _attributes.CURRENT.get
-_SUPPRESS_KEY, _SUPPRESS_LEGACY_KEY = _SUPPRESS_KEYS
 _new = tuple.__new__
 
 
@@ -121,6 +125,8 @@ class Tap:
             from llmtap._core.cost import Pricer
 
             self._pricer = Pricer(settings.prices)  # ImportError naming the extra when there is no price table
+        self._instrumentation_enabled = None if _PRIVATE_SUPPRESS_KEY is not None else _public_suppression_check()
+        """Where the API's private key is gone: the public check of suppression, asked after the plain key."""
         # the span's context goes on the record for the sinks' exemplars: none without a span or a sink
         self._exemplars = settings.exemplars and spans is not None and bool(self.sinks)
         _handoff.start()
@@ -150,6 +156,8 @@ class Tap:
             return None
         context = _get_context()
         if context.get(_SUPPRESS_KEY) or context.get(_SUPPRESS_LEGACY_KEY):
+            return None
+        if self._instrumentation_enabled is not None and not self._instrumentation_enabled():
             return None
         if self._excluded is not None and self._excluded.search(str(url)):
             return None
@@ -345,3 +353,29 @@ class Tap:
                 close()
             except Exception as exc:
                 internal_error("sink", "llmtap: closing the %s exporter failed: %r", sink.name, exc)
+
+
+def _public_suppression_check() -> Callable[[], bool] | None:
+    """``opentelemetry.instrumentation.utils.is_instrumentation_enabled`` (public; it reads the key wherever
+    the API keeps it now, and the plain one), for an API without the private key :data:`_SUPPRESS_KEY` reads;
+    ``None`` without that package (or where it does not import): only the plain key, which
+    ``suppress_instrumentation()`` sets too, is read. Said once at DEBUG, at set-up."""
+    try:
+        from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+    except Exception as exc:  # not installed, or broken by the same move
+        log_once(
+            "suppress-key",
+            "llmtap: opentelemetry.context has no _SUPPRESS_INSTRUMENTATION_KEY and opentelemetry-instrumentation's "
+            "is_instrumentation_enabled() is not available (%r): suppression is read from the plain "
+            "'suppress_instrumentation' context key only",
+            exc,
+            level=logging.DEBUG,
+        )
+        return None
+    log_once(
+        "suppress-key",
+        "llmtap: opentelemetry.context has no _SUPPRESS_INSTRUMENTATION_KEY: suppression is read through "
+        "opentelemetry-instrumentation's is_instrumentation_enabled()",
+        level=logging.DEBUG,
+    )
+    return is_instrumentation_enabled

@@ -94,7 +94,7 @@ def build(
         if settings.traces:
             from llmtap._exporters.tracing import TracingExporter
 
-            spans = TracingExporter(tracer_provider, detail=settings.span_detail)
+            spans = TracingExporter(tracer_provider, detail=settings.span_detail, slim=settings.slim_spans)
     except BaseException:
         with contextlib.suppress(Exception):  # the error that stopped the build is the one to see
             Exporters(tuple(sinks), spans, prometheus).close()

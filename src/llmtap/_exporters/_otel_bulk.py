@@ -30,6 +30,11 @@ and ``always_off``, and a value with one is offered to the series' reservoir as 
 (:func:`record_one`); with any other filter, with an SDK laid out otherwise (another version, a proxy
 instrument, another measurement consumer) or if anything here fails, every value goes through
 ``record()``: slower, never different.
+
+Two guards: the exporter takes this path only on the SDK versions it is tested on
+(:data:`llmtap._fences.OTEL_BULK`, asked once when the exporter is set up; elsewhere it calls
+:func:`through_record_many` and :func:`through_record_counted`, the public API), and inside that range this
+module still checks the layout it reads (:func:`_load`, :func:`_targets`, :func:`_counts_of`).
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from opentelemetry.context import Context
 
 from llmtap._log import internal_error, logger
 
-__all__ = ["record_counted", "record_many", "record_one"]
+__all__ = ["record_counted", "record_many", "record_one", "through_record_counted", "through_record_many"]
 
 
 def record_many(instrument: Any, attributes: dict[str, Any], values: Sequence[float], context: Context) -> None:
@@ -55,6 +60,11 @@ def record_many(instrument: Any, attributes: dict[str, Any], values: Sequence[fl
     if targets is not None:
         _aggregate(instrument, targets, values, context)
         return
+    through_record_many(instrument, attributes, values, context)
+
+
+def through_record_many(instrument: Any, attributes: dict[str, Any], values: Sequence[float], context: Context) -> None:
+    """:func:`record_many` through the public API: ``instrument.record`` per value."""
     record = instrument.record
     for value in values:
         record(value, attributes, context)
@@ -93,6 +103,13 @@ def record_counted(
     if targets is not None:
         _aggregate_counted(instrument, targets, counted, context)
         return
+    through_record_counted(instrument, attributes, counted, context)
+
+
+def through_record_counted(
+    instrument: Any, attributes: dict[str, Any], counted: Sequence[tuple[float, int]], context: Context
+) -> None:
+    """:func:`record_counted` through the public API: ``instrument.record`` per value, ``count`` times each."""
     record = instrument.record
     for value, count in counted:
         for _ in range(count):

@@ -1,7 +1,14 @@
 """The Prometheus exporter's store for prometheus-client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``):
 the measurements go to prometheus-client metric objects at once, since their values live in files another
 process reads at scrape. Imported by ``prometheus.py`` only in that mode (the common single-process mode
-folds records at scrape, ``prometheus.py``'s ``_Folded``)."""
+folds records at scrape, ``prometheus.py``'s ``_Folded``).
+
+A chunk-gap histogram's values come pre-bucketed from the core; on the prometheus-client versions it is
+tested on (:data:`llmtap._fences.PROMETHEUS_BUCKETS`, asked once when the store is made) they are added to
+the histogram's bucket values at once (:func:`_merge_histogram`, prometheus-client's private ``_buckets``
+and ``_sum``, checked first); on any other version, or a histogram laid out otherwise, they are observed
+one value per gap through the public ``Histogram.observe()`` (:func:`_observe_each`: the same bucket
+counts, count and sum)."""
 
 from __future__ import annotations
 
@@ -12,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.samples import Sample
 
+from llmtap._core.gaps import spread
 from llmtap._core.metrics import COUNTER, GAUGE, HISTOGRAM, Buckets, Mapping, Measurement
 from llmtap._core.record import AttemptRecord
 from llmtap._exporters.prometheus import _Ended, _Family, _measure, exemplar_of
+from llmtap._fences import PROMETHEUS_BUCKETS
 
 if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext
@@ -53,6 +62,10 @@ class Objects:
         self._children: dict[tuple[str, tuple[str | int, ...]], Any] = {}
         self._kinds = {k: f.kind for k, f in families.items()}
         self._exemplar_keys = frozenset(k for k, f in families.items() if f.exemplar)
+        self._bounds = {k: f.bounds for k, f in families.items() if f.kind == HISTOGRAM}
+        self._merge = PROMETHEUS_BUCKETS.open()
+        """Pre-bucketed values are merged into the histograms' bucket values (decided here, once, from the
+        installed prometheus-client's version); otherwise observed one by one."""
         self.metrics: list[Any] = []
         self._metrics: dict[str, Any] = {}
         for key, f in families.items():
@@ -93,7 +106,8 @@ class Objects:
             kind = self._kinds[name]
             if kind == HISTOGRAM:
                 if isinstance(value, Buckets):
-                    _merge_histogram(child, value)
+                    if not (self._merge and _merge_histogram(child, value)):
+                        _observe_each(child, value, self._bounds[name])
                 else:
                     exemplar = exemplar_of(span) if span is not None and name in self._exemplar_keys else None
                     child.observe(value, exemplar)
@@ -107,13 +121,29 @@ class Objects:
         self.write(*_measure(self._mapping, ended))
 
 
-def _merge_histogram(child: Histogram, buckets: Buckets) -> None:
-    """Add pre-bucketed observations (same bounds as the histogram) in one step per bucket."""
+def _merge_histogram(child: Histogram, buckets: Buckets) -> bool:
+    """Add pre-bucketed observations (same bounds as the histogram) in one step per bucket; ``False`` (nothing
+    added) where the histogram is not laid out as this reads it."""
     counters = getattr(child, "_buckets", None)
     sum_value = getattr(child, "_sum", None)
-    if counters is None or sum_value is None or len(counters) != len(buckets.counts):
-        return  # prometheus-client internals changed: skip rather than mis-record
+    if (
+        sum_value is None
+        or type(counters) is not list
+        or len(counters) != len(buckets.counts)
+        or not all(callable(getattr(value, "inc", None)) for value in (*counters, sum_value))
+    ):
+        return False  # prometheus-client laid out otherwise: observed one by one instead
     for value, count in zip(counters, buckets.counts, strict=True):
         if count:
             value.inc(count)
     sum_value.inc(buckets.sum)
+    return True
+
+
+def _observe_each(child: Histogram, buckets: Buckets, bounds: tuple[float, ...]) -> None:
+    """The public way: one ``observe()`` per observation, of values in the right buckets that add up to the
+    sum (:func:`~llmtap._core.gaps.spread`)."""
+    observe = child.observe
+    for value, count in spread(buckets.counts, buckets.sum, bounds, buckets.max):
+        for _ in range(count):
+            observe(value)

@@ -1,5 +1,9 @@
 """Less memory per finished span: the ``ReadableSpan`` an attempt span becomes holds plain containers.
 
+Opt-in (``Settings.slim_spans``, whose docstring says what it changes for span processors), and taken only
+on the OpenTelemetry SDK versions it is tested on (:data:`llmtap._fences.SPAN_SLIM`, asked once when the
+tracing exporter is built); :func:`_learn`'s layout check is the second guard.
+
 Why llmtap reaches under the SDK's API here: the OpenTelemetry SDK (1.45) gives every span a
 ``BoundedAttributes`` (a dict, a wrapper and a lock) and two ``BoundedList`` s, for events and links (a
 ``deque`` and a lock each). The ``ReadableSpan`` that ``end()`` hands to the span processors refers to all

@@ -18,7 +18,8 @@ attribute set (plain arithmetic under one lock) and reported by observable instr
 the SDK turns them into deltas where the reader asks for delta temporality); the rate-limit gauges read the
 last record that had rate limits, converted at collection. Histogram values are appended to their series
 (one attribute dict each, built once) and recorded by the same callback, a series' values past
-``record()`` into its aggregations (:mod:`llmtap._exporters._otel_bulk`: ~0.6 µs a value, not ~7).
+``record()`` into its aggregations (:mod:`llmtap._exporters._otel_bulk`: ~0.6 µs a value, not ~7) on the SDK
+versions that path is tested on (:data:`llmtap._fences.OTEL_BULK`), through ``record()`` on any other.
 Recorded with its span's context (from ``record.span_context``) is the first value per
 bucket and interval that has a sampled span (the SDK's reservoir keeps one exemplar per bucket: it keeps
 its trace and value; its time is the collection's, in the same interval, not the attempt's end); recorded
@@ -50,13 +51,12 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
-import math
 import os
 import threading
 import weakref
 from array import array
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 from opentelemetry import metrics, trace
@@ -64,6 +64,7 @@ from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.trace import SpanContext
 
+from llmtap._core.gaps import spread
 from llmtap._core.metrics import (
     BASE_ATTRIBUTES,
     COUNTER,
@@ -80,6 +81,7 @@ from llmtap._core.metrics import (
 )
 from llmtap._exporters import _otel_bulk, _otel_fork
 from llmtap._exporters._health import register_otel
+from llmtap._fences import OTEL_BULK
 from llmtap._log import internal_error, log_once
 from llmtap._version import __version__
 
@@ -165,9 +167,13 @@ class OtelMetricsExporter:
                 self._fold(key, self.mapping.initial, None)
             now = self._fold(key, measurements, span)
         if now:
+            bulk = shared.bulk
             for histogram, value, exemplar in now:
                 context = _context_of(span) if exemplar and span is not None else _NO_SPAN
-                _otel_bulk.record_one(histogram.instrument, histogram.attributes, value, context)
+                if bulk:
+                    _otel_bulk.record_one(histogram.instrument, histogram.attributes, value, context)
+                else:
+                    histogram.instrument.record(value, histogram.attributes, context)
 
     def _fold(
         self, key: tuple[str, ...], measurements: Iterable[Measurement], span: SpanContext | None
@@ -315,6 +321,9 @@ class _Shared:
         self.collected = False
         """A collection has run (a reader exists): ended records and histogram values wait for the next one
         from now on; until then they are written at once and nothing is held."""
+        self.bulk = OTEL_BULK.open()
+        """Histogram values go past ``record()`` (:mod:`~llmtap._exporters._otel_bulk`): decided here, once,
+        from the installed SDK's version; otherwise through ``record()``."""
         self._made: dict[str, Any] = {}
         self._made_lock = threading.Lock()
         register_otel(meter, namespace)  # llmtap.internal_errors, llmtap.label_overflows (observable counters)
@@ -446,10 +455,14 @@ class _Shared:
             for h in self._marked:
                 h.marked = set()
             self._queued, self._gapped, self._marked, self._pending = [], [], [], 0
+        if self.bulk:
+            many, counted = _otel_bulk.record_many, _otel_bulk.record_counted
+        else:
+            many, counted = _otel_bulk.through_record_many, _otel_bulk.through_record_counted
         for instrument, attrs, pending in values:
-            _otel_bulk.record_many(instrument, attrs, pending, _NO_SPAN)
+            many(instrument, attrs, pending, _NO_SPAN)
         for instrument, attrs, (counts, total, largest) in gaps:
-            _otel_bulk.record_counted(instrument, attrs, spread(counts, total, _GAP_BOUNDS, largest), _NO_SPAN)
+            counted(instrument, attrs, spread(counts, total, _GAP_BOUNDS, largest), _NO_SPAN)
         return ()
 
     def _forget(self) -> None:
@@ -519,33 +532,3 @@ def _warn_if_old(provider: Any) -> None:
             ".".join(map(str, MIN_SDK)),
             ".".join(map(str, MIN_SDK)),
         )
-
-
-def spread(counts: Sequence[int], total: float, bounds: Sequence[float], largest: float) -> list[tuple[float, int]]:
-    """Values that, recorded one by one, give a histogram exactly these bucket ``counts``, this sum
-    and this maximum: ``(value, how many times)`` pairs.
-
-    ``counts[i]`` counts observations ``v`` with ``bounds[i-1] < v <= bounds[i]`` (the last one: above
-    ``bounds[-1]``), ``total`` is their sum and ``largest`` their maximum, as the core aggregates the
-    gaps of one attempt. The maximum is recorded as is; every other observation is placed inside its
-    bucket at the same fraction of the bucket's width (capped at ``largest``), the fraction chosen
-    so the values add up to ``total``. Such values exist because the real observations are some.
-    """
-    top = max((i for i, c in enumerate(counts) if c), default=-1)
-    if top < 0:
-        return []
-    pairs: list[tuple[float, int]] = [(largest, 1)]
-    rest = total - largest
-    items: list[tuple[float, float, int]] = []
-    for i, count in enumerate(counts):
-        n = count - 1 if i == top else count
-        if n <= 0:
-            continue
-        low = 0.0 if i == 0 else math.nextafter(bounds[i - 1], math.inf)
-        high = min(bounds[i] if i < len(bounds) else math.inf, largest)
-        items.append((low, max(low, high), n))
-    room = sum(n * (high - low) for low, high, n in items)
-    slack = rest - sum(n * low for low, _, n in items)
-    fraction = 0.0 if room <= 0 else min(1.0, max(0.0, slack / room))
-    pairs += [(min(high, low + fraction * (high - low)), n) for low, high, n in items]
-    return pairs

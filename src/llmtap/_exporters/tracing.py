@@ -12,6 +12,8 @@ attempt and nothing a metric already says: the GenAI semantic conventions' clien
 outcome and its ids. ``Settings.span_detail`` adds the rest (the HTTP method, path and status code, and
 the values that repeat a metric: timings, stream statistics, retry-after, parse errors). What is known at
 the start goes in one mapping to ``start_span`` (samplers see it), the rest in one ``set_attributes``.
+``Settings.slim_spans`` (off by default) hands the span processors ended spans that hold less memory
+(:mod:`llmtap._exporters._span_memory`), on the SDK versions that is tested on (:data:`llmtap._fences.SPAN_SLIM`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 
 from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
 from llmtap._exporters._span_memory import Slimmer
+from llmtap._fences import SPAN_SLIM
 from llmtap._version import __version__
 
 __all__ = ["TracingExporter"]
@@ -33,11 +36,14 @@ _MAX_NAMES = 256
 
 class TracingExporter:
     """Creates attempt spans with the tracer of ``tracer_provider`` (default: the global one); ``detail``
-    adds the HTTP attributes and those that repeat a metric (``Settings.span_detail``)."""
+    adds the HTTP attributes and those that repeat a metric (``Settings.span_detail``); ``slim`` slims ended
+    spans (``Settings.slim_spans``) where the installed SDK is one that is tested on."""
 
     name = "tracing"
 
-    def __init__(self, tracer_provider: TracerProvider | None = None, *, detail: bool = False) -> None:
+    def __init__(
+        self, tracer_provider: TracerProvider | None = None, *, detail: bool = False, slim: bool = False
+    ) -> None:
         self._detail = detail
         self._tracer = trace.get_tracer(
             "llmtap",
@@ -50,7 +56,8 @@ class TracingExporter:
         self._names: dict[tuple[str, str], str] = {}
         """(operation, model) -> the span name, one string shared by the spans of that pair (a span holds
         its name until exported); at most :data:`_MAX_NAMES`, further pairs get their own string."""
-        self._slimmer = Slimmer()
+        self._slimmer = Slimmer() if slim and SPAN_SLIM.open() else None
+        """Set up once, here: ``None`` unless asked for and the installed SDK is within the tested range."""
 
     def start(self, attempt: AttemptStart) -> object:
         model = attempt.request_model
@@ -145,7 +152,8 @@ class TracingExporter:
         span.set_attributes(attrs)
         if record.is_error:
             span.set_status(Status(StatusCode.ERROR, record.error_type or record.outcome.value))
-        self._slimmer.slim(span)  # it waits in the application's span processor until exported: held slim
+        if self._slimmer is not None:
+            self._slimmer.slim(span)  # it waits in the application's span processor until exported: held slim
         span.end(end_time=end_ns)
 
     def call_end(self, record: CallRecord) -> None:
