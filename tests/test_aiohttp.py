@@ -22,9 +22,9 @@ import pytest
 
 import llmtap
 from llmtap import Outcome
-from llmtap._core import stream as _stream
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture, capture
+from tests.support.layers import every_layer_observes
 from tests.support.rawserver import RawServer, Reply, http_response
 
 BODY: dict[str, Any] = {
@@ -327,25 +327,12 @@ def test_httpx_over_aiohttp_counted_once(sim: Simulator, cap: Capture) -> None:
     assert [(r.outcome, r.call_id is not None) for r in cap.records] == [(Outcome.COMPLETED, True)]
 
 
-class _NeverObserving:
-    """Stands in for the shells' "already observing" flag: always says no, so both hooks observe."""
-
-    def get(self) -> bool:
-        return False
-
-    def set(self, value: bool) -> object:
-        return None
-
-    def reset(self, token: object) -> None:
-        return None
-
-
 def test_httpx_over_aiohttp_without_the_guard_counts_twice(
     sim: Simulator, cap: Capture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The control of the test above: the aiohttp hook does see the same attempt below the httpx one,
     so without the shells' flag it would be counted twice."""
-    monkeypatch.setattr(_stream, "_OBSERVING", _NeverObserving())
+    every_layer_observes(monkeypatch)
     _anthropic_over_aiohttp(sim)
     cap.wait(2)
     assert [r.outcome for r in cap.records] == [Outcome.COMPLETED] * 2

@@ -25,6 +25,7 @@ import pytest
 from llmtap import Outcome
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture
+from tests.support.layers import every_layer_observes
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of the price map at import
 with warnings.catch_warnings():
@@ -140,19 +141,6 @@ def test_a_stream_cut_before_its_stop_reason_stays_a_service_failure(sim: Simula
     assert record.stop_reason is None
 
 
-class _NeverObserving:
-    """Stands in for the shells' "already observing" flag: always says no, so every hooked layer observes."""
-
-    def get(self) -> bool:
-        return False
-
-    def set(self, value: bool) -> object:
-        return None
-
-    def reset(self, token: object) -> None:
-        return None
-
-
 @pytest.mark.parametrize(("transport", "layers"), [("aiohttp", 2), ("httpx", 1)])
 def test_the_async_path_passes_two_hooked_layers_and_the_outer_one_owns_it(
     sim: Simulator, cap: Capture, monkeypatch: pytest.MonkeyPatch, transport: str, layers: int
@@ -160,9 +148,7 @@ def test_the_async_path_passes_two_hooked_layers_and_the_outer_one_owns_it(
     """The control of the counts above: without the flag, LiteLLM's default async path is observed by both
     the httpx hook and the aiohttp hook under it (two records for one request served), its httpx-only path
     by one."""
-    from llmtap._core import stream as _stream
-
-    monkeypatch.setattr(_stream, "_OBSERVING", _NeverObserving())
+    every_layer_observes(monkeypatch)
     litellm.disable_aiohttp_transport = transport == "httpx"
     _call(sim, "anthropic", "async", False, Scenario(tokens=2))
     assert len(sim.wait_served(1)) == 1

@@ -8,6 +8,8 @@
 * ``deploy``: free ports, waiting for servers, scraping ``/metrics``, reading the OTLP receiver;
 * ``own``: what is llmtap's own code (by the package's directory, never a name pattern);
 * ``cycles``: the reference cycles llmtap leaves behind;
+* ``layers``: one request through two hooked layers (the control that takes the "observing" flag away);
+* ``sdklines``: what differs on the legacy SDK line;
 * ``gcwatch``: the soak's instruments (a stall watchdog, code run inside the garbage collector).
 
 ``conftest.py`` holds only the pytest fixtures.
