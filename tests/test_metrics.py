@@ -213,13 +213,18 @@ def test_genai_semconv_generations(generation: str, present: set[str], absent: s
         assert ("inference_input", 100, ()) in Mapping(off).end(record())
 
 
-def test_token_histograms_leave_out_failed_attempts_and_the_counters_count_them() -> None:
-    """The GenAI conventions' rule: a failed attempt (one with an ``error.type``) adds nothing to the token
-    distributions, its tokens still go to the counters (spend); a successful one adds to both (control)."""
+@pytest.mark.parametrize(("outcome", "error_type"), [
+    (Outcome.INCOMPLETE, "incomplete_stream"),
+    (Outcome.SERVER_ERROR, "overloaded_error"),
+    (Outcome.CLIENT_CLOSED, None),
+])  # fmt: skip
+def test_token_histograms_leave_out_attempts_that_did_not_complete(outcome: Outcome, error_type: str | None) -> None:
+    """The GenAI conventions' rule: a failed attempt adds nothing to the token distributions (nor does an aborted
+    one: its counts are partial); its tokens still go to the counters (spend). A completed one adds to both."""
     settings = llmtap.Settings(genai_semconv="both", cost=False)
     mapping = Mapping(switched_off(settings))
     histograms = {"usage", "inference_input", "inference_output"}
-    failed = mapping.end(record(error_type="incomplete_stream"))
+    failed = mapping.end(record(outcome=outcome, error_type=error_type))
     assert not [m for m in failed if m[0] in histograms]
     assert ("tokens", 100, ("input",)) in failed and ("tokens", 20, ("output",)) in failed
     succeeded = {name for name, _, _ in mapping.end(record())}

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from llmtap._core.record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord, Cost
+from llmtap._core.record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallRecord, Cost, Outcome
 
 __all__ = [
     "BASE_ATTRIBUTES",
@@ -408,9 +408,10 @@ class Mapping:
             if record.stalls:
                 add(("stalls", record.stalls, ()))
         usage = record.usage
-        # the token histograms only for an attempt that did not fail (no error.type), as the GenAI conventions
-        # now say (a failed attempt's counts would skew the distribution); the counters count every token
-        distribution = not error_type
+        # the token histograms only for an attempt that completed: the GenAI conventions leave failed operations
+        # out (their counts would skew the distribution), and an aborted stream's counts are partial too (often
+        # only message_start's); the counters count every token
+        distribution = record.outcome is Outcome.COMPLETED
         if usage.input_tokens is not None:
             if distribution:
                 add(("usage", usage.input_tokens, ("input", *sc)))
