@@ -241,6 +241,8 @@ class AttemptObserver:
         if ending is Ending.EOF:
             if self._framer is not None:
                 self._framer.finish()
+                if not facts.final:
+                    self.provider.at_end_of_stream(facts)
             if not self.streamed:
                 self._parse_json_body()
         elif not self.streamed and ((status is not None and not 200 <= status < 300) or facts.server_error):

@@ -200,6 +200,11 @@ class Provider(abc.ABC):
         event). Only providers whose streams are event-stream framed (Bedrock) implement it."""
         return None
 
+    def at_end_of_stream(self, facts: Facts) -> None:
+        """The stream's body ended (read to its end) without its terminal event: a provider whose answer is
+        whole before its last event (Bedrock Converse's ``messageStop`` before ``metadata``) sets ``final``."""
+        return None
+
     @abc.abstractmethod
     def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> Output | None:
         """One complete SSE event (``event:`` name or None, joined ``data:`` payload): what it teaches
