@@ -10,6 +10,10 @@ with :func:`wrap_transport` instead.
 **aiohttp.** ``aiohttp.ClientSession._request`` is wrapped by ``aiohttp_session.py`` (where and why is
 written there), patched like the others only when the application imports aiohttp.
 
+**botocore.** ``botocore.endpoint.Endpoint._send`` (every attempt on the wire) and, with ``sdk_calls``,
+``botocore.client.BaseClient._make_api_call`` (a ``bedrock-runtime`` client's logical call) are wrapped when
+the application imports botocore; where and why is written in ``botocore_endpoint.py``.
+
 **Logical calls.** The SDKs retry inside one method of their client (:data:`SDK_HOOKS`); a guarded
 wrapper around it opens a :class:`~llmtap._core.calls.Call` so retries are linked (see ``_core/calls.py``), and
 its requests are LLM requests on any host (the call carries the SDK's provider name,
@@ -59,6 +63,8 @@ SDK_PROVIDERS: dict[str, str] = {
 }
 """SDK module -> the provider name of its requests on a host no rule covers (``gen_ai.provider.name``)."""
 AIOHTTP_MODULE = "aiohttp"  # observed by ``aiohttp_session.py``, below any httpx client sending through it
+BOTOCORE_ENDPOINT = "botocore.endpoint"  # ``Endpoint._send``: every botocore attempt (``botocore_endpoint.py``)
+BOTOCORE_CLIENT = "botocore.client"  # ``BaseClient._make_api_call``: a bedrock-runtime call, all its attempts
 
 _hooked: set[str] = set()
 """Module names given llmtap's post-import hook. A hook is never taken back, so each is registered once
@@ -212,6 +218,35 @@ def _patch_aiohttp(module: ModuleType, applied: list[tuple[Any, str, Any]]) -> N
     _wrap(module.ClientSession, "_request", _aiohttp_request, f"{module.__name__}.ClientSession", applied)
 
 
+def _patch_botocore_endpoint(module: ModuleType, applied: list[tuple[Any, str, Any]]) -> None:
+    # botocore is ~10 MiB of modules once imported: the hook's few KiB are loaded with it, not per request
+    from llmtap._hooks.botocore_endpoint import send_wrapper
+
+    _wrap(module.Endpoint, "_send", send_wrapper, f"{module.__name__}.Endpoint", applied)
+
+
+def _patch_botocore_client(module: ModuleType, applied: list[tuple[Any, str, Any]]) -> None:
+    _wrap(module.BaseClient, "_make_api_call", _botocore_api_call, f"{module.__name__}.BaseClient", applied)
+
+
+_bedrock_call = _sdk_sync_hook("aws.bedrock")
+
+
+def _botocore_api_call(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """The wrapper of ``botocore.client.BaseClient._make_api_call``: a ``bedrock-runtime`` client's call is one
+    logical call (its attempts, botocore's retries, linked as the SDK hooks link theirs); any other service's
+    passes through."""
+    if _installation.current is None:
+        return wrapped(*args, **kwargs)
+    try:
+        service = instance._service_model.service_name
+    except Exception:
+        service = None
+    if service != "bedrock-runtime":
+        return wrapped(*args, **kwargs)
+    return _bedrock_call(wrapped, instance, args, kwargs)
+
+
 def _aiohttp_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     """The wrapper of ``aiohttp.ClientSession._request``: ``aiohttp_session.py``'s, imported at the first
     request sent while instrumented rather than when aiohttp is patched (the anthropic SDK imports aiohttp
@@ -250,8 +285,10 @@ class Patches:
     def __init__(self, sdk_calls: bool = True) -> None:
         targets = [(name, _patch_http) for name in HTTP_MODULES]
         targets.append((AIOHTTP_MODULE, _patch_aiohttp))
+        targets.append((BOTOCORE_ENDPOINT, _patch_botocore_endpoint))
         if sdk_calls:
             targets += [(name, _patch_sdk) for name in SDK_MODULES]
+            targets.append((BOTOCORE_CLIENT, _patch_botocore_client))
         self._wanted = {name: hook for name, hook in targets if _installed(name.split(".")[0])}
         """module name -> how to patch it (installed modules only)"""
         self._done: set[str] = set()
