@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import boto3
+import botocore.awsrequest
 import botocore.client
 import botocore.endpoint
 import pytest
@@ -223,6 +224,25 @@ def test_cut_mid_stream_is_connection_error(sim: Simulator, cap: Capture, operat
     assert record.first_token_at is not None
 
 
+def test_a_converse_body_cut_is_a_connection_error_after_its_status(sim: Simulator, cap: Capture) -> None:
+    """botocore reads a non-streamed body inside its send: the response's headers were seen all the same; the
+    body ends short of its content-length without an error from urllib3 (botocore turns the check off)."""
+    with pytest.raises(KeyError):  # botocore has urllib3 not enforce content-length: half a JSON body is parsed
+        _read_converse(client(sim, Scenario(tokens=5, drop_at=2)))
+    record = only(cap)
+    assert record.outcome is Outcome.CONNECTION_ERROR and record.status_code == 200
+    assert record.headers_at is not None and record.error_type == "IncompleteRead"
+
+
+def test_an_invoke_model_body_cut_is_a_connection_error(sim: Simulator, cap: Capture) -> None:
+    with pytest.raises(Exception) as raised:
+        _read_invoke(client(sim, Scenario(tokens=5, drop_at=2)))
+    # urllib3's read of a body the server cut raises (botocore wraps it for the app)
+    assert type(raised.value).__name__ == "ResponseStreamingError"
+    record = only(cap)
+    assert record.outcome is Outcome.CONNECTION_ERROR and record.error_type == "ProtocolError"
+
+
 @pytest.mark.parametrize("operation", ["converse_stream", "invoke_model_with_response_stream"])
 def test_body_ending_before_the_stop_is_incomplete(sim: Simulator, cap: Capture, operation: str) -> None:
     read, _, _ = OPERATIONS[operation]
@@ -359,14 +379,17 @@ def test_other_services_pass_untouched(sim: Simulator) -> None:
 def test_clients_made_before_instrument_and_uninstrument(sim: Simulator) -> None:
     sent = botocore.endpoint.Endpoint._send
     made_call = botocore.client.BaseClient._make_api_call
+    made_response = botocore.awsrequest.AWSResponse.__init__
     bedrock = client(sim, Scenario(tokens=2))  # before instrument()
     sim.clear()
     with capture() as cap:
         assert botocore.endpoint.Endpoint._send is not sent  # wrapped on the class
         assert botocore.client.BaseClient._make_api_call is not made_call
+        assert botocore.awsrequest.AWSResponse.__init__ is not made_response
         _read_converse_stream(bedrock)
         assert only(cap).outcome is Outcome.COMPLETED
     assert botocore.endpoint.Endpoint._send is sent  # restored
+    assert botocore.awsrequest.AWSResponse.__init__ is made_response
     assert botocore.client.BaseClient._make_api_call is made_call
     assert _read_converse_stream(bedrock) == Scenario(tokens=2).expected_text()  # still works, unobserved
 

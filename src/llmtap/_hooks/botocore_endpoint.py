@@ -1,6 +1,6 @@
 """botocore: the HTTP attempts of every ``bedrock-runtime`` client (boto3's, and any library's on botocore:
 Strands, LangChain's ``ChatBedrock*``, pydantic-ai, instructor ...), observed with the same observer and
-bookkeeping as the httpx and aiohttp hooks. ``httpx_transport.Patches`` wraps two methods when (and only when)
+bookkeeping as the httpx and aiohttp hooks. ``httpx_transport.Patches`` wraps three methods when (and only when)
 the application imports botocore; ``uninstrument()`` restores them. Every client is covered, made before
 ``instrument()`` or after: the wraps are on the classes, not per-client event handlers.
 
@@ -15,28 +15,30 @@ retries included, and never for a stubbed one; it is wrapped here (:func:`send_w
 llmtap registers no event handler at all (a ``before-send`` handler that returned anything but ``None`` would
 skip the real request). ``_send`` returns the ``AWSResponse`` once the headers arrived, or raises what the
 session raised (``EndpointConnectionError``, ``ConnectionClosedError``, ``ReadTimeoutError`` ...): the
-attempt's ending. aiobotocore's ``AioEndpoint`` defines its own ``_send`` (over aiohttp, whose hook observes
-it), so it never passes here.
+attempt's ending when no response had come. aiobotocore's ``AioEndpoint`` defines its own ``_send`` (over
+aiohttp, whose hook observes it), so it never passes here.
 
-**The body.** For an operation without a streamed output (``Converse``) botocore's session reads the whole
-body before ``_send`` returns (``AWSResponse.content``): its bytes are fed to the observer at once and the
-attempt ends there, headers and body seen together. Otherwise (``ConverseStream``,
-``InvokeModelWithResponseStream``'s ``EventStream``; ``InvokeModel``'s ``StreamingBody``; any error status, which
-botocore reads in ``convert_to_response_dict``) the response's ``raw``, the urllib3 response everything reads
-the body from, is replaced by :class:`ObservedBody`, a proxy that hands every read to it and feeds the bytes
-read to the observer (and its AWS event-stream framer), which gives every ending:
+**The body.** botocore's session makes the ``AWSResponse`` as soon as the headers arrived, then, for an
+operation without a streamed output (``Converse``), reads the whole body before ``_send`` returns. So
+``AWSResponse.__init__`` is wrapped too (:func:`response_init_wrapper`): made while an observed attempt is being
+sent on this thread, the response gives the attempt its status and headers, and its ``raw``, the urllib3
+response everything reads the body from (``AWSResponse.content``, ``EventStream``, ``StreamingBody``), is
+replaced by :class:`ObservedBody`, a proxy that hands every read to it and feeds the bytes read to the observer
+(and its AWS event-stream framer), which gives every ending, with the time each byte arrived:
 
 * the provider's terminal event (ConverseStream's ``metadata`` after ``messageStop``; ``message_stop``), or an
   ``exception`` message (``server_error``), parsed from what a read returned; else the end of the body;
 * ``close()``: the app's ``EventStream.close()`` / ``StreamingBody.close()`` (``client_closed``);
 * an exception out of a read (urllib3's ``ProtocolError`` on a cut connection, ``ReadTimeoutError``): re-raised;
+  a body with a ``content-length`` that ends short of it (urllib3 is told not to enforce it) is a cut
+  connection too (``IncompleteRead``), whatever botocore makes of it;
 * dropped: the proxy garbage-collected first (``abandoned``), through the shells' own finaliser (only a hand-off).
 
 Reads the proxy does not know reach the real response unobserved, never broken. Nothing is buffered: a read's
 bytes go to the observer and on to the caller.
 
 **Which requests.** :func:`send_wrapper` passes every request through at the cost of two checks unless a
-``bedrock-runtime`` client's call is open (:func:`api_call_wrapper`, on ``BaseClient._make_api_call`` when
+``bedrock-runtime`` client's call is open (``httpx_transport`` wraps ``BaseClient._make_api_call`` when
 ``sdk_calls`` is on: it links the attempts of one call, as the anthropic SDK's hook does), the URL names
 ``bedrock-runtime``, or the tap observes configured base URLs or any host; then the tap's endpoint rules
 decide, as for every client. botocore's ``amz-sdk-invocation-id`` is the same for every attempt of one call and
@@ -46,7 +48,9 @@ the latter.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Iterator, Mapping
+from http.client import IncompleteRead
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -56,7 +60,7 @@ from llmtap._core.observer import Ending
 from llmtap._core.stream import _begin, _clock, _closed, _end, _internal_error, _Sending, _Watched, observed_chunks
 from llmtap._core.tap import Attempt, Tap
 
-__all__ = ["PROVIDER_NAME", "SERVICE", "ObservedBody", "send_wrapper"]
+__all__ = ["PROVIDER_NAME", "SERVICE", "ObservedBody", "response_init_wrapper", "send_wrapper"]
 
 SERVICE = "bedrock-runtime"
 """The botocore service (its endpoint prefix) whose calls are observed."""
@@ -121,6 +125,19 @@ def _wanted(tap: Tap, url: str) -> bool:
     return bool(settings.base_urls) or settings.match_any_host
 
 
+class _Pending:
+    """The attempt :func:`send_wrapper` is sending on this thread, until its response is made."""
+
+    __slots__ = ("answered", "sending")
+
+    def __init__(self, sending: _Sending) -> None:
+        self.sending = sending
+        self.answered = False
+
+
+_PENDING: contextvars.ContextVar[_Pending | None] = contextvars.ContextVar("llmtap_botocore_pending", default=None)
+
+
 def send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     """The wrapper of ``botocore.endpoint.Endpoint._send(request)``: one call per attempt on the wire."""
     installation = _installation.current
@@ -136,13 +153,32 @@ def send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         sending = None
     if sending is None:
         return wrapped(*args, **kwargs)
+    pending = _Pending(sending)
+    token = _PENDING.set(pending)
     try:
         response = wrapped(*args, **kwargs)
     except BaseException as exc:
-        sending.failed(exc)
+        if pending.answered:  # the body botocore was reading failed (its read ended the attempt already)
+            _end(sending.tap, sending.attempt, Ending.RAISED, exc)
+        else:
+            sending.failed(exc)
         raise
-    _responded(sending, response)
+    finally:
+        _PENDING.reset(token)
+    if not pending.answered:  # a session that made no AWSResponse of its own (a custom one): seen now
+        pending.answered = True
+        _responded(sending, response)
     return response
+
+
+def response_init_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> None:
+    """The wrapper of ``botocore.awsrequest.AWSResponse.__init__``: the response of the attempt being sent,
+    made as soon as its headers arrived (before botocore reads a non-streamed body inside its send)."""
+    wrapped(*args, **kwargs)
+    pending = _PENDING.get()
+    if pending is not None and not pending.answered:
+        pending.answered = True
+        _responded(pending.sending, instance)
 
 
 def _raw_headers(headers: Any) -> list[tuple[bytes, bytes]]:
@@ -164,7 +200,7 @@ def _responded(sending: _Sending, response: Any) -> None:
         return
     try:
         content = getattr(response, "_content", None)
-        if isinstance(content, bytes):  # read whole by botocore's session already (a non-streaming operation)
+        if isinstance(content, bytes):  # read whole already (a session that made no AWSResponse of its own)
             attempt.observer.on_chunk(content, _clock())
             _end(tap, attempt, Ending.EOF)
             return
@@ -205,7 +241,21 @@ class ObservedBody(_Watched):
 
     def stream(self, *args: Any, **kwargs: Any) -> Iterator[bytes]:
         """What ``EventStream`` and ``AWSResponse.content`` read."""
-        return observed_chunks(self._inner.stream(*args, **kwargs), self._tap, self._attempt)
+        chunks = self._inner.stream(*args, **kwargs)
+        if getattr(self._inner, "length_remaining", None) is not None:  # a content-length body: is it all there?
+            chunks = self._checked(chunks)
+        return observed_chunks(chunks, self._tap, self._attempt)
+
+    def _checked(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
+        yield from chunks
+        self._short()
+
+    def _short(self) -> None:
+        """The body ended: short of its ``content-length`` (botocore has urllib3 not enforce it, and parses a
+        non-streamed body cut short as it is), the connection was cut: its ending, before the end of body's."""
+        remaining = getattr(self._inner, "length_remaining", None)
+        if type(remaining) is int and remaining > 0:
+            _end(self._tap, self._attempt, Ending.RAISED, IncompleteRead(b"", remaining))
 
     def _seen(self, data: bytes, at_end: bool) -> None:
         """``data`` was read; ``at_end``: the read left nothing to read."""
@@ -216,6 +266,8 @@ class ObservedBody(_Watched):
                     _end(self._tap, attempt, Ending.TERMINAL)
             except Exception as exc:
                 _internal_error("on_chunk", exc)
+        if at_end:
+            self._short()
         if at_end or getattr(self._inner, "length_remaining", None) == 0:
             _end(self._tap, attempt, Ending.EOF)
 

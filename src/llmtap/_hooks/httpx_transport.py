@@ -10,7 +10,8 @@ with :func:`wrap_transport` instead.
 **aiohttp.** ``aiohttp.ClientSession._request`` is wrapped by ``aiohttp_session.py`` (where and why is
 written there), patched like the others only when the application imports aiohttp.
 
-**botocore.** ``botocore.endpoint.Endpoint._send`` (every attempt on the wire) and, with ``sdk_calls``,
+**botocore.** ``botocore.endpoint.Endpoint._send`` (every attempt on the wire), ``AWSResponse.__init__`` (its
+response, as soon as the headers arrived) and, with ``sdk_calls``,
 ``botocore.client.BaseClient._make_api_call`` (a ``bedrock-runtime`` client's logical call) are wrapped when
 the application imports botocore; where and why is written in ``botocore_endpoint.py``.
 
@@ -23,6 +24,7 @@ its requests are LLM requests on any host (the call carries the SDK's provider n
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 import sys
 import time
@@ -220,8 +222,10 @@ def _patch_aiohttp(module: ModuleType, applied: list[tuple[Any, str, Any]]) -> N
 
 def _patch_botocore_endpoint(module: ModuleType, applied: list[tuple[Any, str, Any]]) -> None:
     # botocore is ~10 MiB of modules once imported: the hook's few KiB are loaded with it, not per request
-    from llmtap._hooks.botocore_endpoint import send_wrapper
+    from llmtap._hooks.botocore_endpoint import response_init_wrapper, send_wrapper
 
+    awsrequest = importlib.import_module("botocore.awsrequest")  # imported by botocore.endpoint already
+    _wrap(awsrequest.AWSResponse, "__init__", response_init_wrapper, "botocore.awsrequest.AWSResponse", applied)
     _wrap(module.Endpoint, "_send", send_wrapper, f"{module.__name__}.Endpoint", applied)
 
 
