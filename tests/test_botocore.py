@@ -12,6 +12,7 @@ import http.client
 import json
 import time
 import warnings
+import weakref
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -28,6 +29,7 @@ from botocore.stub import Stubber
 
 import llmtap
 from llmtap import Outcome
+from llmtap._core import handoff
 from llmtap._core.record import AttemptRecord
 from llmtap.simulator import Scenario, Served, Simulator
 from llmtap.testing import Capture, capture
@@ -508,3 +510,51 @@ def test_time_is_not_spent_waiting(sim: Simulator, cap: Capture) -> None:
     (server,) = served(sim, 1)
     assert first_delta_at is not None and first_delta_at < server.ended_at
     assert only(cap).outcome is Outcome.COMPLETED
+
+
+# -- a dropped stream is ended outside the garbage collector --------------------------------------------
+
+
+@pytest.mark.parametrize("early", [0, 1])
+def test_a_dropped_stream_is_ended_outside_the_collector(sim: Simulator, early: int) -> None:
+    """The app drops a boto3 stream (unread, or partly read) in a reference cycle; a collection on another thread
+    that holds the app's sink lock finds it: llmtap only hands the ending off (else that thread would wait on its
+    own lock), and the attempt is counted abandoned once, on an ordinary stack."""
+    from llmtap import _lifecycle
+    from llmtap._drive import Config, adapter, run
+    from tests.support.gcwatch import InsideGc
+    from tests.test_abandoned_in_gc import SCENARIO, STALL, LockedSink, _collect_holding
+
+    sim.clear()
+    with InsideGc().installed() as inside:
+        sink = LockedSink(inside)
+        _lifecycle.activate(llmtap.Settings(otel_metrics=False), extra_sinks=[sink])
+        try:
+            bedrock = adapter("boto3", Config(sim.base_url, api_key="k"))
+            gc.disable()
+            try:
+                result = run(bedrock, "hold", "amazon.nova-gc", headers=SCENARIO.headers(), early=early)
+                assert result.error is None, repr(result.error)
+                holder: list[Any] = list(result.value)
+                holder.append(holder)
+                dropped = weakref.ref(holder[0])
+                del holder, result
+                assert dropped() is not None and sink.records == []  # garbage only the cyclic collector finds
+                with warnings.catch_warnings():  # botocore leaves the dropped stream's connection to the collector
+                    warnings.simplefilter("ignore", ResourceWarning)
+                    thread, errors = _collect_holding(sink.lock)
+                    thread.join(STALL)
+                assert not thread.is_alive(), "llmtap ended the attempt inside the collector, under the lock"
+            finally:
+                gc.enable()
+            assert errors == [] and dropped() is None
+            assert sink.inside_gc == 0
+            deadline = time.monotonic() + 5
+            while not sink.records and time.monotonic() < deadline:
+                handoff.drain()
+                time.sleep(0.01)
+            assert [r.outcome for r in sink.records] == [Outcome.ABANDONED]
+            assert len(sink.calls) == 1
+            bedrock.close()
+        finally:
+            _lifecycle.deactivate()

@@ -19,13 +19,15 @@ frame of its own traceback is a cycle of the app's, through every frame the exce
 from __future__ import annotations
 
 import gc
+import warnings
+import weakref
 from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
 import llmtap
-from llmtap._drive import SDKS, Case, Mode, drive, fresh_model
+from llmtap._drive import BOTO3, SDKS, Case, Mode, drive, fresh_model
 from llmtap.simulator import Simulator
 from llmtap.testing import Capture
 from tests.support.cycles import cycles_of_llmtap, is_llmtap
@@ -40,7 +42,12 @@ DROPPING = frozenset({"drop", "drop_read"})
 
 
 def _spans_in_the_garbage() -> list[object]:
-    return [obj for obj in gc.garbage if isinstance(obj, ReadableSpan)]
+    return [obj for obj in gc.garbage if _is_span(obj)]
+
+
+def _is_span(obj: object) -> bool:
+    # a weakref.proxy (botocore's garbage holds some) is no span, and asking a dead one raises
+    return not isinstance(obj, weakref.ProxyTypes) and isinstance(obj, ReadableSpan)
 
 
 @pytest.mark.parametrize(("sdk", "mode", "transport", "case"), _params())
@@ -49,7 +56,10 @@ def test_what_an_attempt_leaves_to_the_garbage_collector(
 ) -> None:
     model = fresh_model(SDKS[sdk].model)
     spans: list[object] = []
-    with cycles_of_llmtap() as ours:
+    with warnings.catch_warnings(), cycles_of_llmtap() as ours:
+        if sdk in BOTO3 and case.action in DROPPING:
+            # botocore leaves the connection of a stream the app dropped to the collector, with or without llmtap
+            warnings.simplefilter("ignore", ResourceWarning)
         result = drive(
             sdk, sim.base_url, case.action, mode=mode, model=model, api_key=SECRET, transport=transport,
             headers=case.scenario.headers(), **case.config(),
