@@ -216,6 +216,11 @@ def test_error_body_type_as_botocore_reads_it(body: dict[str, Any], expected: st
             "arn:aws:bedrock:us-east-1:1:application-inference-profile/abc",
             False,
         ),
+        (  # decoded already, as httpx's and yarl's URLs give a path: the ARN's "/" inside the model segment
+            "/model/arn:aws:bedrock:us-east-1:1:application-inference-profile/abc/converse-stream",
+            "arn:aws:bedrock:us-east-1:1:application-inference-profile/abc",
+            True,
+        ),
     ],
 )
 def test_model_and_stream_from_the_path(path: str, model: str, stream: bool) -> None:
@@ -223,6 +228,14 @@ def test_model_and_stream_from_the_path(path: str, model: str, stream: bool) -> 
     assert endpoint is not None and endpoint.provider is PROVIDER and endpoint.provider_name == "aws.bedrock"
     assert PROVIDER.model_from_path(path) == model
     assert PROVIDER.stream_from_path(path) is stream
+
+
+def test_a_decoded_arn_on_the_invoke_path_is_claude_too() -> None:
+    """The anthropic SDK's Bedrock client sends an ARN quoted; httpx hands llmtap the path decoded."""
+    path = "/model/arn:aws:bedrock:us-east-1:1:application-inference-profile/abc/invoke-with-response-stream"
+    endpoint = EndpointMatcher().match("bedrock-runtime.us-east-1.amazonaws.com", 443, path)
+    assert endpoint is not None and endpoint.provider is bedrock.PROVIDER
+    assert bedrock.PROVIDER.model_from_path(path) == "arn:aws:bedrock:us-east-1:1:application-inference-profile/abc"
 
 
 def test_a_long_model_is_bounded() -> None:

@@ -27,7 +27,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
 import llmtap
-from llmtap._drive import BOTO3, SDKS, Case, Mode, drive, fresh_model
+from llmtap._drive import BOTOCORE, SDKS, Case, Mode, drive, fresh_model
 from llmtap.simulator import Simulator
 from llmtap.testing import Capture
 from tests.support.cycles import cycles_of_llmtap, is_llmtap
@@ -57,8 +57,9 @@ def test_what_an_attempt_leaves_to_the_garbage_collector(
     model = fresh_model(SDKS[sdk].model)
     spans: list[object] = []
     with warnings.catch_warnings(), cycles_of_llmtap() as ours:
-        if sdk in BOTO3 and case.action in DROPPING:
-            # botocore leaves the connection of a stream the app dropped to the collector, with or without llmtap
+        if sdk in BOTOCORE and (case.action in DROPPING or case.action == "cancel"):
+            # (aio)botocore leaves the connection of a stream the app dropped (or whose reading task it cancelled)
+            # to the collector, with or without llmtap
             warnings.simplefilter("ignore", ResourceWarning)
         result = drive(
             sdk, sim.base_url, case.action, mode=mode, model=model, api_key=SECRET, transport=transport,

@@ -636,26 +636,31 @@ class Boto3Converse(Sdk):
         if self.is_async:
             raise ValueError("boto3 has no async client (aiobotocore is another adapter)")
         import boto3
+
+        self._extra: dict[str, str] = {}
+        return self._registered(boto3.client("bedrock-runtime", **self._client_options()))
+
+    def _client_options(self) -> dict[str, Any]:
         from botocore.config import Config as BotoConfig
 
         config = self.config
         timeout = config.timeout if isinstance(config.timeout, int | float) else 10.0
-        client = boto3.client(
-            "bedrock-runtime",
-            endpoint_url=config.base_url,
-            region_name="us-east-1",
-            aws_access_key_id="AKIDEXAMPLE",
-            aws_secret_access_key=config.api_key,  # signs locally (SigV4); never sent, never recorded
-            config=BotoConfig(
+        return {
+            "endpoint_url": config.base_url,
+            "region_name": "us-east-1",
+            "aws_access_key_id": "AKIDEXAMPLE",
+            "aws_secret_access_key": config.api_key,  # signs locally (SigV4); never sent, never recorded
+            "config": BotoConfig(
                 retries={"total_max_attempts": config.max_retries + 1, "mode": "standard"},
                 connect_timeout=timeout,
                 read_timeout=timeout,
                 **config.options,
             ),
-        )
-        self._extra: dict[str, str] = {}
+        }
+
+    def _registered(self, client: Any) -> Any:
         client.meta.events.register("before-sign.bedrock-runtime.*", self._add_headers)
-        if config.on_response is not None:
+        if self.config.on_response is not None:
             client.meta.events.register("after-call.bedrock-runtime.*", self._responded)
         return client
 
@@ -719,6 +724,32 @@ class Boto3Converse(Sdk):
         return _is(exc, frozenset({"botocore.ClientError"}))  # EventStreamError (an exception frame) too
 
 
+def _invoke_body(params: dict[str, Any]) -> str:
+    """An Anthropic Messages request body as Bedrock's invoke API takes it (no model, no stream)."""
+    import json
+
+    body = {
+        "anthropic_version": "bedrock-2023-05-31",
+        "max_tokens": params.pop("max_tokens", 64),
+        "messages": [{"role": "user", "content": params.pop("prompt", "hi")}],
+        **params,
+    }
+    return json.dumps(body)
+
+
+def _invoke_piece(event: Any) -> str | None:
+    """The text of an invoke stream's ``chunk`` event (an Anthropic event inside), None for other events."""
+    import json
+
+    data = event.get("chunk", {}).get("bytes") if isinstance(event, dict) else None
+    if not data:
+        return None
+    payload = json.loads(data)
+    if payload.get("type") != "content_block_delta":
+        return None
+    return str(payload["delta"].get("text") or payload["delta"].get("partial_json") or "")
+
+
 class Boto3Invoke(Boto3Converse):
     """boto3's ``invoke_model`` / ``invoke_model_with_response_stream`` with a Claude model: the body is Anthropic's
     Messages format, the stream its events in ``chunk`` messages."""
@@ -729,15 +760,7 @@ class Boto3Invoke(Boto3Converse):
     model = "anthropic.claude-test"
 
     def _body(self, params: dict[str, Any]) -> str:
-        import json
-
-        body = {
-            "anthropic_version": "bedrock-2023-05-31",
-            "max_tokens": params.pop("max_tokens", 64),
-            "messages": [{"role": "user", "content": params.pop("prompt", "hi")}],
-            **params,
-        }
-        return json.dumps(body)
+        return _invoke_body(params)
 
     def create(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
         self._call(headers)
@@ -748,21 +771,85 @@ class Boto3Invoke(Boto3Converse):
         return self.client.invoke_model_with_response_stream(modelId=model, body=self._body(params))["body"]
 
     def piece(self, event: Any) -> str | None:
-        import json
-
-        data = event.get("chunk", {}).get("bytes") if isinstance(event, dict) else None
-        if not data:
-            return None
-        payload = json.loads(data)
-        if payload.get("type") != "content_block_delta":
-            return None
-        return str(payload["delta"].get("text") or payload["delta"].get("partial_json") or "")
+        return _invoke_piece(event)
 
     def text(self, response: Any) -> str:
         import json
 
         message = json.loads(response["body"].read())
         return "".join(block.get("text", "") for block in message["content"])
+
+
+class AioBotocoreConverse(Boto3Converse):
+    """aiobotocore's ``bedrock-runtime`` client (botocore's handlers over aiohttp; aioboto3 and LlamaIndex's async
+    Bedrock sit on it): ``converse`` / ``converse_stream``, async only. The client is an async context manager,
+    entered at the first call."""
+
+    name = "aiobotocore"
+    transports: ClassVar[Mapping[Mode, tuple[str | None, ...]]] = {"async": (None,)}
+
+    def _client(self) -> Any:
+        if not self.is_async:
+            raise ValueError("aiobotocore is async only (boto3 is the sync adapter)")
+        from aiobotocore.session import get_session
+
+        self._extra = {}
+        self._entered: Any = None
+        return get_session().create_client("bedrock-runtime", **self._client_options())
+
+    async def _ready_client(self, headers: Mapping[str, str] | None) -> Any:
+        if self._entered is None:
+            self._entered = self._registered(await self.client.__aenter__())
+        self._call(headers)
+        return self._entered
+
+    async def create(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        client = await self._ready_client(headers)
+        return await client.converse(**self._params(model, params))
+
+    async def open(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        client = await self._ready_client(headers)
+        return (await client.converse_stream(**self._params(model, params)))["stream"]
+
+    def close_stream(self, stream: Any) -> Any:
+        return _ready(stream.close())  # the EventStream's close() is botocore's own: not a coroutine
+
+    def close(self) -> Any:
+        return self._aclose()
+
+    async def _aclose(self) -> None:
+        if self._entered is not None:
+            self._entered = None
+            await self.client.__aexit__(None, None, None)
+
+
+class AioBotocoreInvoke(AioBotocoreConverse):
+    """aiobotocore's ``invoke_model`` / ``invoke_model_with_response_stream`` with Claude's format; a
+    non-streaming body is read (awaited) inside :meth:`create`."""
+
+    name = "aiobotocore-invoke"
+    api = "bedrock"
+    model = "anthropic.claude-test"
+
+    def _body(self, params: dict[str, Any]) -> str:
+        return _invoke_body(params)
+
+    def piece(self, event: Any) -> str | None:
+        return _invoke_piece(event)
+
+    async def create(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        client = await self._ready_client(headers)
+        response = await client.invoke_model(modelId=model, body=self._body(params))
+        return {**response, "body": await response["body"].read()}
+
+    async def open(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
+        client = await self._ready_client(headers)
+        return (await client.invoke_model_with_response_stream(modelId=model, body=self._body(params)))["body"]
+
+    def text(self, response: Any) -> str:
+        import json
+
+        return "".join(block.get("text", "") for block in json.loads(response["body"])["content"])
 
 
 # by name, as :data:`_TIMEOUTS`: what botocore raises from its send, and urllib3 from a streamed body's read
@@ -775,7 +862,7 @@ SDKS: dict[str, type[Sdk]] = {
     cls.name: cls
     for cls in (
         Anthropic, Bedrock, Vertex, OpenAIChat, OpenAIResponses, Gemini, Groq, Mistral, Cohere, Boto3Converse,
-        Boto3Invoke,
+        Boto3Invoke, AioBotocoreConverse, AioBotocoreInvoke,
     )
 }  # fmt: skip
 

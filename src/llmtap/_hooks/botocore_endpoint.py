@@ -52,7 +52,7 @@ import contextvars
 from collections.abc import Iterator, Mapping
 from http.client import IncompleteRead
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from llmtap import _installation
 from llmtap._core.calls import CURRENT_CALL
@@ -79,7 +79,7 @@ class _URL:
         self.scheme = parts.scheme
         self.host = parts.hostname or ""
         self.port = parts.port
-        self.path = parts.path
+        self.path = unquote(parts.path)  # decoded, as httpx's and aiohttp's (yarl's) URLs give it
 
     def __str__(self) -> str:
         return self._text

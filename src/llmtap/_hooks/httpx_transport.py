@@ -13,7 +13,9 @@ written there), patched like the others only when the application imports aiohtt
 **botocore.** ``botocore.endpoint.Endpoint._send`` (every attempt on the wire), ``AWSResponse.__init__`` (its
 response, as soon as the headers arrived) and, with ``sdk_calls``,
 ``botocore.client.BaseClient._make_api_call`` (a ``bedrock-runtime`` client's logical call) are wrapped when
-the application imports botocore; where and why is written in ``botocore_endpoint.py``.
+the application imports botocore; where and why is written in ``botocore_endpoint.py``. aiobotocore sends
+through aiohttp (observed there, once: its ``AioEndpoint`` has its own ``_send``); with ``sdk_calls``,
+``aiobotocore.client.AioBaseClient._make_api_call`` links a ``bedrock-runtime`` call's attempts.
 
 **Logical calls.** The SDKs retry inside one method of their client (:data:`SDK_HOOKS`); a guarded
 wrapper around it opens a :class:`~llmtap._core.calls.Call` so retries are linked (see ``_core/calls.py``), and
@@ -67,6 +69,7 @@ SDK_PROVIDERS: dict[str, str] = {
 AIOHTTP_MODULE = "aiohttp"  # observed by ``aiohttp_session.py``, below any httpx client sending through it
 BOTOCORE_ENDPOINT = "botocore.endpoint"  # ``Endpoint._send``: every botocore attempt (``botocore_endpoint.py``)
 BOTOCORE_CLIENT = "botocore.client"  # ``BaseClient._make_api_call``: a bedrock-runtime call, all its attempts
+AIOBOTOCORE_CLIENT = "aiobotocore.client"  # its async ``_make_api_call``; the attempts go through aiohttp's hook
 
 _hooked: set[str] = set()
 """Module names given llmtap's post-import hook. A hook is never taken back, so each is registered once
@@ -233,22 +236,35 @@ def _patch_botocore_client(module: ModuleType, applied: list[tuple[Any, str, Any
     _wrap(module.BaseClient, "_make_api_call", _botocore_api_call, f"{module.__name__}.BaseClient", applied)
 
 
+def _patch_aiobotocore_client(module: ModuleType, applied: list[tuple[Any, str, Any]]) -> None:
+    _wrap(module.AioBaseClient, "_make_api_call", _aiobotocore_api_call, f"{module.__name__}.AioBaseClient", applied)
+
+
 _bedrock_call = _sdk_sync_hook("aws.bedrock")
+_bedrock_async_call = _sdk_async_hook("aws.bedrock")
+
+
+def _is_bedrock_runtime(client: Any) -> bool:
+    try:
+        return bool(client._service_model.service_name == "bedrock-runtime")
+    except Exception:
+        return False
 
 
 def _botocore_api_call(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     """The wrapper of ``botocore.client.BaseClient._make_api_call``: a ``bedrock-runtime`` client's call is one
     logical call (its attempts, botocore's retries, linked as the SDK hooks link theirs); any other service's
     passes through."""
-    if _installation.current is None:
-        return wrapped(*args, **kwargs)
-    try:
-        service = instance._service_model.service_name
-    except Exception:
-        service = None
-    if service != "bedrock-runtime":
+    if _installation.current is None or not _is_bedrock_runtime(instance):
         return wrapped(*args, **kwargs)
     return _bedrock_call(wrapped, instance, args, kwargs)
+
+
+def _aiobotocore_api_call(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """The async twin of :func:`_botocore_api_call` (``aiobotocore.client.AioBaseClient._make_api_call``)."""
+    if _installation.current is None or not _is_bedrock_runtime(instance):
+        return wrapped(*args, **kwargs)
+    return _bedrock_async_call(wrapped, instance, args, kwargs)
 
 
 def _aiohttp_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -293,6 +309,7 @@ class Patches:
         if sdk_calls:
             targets += [(name, _patch_sdk) for name in SDK_MODULES]
             targets.append((BOTOCORE_CLIENT, _patch_botocore_client))
+            targets.append((AIOBOTOCORE_CLIENT, _patch_aiobotocore_client))
         self._wanted = {name: hook for name, hook in targets if _installed(name.split(".")[0])}
         """module name -> how to patch it (installed modules only)"""
         self._done: set[str] = set()

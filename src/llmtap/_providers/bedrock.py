@@ -35,7 +35,8 @@ from llmtap._providers.anthropic import QUIET_DATA, AnthropicMessages
 
 __all__ = ["PROVIDER", "AnthropicBedrock"]
 
-_PATH = re.compile(r"/model/([^/]+)/(invoke|invoke-with-response-stream)$")
+# the model segment may be decoded already (httpx's and yarl's paths are): an ARN's "/" is then in it
+_PATH = re.compile(r"/model/(.+)/(invoke|invoke-with-response-stream)$")
 _BYTES = re.compile(rb'"bytes"\s*:\s*"([A-Za-z0-9+/=]*)"')
 _MAX_MODEL = 256
 _METRICS = b"amazon-bedrock-invocationMetrics"

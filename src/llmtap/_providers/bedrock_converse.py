@@ -35,7 +35,8 @@ from llmtap._providers.bedrock import HEADERS
 
 __all__ = ["EXCEPTION", "PROVIDER", "BedrockConverse"]
 
-_PATH = re.compile(r"/model/([^/]+)/(converse|converse-stream)$")
+# the model segment may be decoded already (httpx's and yarl's paths are): an ARN's "/" is then in it
+_PATH = re.compile(r"/model/(.+)/(converse|converse-stream)$")
 _MAX_MODEL = 256
 EXCEPTION = b":exception"
 """The event :meth:`BedrockConverse.event_from_frame` makes of an ``exception`` / ``error`` message (its data:
