@@ -278,3 +278,16 @@ def test_cloud_claude_is_priced(provider: str, model: str) -> None:
     cost = Pricer({}).price(provider, model, Usage(1000, 100, None, None, None))
     assert cost is not None and cost.total > 0
     assert Pricer({}).price(provider, "claude-nonexistent-9", Usage(1000, 100, None, None, None)) is None  # control
+
+
+def test_bedrock_arn_model_through_the_sdk(sim: Simulator, cap: Capture) -> None:
+    """An application inference profile's ARN: the SDK quotes its '/' into the path, httpx hands llmtap the path
+    decoded (the ARN's '/' inside the model segment); observed, the model whole."""
+    arn = "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/abc123"
+    run = _drive.drive("bedrock", sim.base_url, "stream", model=arn, headers=Scenario(tokens=3).headers())
+    assert run.error is None, repr(run.error)
+    cap.wait(1, calls=1)
+    (record,) = cap.records
+    (served,) = sim.wait_served(1)
+    assert "%2F" in served.path  # the control: quoted on the wire
+    assert record.outcome is Outcome.COMPLETED and record.request_model == arn and record.provider == "aws.bedrock"
