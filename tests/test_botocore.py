@@ -560,3 +560,27 @@ def test_a_dropped_stream_is_ended_outside_the_collector(sim: Simulator, early: 
             bedrock.close()
         finally:
             _lifecycle.deactivate()
+
+
+def test_a_long_converse_body_is_not_scanned(sim: Simulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The call's parameters say what the request is (its output limit in ``inferenceConfig``, model and stream in
+    the path): a conversation with a long history is not scanned byte by byte on its way out. Without the call
+    hook (``sdk_calls=False``) the body is what is left to read (the control)."""
+    from llmtap._core import request as request_module
+
+    scanned: list[int] = []
+    scan = request_module.info_from_body
+
+    def spy(body: bytes) -> Any:
+        scanned.append(len(body))
+        return scan(body)
+
+    monkeypatch.setattr(request_module, "info_from_body", spy)
+    history = [{"role": "user", "content": [{"text": "word " * 50_000}]}]
+    for sdk_calls in (True, False):
+        sim.clear()
+        with capture(llmtap.Settings(base_urls=(sim.base_url,), sdk_calls=sdk_calls)) as cap:
+            client(sim, Scenario(tokens=2)).converse(modelId=MODEL, messages=history, inferenceConfig={"maxTokens": 77})
+            record = only(cap, calls=1)
+        assert record.request_max_tokens == 77 and record.request_model == MODEL
+        assert (scanned == []) is sdk_calls, (sdk_calls, scanned)

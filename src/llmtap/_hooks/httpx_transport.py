@@ -30,6 +30,7 @@ import importlib
 import importlib.util
 import sys
 import time
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -37,11 +38,12 @@ from llmtap import _installation
 from llmtap._core.calls import CURRENT_CALL, Call
 from llmtap._core.decision import classify_exception
 from llmtap._core.record import Outcome
-from llmtap._core.request import info_from_options
+from llmtap._core.request import UNKNOWN, info_from_body, info_from_options
 from llmtap._core.stream import observe_async, observe_sync, shells_for
 from llmtap._core.tap import Tap
 from llmtap._hooks._patching import when_imported, wrap_method
 from llmtap._log import internal_error, logger
+from llmtap._providers._base import RequestInfo, as_int
 
 __all__ = ["Patches", "wrap_transport"]
 
@@ -99,9 +101,11 @@ def _send_wrapper(module: ModuleType, is_async: bool) -> Any:
 # -- the SDK hook: logical calls --------------------------------------------------------------------
 
 
-def _open_call(tap: Tap, sdk: str, args: Any, kwargs: Any) -> Call | None:
+def _open_call(
+    tap: Tap, sdk: str, args: Any, kwargs: Any, info_of: Callable[[Any], RequestInfo | None] = info_from_options
+) -> Call | None:
     try:
-        return Call(info_from_options(args[1] if len(args) > 1 else kwargs.get("options")), sdk)
+        return Call(info_of(args[1] if len(args) > 1 else kwargs.get("options")), sdk)
     except Exception as exc:
         internal_error("sdk_hook", "llmtap: could not open a logical call: %r", exc)
         return None
@@ -125,15 +129,16 @@ def _close_call(tap: Tap, call: Call, cancelled_at: float | None = None) -> None
         internal_error("sdk_hook", "llmtap: could not close a logical call: %r", exc)
 
 
-def _sdk_sync_hook(sdk: str) -> Any:
-    """The wrapper of a sync SDK request method of the SDK ``sdk`` (a closure: one call less than a partial)."""
+def _sdk_sync_hook(sdk: str, info_of: Callable[[Any], RequestInfo | None] = info_from_options) -> Any:
+    """The wrapper of a sync SDK request method of the SDK ``sdk`` (a closure: one call less than a partial);
+    ``info_of``: what the request is, from the method's second argument."""
 
     def _sdk_sync_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         installation = _installation.current
         if installation is None or CURRENT_CALL.get() is not None:
             return wrapped(*args, **kwargs)
         tap = installation.tap
-        call = _open_call(tap, sdk, args, kwargs)
+        call = _open_call(tap, sdk, args, kwargs, info_of)
         if call is None:
             return wrapped(*args, **kwargs)
         token = CURRENT_CALL.set(call)
@@ -150,10 +155,12 @@ def _sdk_sync_hook(sdk: str) -> Any:
     return _sdk_sync_request
 
 
-async def _sdk_async_call(tap: Tap, sdk: str, wrapped: Any, args: Any, kwargs: Any) -> Any:
+async def _sdk_async_call(
+    tap: Tap, sdk: str, wrapped: Any, args: Any, kwargs: Any, info_of: Callable[[Any], RequestInfo | None]
+) -> Any:
     if CURRENT_CALL.get() is not None:
         return await wrapped(*args, **kwargs)
-    call = _open_call(tap, sdk, args, kwargs)
+    call = _open_call(tap, sdk, args, kwargs, info_of)
     if call is None:
         return await wrapped(*args, **kwargs)
     token = CURRENT_CALL.set(call)
@@ -168,14 +175,14 @@ async def _sdk_async_call(tap: Tap, sdk: str, wrapped: Any, args: Any, kwargs: A
         _close_call(tap, call, cancelled_at)
 
 
-def _sdk_async_hook(sdk: str) -> Any:
+def _sdk_async_hook(sdk: str, info_of: Callable[[Any], RequestInfo | None] = info_from_options) -> Any:
     """The wrapper of an async SDK request method of the SDK ``sdk``."""
 
     def _sdk_async_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         installation = _installation.current
         if installation is None:
             return wrapped(*args, **kwargs)
-        return _sdk_async_call(installation.tap, sdk, wrapped, args, kwargs)
+        return _sdk_async_call(installation.tap, sdk, wrapped, args, kwargs, info_of)
 
     return _sdk_async_request
 
@@ -240,8 +247,29 @@ def _patch_aiobotocore_client(module: ModuleType, applied: list[tuple[Any, str, 
     _wrap(module.AioBaseClient, "_make_api_call", _aiobotocore_api_call, f"{module.__name__}.AioBaseClient", applied)
 
 
-_bedrock_call = _sdk_sync_hook("aws.bedrock")
-_bedrock_async_call = _sdk_async_hook("aws.bedrock")
+_SMALL_BODY = 64 * 1024
+"""An InvokeModel body this long at most is scanned for ``max_tokens`` (a longer one: images, long contexts)."""
+
+
+def _bedrock_info(api_params: Any) -> RequestInfo:
+    """What a ``bedrock-runtime`` call's parameters say before it is sent, without reading a long body: the
+    model and the streaming choice are in the URL path (the tap reads them there), Converse's output limit in
+    ``inferenceConfig.maxTokens``, InvokeModel's in its (Anthropic) JSON body."""
+    if not isinstance(api_params, dict):
+        return UNKNOWN
+    config = api_params.get("inferenceConfig")
+    if isinstance(config, dict):
+        return RequestInfo(None, None, as_int(config.get("maxTokens")))
+    body = api_params.get("body")
+    if isinstance(body, str):
+        body = body.encode()
+    if isinstance(body, bytes) and len(body) <= _SMALL_BODY:
+        return RequestInfo(None, None, info_from_body(body).max_tokens)
+    return UNKNOWN
+
+
+_bedrock_call = _sdk_sync_hook("aws.bedrock", _bedrock_info)
+_bedrock_async_call = _sdk_async_hook("aws.bedrock", _bedrock_info)
 
 
 def _is_bedrock_runtime(client: Any) -> bool:
