@@ -584,3 +584,19 @@ def test_a_long_converse_body_is_not_scanned(sim: Simulator, monkeypatch: pytest
             record = only(cap, calls=1)
         assert record.request_max_tokens == 77 and record.request_model == MODEL
         assert (scanned == []) is sdk_calls, (sdk_calls, scanned)
+
+
+def test_the_body_proxy_is_the_real_response_to_its_readers(sim: Simulator, cap: Capture) -> None:
+    """What botocore and the app read or set on InvokeModel's raw body reaches urllib3's response."""
+    response = client(sim, Scenario(tokens=3)).invoke_model(modelId=MODEL, body=INVOKE_BODY)
+    body = response["body"]
+    raw = body._raw_stream
+    assert type(raw).__name__ == "ObservedBody"  # the control: the proxy is what botocore reads
+    inner = raw._inner
+    raw.auto_close = False
+    assert inner.auto_close is False and raw.auto_close is False
+    assert raw.status == inner.status == 200 and raw.readable()
+    with body as stream:  # StreamingBody's ``with`` hands out its raw stream: the proxy
+        assert json.loads(stream.read())["stop_reason"] == "end_turn"
+    record = only(cap)
+    assert record.outcome is Outcome.COMPLETED and record.usage.output_tokens == 3

@@ -37,7 +37,7 @@ replaced by :class:`ObservedBody`, a proxy that hands every read to it and feeds
 Reads the proxy does not know reach the real response unobserved, never broken. Nothing is buffered: a read's
 bytes go to the observer and on to the caller.
 
-**Which requests.** :func:`send_wrapper` passes every request through at the cost of two checks unless a
+**Which requests.** :func:`send_wrapper` passes every request through at the cost of a few checks unless a
 ``bedrock-runtime`` client's call is open (``httpx_transport`` wraps ``BaseClient._make_api_call`` when
 ``sdk_calls`` is on: it links the attempts of one call, as the anthropic SDK's hook does), the URL names
 ``bedrock-runtime``, or the tap observes configured base URLs or any host; then the tap's endpoint rules
@@ -210,6 +210,9 @@ def _responded(sending: _Sending, response: Any) -> None:
         _end(tap, attempt, Ending.INTERNAL)
 
 
+_OWN = frozenset({"_attempt", "_inner", "_tap"})
+
+
 class ObservedBody(_Watched):
     """An observed response's ``raw`` (urllib3's ``HTTPResponse``): ``stream()``, ``read()``, ``readinto()``,
     ``readlines()`` and iteration go to the real response and what they return to the observer; ``close()``
@@ -226,6 +229,13 @@ class ObservedBody(_Watched):
         if name == "_inner":
             raise AttributeError(name)
         return getattr(self._inner, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """The proxy's own three attributes; any other is set on the real response (``auto_close`` ...)."""
+        if name in _OWN:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._inner, name, value)
 
     def __repr__(self) -> str:
         return repr(self._inner)
