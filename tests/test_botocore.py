@@ -600,3 +600,35 @@ def test_the_body_proxy_is_the_real_response_to_its_readers(sim: Simulator, cap:
         assert json.loads(stream.read())["stop_reason"] == "end_turn"
     record = only(cap)
     assert record.outcome is Outcome.COMPLETED and record.usage.output_tokens == 3
+
+
+def test_a_response_a_before_send_handler_supplies_is_not_counted(sim: Simulator, cap: Capture) -> None:
+    """moto and recorders answer in ``before-send``: nothing goes on the wire, nothing is counted, and the app gets
+    the handler's answer as without llmtap. The same client without the handler is counted (the control)."""
+    from botocore.awsrequest import AWSResponse
+
+    body = json.dumps(
+        {
+            "output": {"message": {"role": "assistant", "content": [{"text": "canned"}]}},
+            "stopReason": "end_turn",
+            "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2},
+            "metrics": {"latencyMs": 1},
+        }
+    ).encode()
+
+    class Raw:
+        def stream(self, *args: Any, **kwargs: Any) -> Iterator[bytes]:
+            yield body
+
+    def canned(request: Any, **kwargs: Any) -> AWSResponse:
+        response = AWSResponse(request.url, 200, {"content-type": "application/json"}, Raw())
+        response._content = body
+        return response
+
+    bedrock = client(sim, Scenario(tokens=2))
+    bedrock.meta.events.register_first("before-send.bedrock-runtime.Converse", canned)
+    assert _read_converse(bedrock) == "canned"
+    assert sim.wait_served(0) == [] and cap.records == []
+    bedrock.meta.events.unregister("before-send.bedrock-runtime.Converse", canned)
+    assert _read_converse(bedrock) == Scenario(tokens=2).expected_text()
+    assert only(cap).outcome is Outcome.COMPLETED
