@@ -524,8 +524,9 @@ def test_a_dropped_stream_is_ended_outside_the_collector(sim: Simulator, early: 
     own lock), and the attempt is counted abandoned once, on an ordinary stack."""
     from llmtap import _lifecycle
     from llmtap._drive import Config, adapter, run
-    from tests.support.gcwatch import InsideGc
-    from tests.test_abandoned_in_gc import SCENARIO, STALL, LockedSink, _collect_holding
+    from tests.support.gcwatch import InsideGc, LockedSink, collect_holding
+
+    held = Scenario(tokens=20, stall_at=3, stall=2.0, stall_until_closed=True)  # ends only when the client leaves
 
     sim.clear()
     with InsideGc().installed() as inside:
@@ -535,7 +536,7 @@ def test_a_dropped_stream_is_ended_outside_the_collector(sim: Simulator, early: 
             bedrock = adapter("boto3", Config(sim.base_url, api_key="k"))
             gc.disable()
             try:
-                result = run(bedrock, "hold", "amazon.nova-gc", headers=SCENARIO.headers(), early=early)
+                result = run(bedrock, "hold", "amazon.nova-gc", headers=held.headers(), early=early)
                 assert result.error is None, repr(result.error)
                 holder: list[Any] = list(result.value)
                 holder.append(holder)
@@ -544,8 +545,8 @@ def test_a_dropped_stream_is_ended_outside_the_collector(sim: Simulator, early: 
                 assert dropped() is not None and sink.records == []  # garbage only the cyclic collector finds
                 with warnings.catch_warnings():  # botocore leaves the dropped stream's connection to the collector
                     warnings.simplefilter("ignore", ResourceWarning)
-                    thread, errors = _collect_holding(sink.lock)
-                    thread.join(STALL)
+                    thread, errors = collect_holding(sink.lock)
+                    thread.join(60)
                 assert not thread.is_alive(), "llmtap ended the attempt inside the collector, under the lock"
             finally:
                 gc.enable()

@@ -6,7 +6,8 @@
 * ``prom``: dashboards and rule files, and the rule for a missing ``prometheus`` / ``promtool``;
 * ``otlp``: an OTLP/HTTP receiver on 127.0.0.1 that decodes what it gets;
 * ``deploy``: free ports, waiting for servers, scraping ``/metrics``, reading the OTLP receiver;
-* ``gcwatch``: the soak's instruments (a stall watchdog, code run inside the garbage collector).
+* ``gcwatch``: the soak's instruments (a stall watchdog, code run inside the garbage collector), and a sink
+  with a lock and a collection on another thread holding it (the hand-off tests).
 
 ``conftest.py`` holds only the pytest fixtures.
 """
