@@ -11,11 +11,9 @@ thread's stack, then releases the lock from outside so the process (and its coll
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import os
 import sys
-import threading
 import traceback
 import weakref
 from collections.abc import Callable, Iterator
@@ -28,46 +26,16 @@ from prometheus_client import CollectorRegistry
 
 import llmtap
 from llmtap import Outcome
-from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
 from llmtap._core.tap import Tap
 from llmtap._drive import Config, Sdk, adapter, run
 from llmtap._exporters import build
 from llmtap.simulator import Scenario, Simulator
-from tests.support.gcwatch import InsideGc
+from tests.support.gcwatch import InsideGc, LockedSink, collect_holding
 
 STALL = float(os.environ.get("LLMTAP_GC_STALL", "60"))
 # held after 3 deltas until the client has gone (2 s at most): the stream cannot end before it is
 # abandoned, and the simulator is done with it once the client's connections are closed
 SCENARIO = Scenario(tokens=20, stall_at=3, stall=2.0, stall_until_closed=True)
-
-
-class LockedSink:
-    """A sink as an app might write one: a plain (non-reentrant) lock, allocation under it."""
-
-    name = "locked"
-
-    def __init__(self, inside: InsideGc) -> None:
-        self.lock = threading.Lock()
-        self.records: list[AttemptRecord] = []
-        self.calls: list[CallRecord] = []
-        self.inside_gc = 0
-        self._inside = inside
-
-    def start(self, attempt: AttemptStart) -> object:
-        return None
-
-    def end(self, record: AttemptRecord, state: object) -> None:
-        inside = self._inside.now()
-        with self.lock:
-            self.records.append(record)
-            self.inside_gc += inside
-
-    def call_end(self, record: CallRecord) -> None:
-        with self.lock:
-            self.calls.append(record)
-
-    def close(self) -> None:
-        pass
 
 
 def _abandon(client: Sdk, early: int) -> weakref.ref[Any]:
@@ -109,29 +77,6 @@ def inside() -> Iterator[InsideGc]:
         yield watch
 
 
-def _collect_holding(lock: Any) -> tuple[threading.Thread, list[BaseException]]:
-    """``gc.collect()`` on a new thread while it holds ``lock`` (if any)."""
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            if lock is None:
-                gc.collect()
-                return
-            lock.acquire()
-            try:
-                gc.collect()
-            finally:
-                with contextlib.suppress(RuntimeError):  # released from outside to recover from a hang
-                    lock.release()
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=run, name="collector", daemon=True)
-    thread.start()
-    return thread, errors
-
-
 @pytest.mark.parametrize("lock_name", list(LOCKS))
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_abandoned_stream_is_ended_outside_the_collector(
@@ -153,7 +98,7 @@ def test_abandoned_stream_is_ended_outside_the_collector(
             # positive control: the stream is garbage that only the cyclic collector can find
             assert stream() is not None
             assert sink.records == []
-            thread, errors = _collect_holding(lock)
+            thread, errors = collect_holding(lock)
             thread.join(STALL)
             if thread.is_alive():
                 frame = sys._current_frames().get(thread.ident or 0)

@@ -18,6 +18,7 @@ from llmtap import Outcome, _drive
 from llmtap._drive import Action, Mode, Result, Sdk
 from llmtap._drive._sdks import Anthropic
 from llmtap._providers.anthropic import AnthropicMessages
+from llmtap._providers.bedrock_converse import BedrockConverse
 from llmtap.simulator import Scenario, Served, Simulator
 from llmtap.testing import Capture
 
@@ -161,7 +162,10 @@ V = "/v1/projects/p/locations/us-east5/publishers"
             "aws.bedrock",
         ),
         ("bedrock-runtime.us-east-1.amazonaws.com", "/model/meta.llama3-70b-instruct-v1:0/invoke", None),
-        ("bedrock-runtime.us-east-1.amazonaws.com", "/model/anthropic.claude-v2/converse-stream", None),
+        # Converse: one format for every vendor's model (its own parser)
+        ("bedrock-runtime.us-east-1.amazonaws.com", "/model/anthropic.claude-v2/converse-stream", "aws.bedrock"),
+        ("bedrock-runtime.us-east-1.amazonaws.com", "/model/meta.llama3-70b-instruct-v1%3A0/converse", "aws.bedrock"),
+        ("bedrock-runtime.us-east-1.amazonaws.com", "/guardrail/g1/version/1/apply", None),
         ("s3.us-east-1.amazonaws.com", "/bucket/invoke", None),
         # Claude's own API shape on the other cloud doors
         ("bedrock-mantle.us-east-1.api.aws", "/anthropic/v1/messages", "aws.bedrock"),
@@ -196,6 +200,8 @@ def test_cloud_endpoints(host: str, path: str, expected: str | None) -> None:
     assert endpoint is not None and endpoint.provider_name == expected
     if "/publishers/google/" in path:
         assert endpoint.provider.name == "gcp.gemini"  # Gemini on Vertex keeps its own parser
+    elif "/converse" in path:
+        assert isinstance(endpoint.provider, BedrockConverse)
     elif "/openai/" not in path:
         assert isinstance(endpoint.provider, AnthropicMessages)  # Claude: the Anthropic event parser
 
@@ -272,3 +278,16 @@ def test_cloud_claude_is_priced(provider: str, model: str) -> None:
     cost = Pricer({}).price(provider, model, Usage(1000, 100, None, None, None))
     assert cost is not None and cost.total > 0
     assert Pricer({}).price(provider, "claude-nonexistent-9", Usage(1000, 100, None, None, None)) is None  # control
+
+
+def test_bedrock_arn_model_through_the_sdk(sim: Simulator, cap: Capture) -> None:
+    """An application inference profile's ARN: the SDK quotes its '/' into the path, httpx hands llmtap the path
+    decoded (the ARN's '/' inside the model segment); observed, the model whole."""
+    arn = "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/abc123"
+    run = _drive.drive("bedrock", sim.base_url, "stream", model=arn, headers=Scenario(tokens=3).headers())
+    assert run.error is None, repr(run.error)
+    cap.wait(1, calls=1)
+    (record,) = cap.records
+    (served,) = sim.wait_served(1)
+    assert "%2F" in served.path  # the control: quoted on the wire
+    assert record.outcome is Outcome.COMPLETED and record.request_model == arn and record.provider == "aws.bedrock"

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import gc
 import sys
+import warnings
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
 import llmtap
-from llmtap._drive import SDKS, Case, Mode, drive, fresh_model
+from llmtap._drive import BOTOCORE, SDKS, Case, Mode, drive, fresh_model
 from llmtap.simulator import Simulator
 from llmtap.testing import Capture
 from tests.support.cycles import cycles_of_llmtap, is_llmtap
@@ -64,7 +66,12 @@ DROPPING = frozenset({"drop", "drop_read"})
 
 
 def _spans_in_the_garbage() -> list[object]:
-    return [obj for obj in gc.garbage if isinstance(obj, ReadableSpan)]
+    return [obj for obj in gc.garbage if _is_span(obj)]
+
+
+def _is_span(obj: object) -> bool:
+    # a weakref.proxy (botocore's garbage holds some) is no span, and asking a dead one raises
+    return not isinstance(obj, weakref.ProxyTypes) and isinstance(obj, ReadableSpan)
 
 
 @pytest.mark.parametrize(("sdk", "mode", "transport", "case"), _params())
@@ -73,7 +80,11 @@ def test_what_an_attempt_leaves_to_the_garbage_collector(
 ) -> None:
     model = fresh_model(SDKS[sdk].model)
     spans: list[object] = []
-    with cycles_of_llmtap() as ours:
+    with warnings.catch_warnings(), cycles_of_llmtap() as ours:
+        if sdk in BOTOCORE and (case.action in DROPPING or case.action == "cancel"):
+            # (aio)botocore leaves the connection of a stream the app dropped (or whose reading task it cancelled)
+            # to the collector, with or without llmtap
+            warnings.simplefilter("ignore", ResourceWarning)
         result = drive(
             sdk, sim.base_url, case.action, mode=mode, model=model, api_key=SECRET, transport=transport,
             headers=case.scenario.headers(), **case.config(),

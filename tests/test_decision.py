@@ -99,3 +99,18 @@ def test_exceptions_are_classified_by_class_name() -> None:
     assert classify_exception(ReadTimeout()) == (Outcome.TIMEOUT, "ReadTimeout")
     assert classify_exception(asyncio.CancelledError()) == (Outcome.CANCELLED, "CancelledError")
     assert classify_exception(ConnectionResetError()) == (Outcome.CONNECTION_ERROR, "ConnectionResetError")
+
+
+def test_urllib3_and_botocore_timeouts_are_timeouts() -> None:
+    """urllib3's ``TimeoutError`` is its own class, not the builtin: botocore's read and connect timeouts, and
+    what a timed-out read of a streamed body raises, derive from it."""
+    from botocore.exceptions import ConnectionClosedError, ConnectTimeoutError, ReadTimeoutError
+    from urllib3.exceptions import ProtocolError
+    from urllib3.exceptions import ReadTimeoutError as Urllib3ReadTimeout
+
+    assert classify_exception(Urllib3ReadTimeout(None, "/", "read timed out")) == (Outcome.TIMEOUT, "ReadTimeoutError")  # type: ignore[arg-type]
+    assert classify_exception(ReadTimeoutError(endpoint_url="u")) == (Outcome.TIMEOUT, "ReadTimeoutError")
+    assert classify_exception(ConnectTimeoutError(endpoint_url="u")) == (Outcome.TIMEOUT, "ConnectTimeoutError")
+    # the controls: a cut connection is not a timeout
+    assert classify_exception(ProtocolError("Response ended prematurely"))[0] is Outcome.CONNECTION_ERROR
+    assert classify_exception(ConnectionClosedError(endpoint_url="u"))[0] is Outcome.CONNECTION_ERROR

@@ -10,7 +10,8 @@
 * ``cycles``: the reference cycles llmtap leaves behind;
 * ``layers``: one request through two hooked layers (the control that takes the "observing" flag away);
 * ``sdklines``: what differs on the legacy SDK line;
-* ``gcwatch``: the soak's instruments (a stall watchdog, code run inside the garbage collector).
+* ``gcwatch``: the soak's instruments (a stall watchdog, code run inside the garbage collector), and a sink
+  with a lock and a collection on another thread holding it (the hand-off tests).
 
 ``conftest.py`` holds only the pytest fixtures.
 """

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import types
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -23,6 +24,8 @@ __all__ = ["cycles_of_llmtap", "is_llmtap"]
 def is_llmtap(obj: object) -> bool:
     """An instance of a class defined in llmtap, or a frame, function or code object of llmtap's (a file
     under the package's directory: :func:`~tests.support.own.is_own_file`)."""
+    if isinstance(obj, weakref.ProxyTypes):  # botocore's garbage holds weak proxies, some of them dead
+        return False
     if isinstance(obj, types.FrameType):
         obj = obj.f_code
     elif isinstance(obj, types.FunctionType):

@@ -8,6 +8,7 @@ ending needs). :class:`InsideGc` tells a sink whether it is being called from in
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import gc
 import os
@@ -19,7 +20,9 @@ from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["InsideGc", "Watchdog", "gc_pressure", "thread_stacks"]
+from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
+
+__all__ = ["InsideGc", "LockedSink", "Watchdog", "collect_holding", "gc_pressure", "thread_stacks"]
 
 
 class InsideGc:
@@ -128,3 +131,55 @@ class Watchdog:
                 self._acknowledged.set()
                 raise AssertionError(self.stalled)
             time.sleep(poll)
+
+
+class LockedSink:
+    """A sink as an app might write one: a plain (non-reentrant) lock, allocation under it."""
+
+    name = "locked"
+
+    def __init__(self, inside: InsideGc) -> None:
+        self.lock = threading.Lock()
+        self.records: list[AttemptRecord] = []
+        self.calls: list[CallRecord] = []
+        self.inside_gc = 0
+        self._inside = inside
+
+    def start(self, attempt: AttemptStart) -> object:
+        return None
+
+    def end(self, record: AttemptRecord, state: object) -> None:
+        inside = self._inside.now()
+        with self.lock:
+            self.records.append(record)
+            self.inside_gc += inside
+
+    def call_end(self, record: CallRecord) -> None:
+        with self.lock:
+            self.calls.append(record)
+
+    def close(self) -> None:
+        pass
+
+
+def collect_holding(lock: Any) -> tuple[threading.Thread, list[BaseException]]:
+    """``gc.collect()`` on a new thread while it holds ``lock`` (if any)."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            if lock is None:
+                gc.collect()
+                return
+            lock.acquire()
+            try:
+                gc.collect()
+            finally:
+                with contextlib.suppress(RuntimeError):  # released from outside to recover from a hang
+                    lock.release()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name="collector", daemon=True)
+    thread.start()
+    return thread, errors

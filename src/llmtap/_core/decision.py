@@ -57,12 +57,18 @@ class Heard(enum.Enum):
     __hash__ = object.__hash__  # as Ending's
 
 
+_TIMEOUT_NAMES = frozenset({"TimeoutException", "TimeoutError", "Timeout"})
+"""Timeout classes by name, so no HTTP library is imported: httpx's ``TimeoutException``, urllib3's ``TimeoutError``
+(not the builtin: botocore's ``ReadTimeoutError`` and a timed-out read of a body urllib3 streams derive from it),
+and requests' ``Timeout`` (botocore's vendored copy is a base of its ``ConnectTimeoutError``)."""
+
+
 def classify_exception(exc: BaseException) -> tuple[Outcome, str]:
     """Map an exception out of the HTTP stack to an outcome and an ``error.type`` value."""
     if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
         return Outcome.CANCELLED, type(exc).__name__
     names = {cls.__name__ for cls in type(exc).__mro__}
-    if "TimeoutException" in names or isinstance(exc, TimeoutError):
+    if not names.isdisjoint(_TIMEOUT_NAMES) or isinstance(exc, TimeoutError):
         return Outcome.TIMEOUT, type(exc).__name__
     if "Cancelled" in names:  # trio / anyio cancellation
         return Outcome.CANCELLED, type(exc).__name__

@@ -1,7 +1,7 @@
 """Which requests are LLM API traffic, and which provider parser reads them.
 
-An API is recognised by the end of the URL path (``/messages``, ``/chat/completions``,
-``/responses``, ``:streamGenerateContent``, Bedrock's ``/invoke``, Vertex's ``:rawPredict`` ...), which
+An API is recognised by the end of the URL path (``/messages``, ``/chat/completions``, ``/responses``,
+``:streamGenerateContent``, Bedrock's ``/invoke`` and ``/converse``, Vertex's ``:rawPredict`` ...), which
 its parser may confirm from the whole path (:meth:`~llmtap._providers.Provider.accepts_path`: Claude's
 publisher on Vertex, a Claude model on Bedrock), on a known public host (``KNOWN_HOSTS``,
 ``CLOUD_HOSTS``), below a configured base URL, or on any host with ``match_any_host``. The provider
@@ -75,7 +75,7 @@ class Endpoint(NamedTuple):
 
 # APIs only one service speaks: what an SDK sends to them (e.g. a Bedrock VPC endpoint) keeps that
 # service's name; the wire formats many servers speak take the SDK's.
-_SERVICE_APIS = frozenset({_catalog.BEDROCK.module, _catalog.VERTEX_ANTHROPIC.module})
+_SERVICE_APIS = frozenset({_catalog.BEDROCK.module, _catalog.BEDROCK_CONVERSE.module, _catalog.VERTEX_ANTHROPIC.module})
 
 
 def sdk_endpoint(endpoint: Endpoint, sdk: str) -> Endpoint:

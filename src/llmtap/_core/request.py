@@ -18,8 +18,9 @@ __all__ = ["UNKNOWN", "info_from_body", "info_from_content", "info_from_json", "
 UNKNOWN = RequestInfo(None, None, None)
 _new = tuple.__new__
 
-# Anthropic and Chat Completions (legacy), Chat Completions, Responses.
-_MAX_TOKENS_KEYS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+# Anthropic and Chat Completions (legacy), Chat Completions, Responses, Bedrock Converse (``inferenceConfig``:
+# the byte scan finds it there when it is the body's only one).
+_MAX_TOKENS_KEYS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "maxTokens")
 
 _MODEL_RE = re.compile(rb'"model"\s*:\s*"([^"\\]{1,256})"')
 _STREAM_RE = re.compile(rb'"stream"\s*:\s*(true|false)')

@@ -23,7 +23,7 @@ import inspect
 import sys
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -35,7 +35,15 @@ from llmtap._core.tap import Attempt, Tap
 from llmtap._fences import HEADER_ITEMS
 from llmtap._log import internal_error, log_once
 
-__all__ = ["LOOP_EXITS", "observe_async", "observe_sync", "python_checked", "shells_for", "watch_drop"]
+__all__ = [
+    "LOOP_EXITS",
+    "observe_async",
+    "observe_sync",
+    "observed_chunks",
+    "python_checked",
+    "shells_for",
+    "watch_drop",
+]
 
 _clock = time.perf_counter
 # Set while an observed attempt is being sent, so an explicit llmtap transport inside a patched
@@ -221,6 +229,30 @@ class _Watched:
             pass
 
 
+def observed_chunks(chunks: Iterable[bytes], tap: Tap, attempt: Attempt) -> Iterator[bytes]:
+    """``chunks`` as they come, each fed to the attempt's observer: the sync iteration of every body llmtap
+    reads (the httpx shells', botocore's urllib3 body). The provider's terminal event, the end of
+    ``chunks`` and an exception out of them end the attempt; being unwound is :func:`_unwinding`'s."""
+    on_chunk = attempt.observer.on_chunk
+    clock = _clock
+    try:
+        for chunk in chunks:
+            try:
+                if on_chunk(chunk, clock()):
+                    on_chunk = _after_the_end
+                    _end(tap, attempt, Ending.TERMINAL)
+            except Exception as exc:
+                _internal_error("on_chunk", exc)
+            yield chunk
+    except GeneratorExit:
+        _unwinding(tap, attempt)
+        raise
+    except BaseException as exc:
+        _end(tap, attempt, Ending.RAISED, exc)
+        raise
+    _end(tap, attempt, Ending.EOF)
+
+
 class _SyncShell(_Watched):
     """Only the iteration is written twice (sync and async); every ending goes through :func:`_end`."""
 
@@ -230,24 +262,7 @@ class _SyncShell(_Watched):
         self._attempt = attempt
 
     def __iter__(self) -> Iterator[bytes]:
-        on_chunk = self._attempt.observer.on_chunk
-        clock = _clock
-        try:
-            for chunk in self._inner:
-                try:
-                    if on_chunk(chunk, clock()):
-                        on_chunk = _after_the_end
-                        _end(self._tap, self._attempt, Ending.TERMINAL)
-                except Exception as exc:
-                    _internal_error("on_chunk", exc)
-                yield chunk
-        except GeneratorExit:
-            _unwinding(self._tap, self._attempt)
-            raise
-        except BaseException as exc:
-            _end(self._tap, self._attempt, Ending.RAISED, exc)
-            raise
-        _end(self._tap, self._attempt, Ending.EOF)
+        return observed_chunks(self._inner, self._tap, self._attempt)
 
     def close(self) -> None:
         if not self._attempt.observer.done:  # a body read whole ended its attempt already

@@ -57,6 +57,21 @@ renamed) costs llmtap no import error; :class:`Tap` then honours suppression thr
 ``is_instrumentation_enabled()`` (see :func:`_public_suppression_check`)."""
 _SUPPRESS_KEY: str = _PRIVATE_SUPPRESS_KEY or _SUPPRESS_LEGACY_KEY
 _RETRY_HEADER = "x-stainless-retry-count"
+_AWS_REQUEST_HEADER = "amz-sdk-request"
+"""The AWS SDKs' ``attempt=N; max=M`` (botocore adds it to every attempt): the n-th attempt is resend n - 1."""
+_AWS_ATTEMPT = re.compile(r"(?:^|;)\s*attempt=(\d{1,4})\s*(?:;|$)")
+
+
+def _aws_resend(value: object) -> str | None:
+    """The resend count an ``amz-sdk-request`` header value says, as ``x-stainless-retry-count`` spells it."""
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    if not isinstance(value, str):
+        return None
+    match = _AWS_ATTEMPT.search(value)
+    return None if match is None else str(max(int(match.group(1)) - 1, 0))
+
+
 _get_context = otel_context.get_current
 _perf_counter = time.perf_counter
 _time_ns = time.time_ns
@@ -191,7 +206,10 @@ class Tap:
             reason = None
             resend = 0
             call_id = None
-            header = request.headers.get(_RETRY_HEADER)
+            headers = request.headers
+            header = headers.get(_RETRY_HEADER)
+            if header is None and _AWS_REQUEST_HEADER in headers:
+                header = _aws_resend(headers.get(_AWS_REQUEST_HEADER))
             if header is not None:
                 try:
                     resend = int(header)

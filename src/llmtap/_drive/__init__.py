@@ -10,12 +10,13 @@ The SDKs are imported only when an adapter is made.
 """
 
 from ._actions import ACTIONS, Action, Result, arun, drive, run
-from ._cases import CASES, HELD, Case, Raised, case, cases
+from ._cases import BOTOCORE, CASES, HELD, Case, Raised, case, cases
 from ._sdks import SDKS, Config, Mode, OnResponse, Sdk, adapter
 from ._served import fresh_model, served_for
 
 __all__ = [
     "ACTIONS",
+    "BOTOCORE",
     "CASES",
     "HELD",
     "SDKS",

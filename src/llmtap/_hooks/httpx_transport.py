@@ -10,6 +10,13 @@ with :func:`wrap_transport` instead.
 **aiohttp.** ``aiohttp.ClientSession._request`` is wrapped by ``aiohttp_session.py`` (where and why is
 written there), patched like the others only when the application imports aiohttp.
 
+**botocore.** ``botocore.endpoint.Endpoint._send`` (every attempt on the wire), ``AWSResponse.__init__`` (its
+response, as soon as the headers arrived) and, with ``sdk_calls``,
+``botocore.client.BaseClient._make_api_call`` (a ``bedrock-runtime`` client's logical call) are wrapped when
+the application imports botocore; where and why is written in ``botocore_endpoint.py``. aiobotocore sends
+through aiohttp (observed there, once: its ``AioEndpoint`` has its own ``_send``); with ``sdk_calls``,
+``aiobotocore.client.AioBaseClient._make_api_call`` links a ``bedrock-runtime`` call's attempts.
+
 **Logical calls.** The SDKs retry inside one method of their client (:data:`SDK_HOOKS`); a guarded
 wrapper around it opens a :class:`~llmtap._core.calls.Call` so retries are linked (see ``_core/calls.py``), and
 its requests are LLM requests on any host (the call carries the SDK's provider name,
@@ -19,9 +26,11 @@ its requests are LLM requests on any host (the call carries the SDK's provider n
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 import sys
 import time
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -29,11 +38,12 @@ from llmtap import _installation
 from llmtap._core.calls import CURRENT_CALL, Call
 from llmtap._core.decision import classify_exception
 from llmtap._core.record import Outcome
-from llmtap._core.request import info_from_options
+from llmtap._core.request import UNKNOWN, info_from_body, info_from_options
 from llmtap._core.stream import observe_async, observe_sync, shells_for
 from llmtap._core.tap import Tap
 from llmtap._hooks._patching import when_imported, wrap_method
 from llmtap._log import internal_error, logger
+from llmtap._providers._base import RequestInfo, as_int
 
 __all__ = ["Patches", "wrap_transport"]
 
@@ -59,6 +69,9 @@ SDK_PROVIDERS: dict[str, str] = {
 }
 """SDK module -> the provider name of its requests on a host no rule covers (``gen_ai.provider.name``)."""
 AIOHTTP_MODULE = "aiohttp"  # observed by ``aiohttp_session.py``, below any httpx client sending through it
+BOTOCORE_ENDPOINT = "botocore.endpoint"  # ``Endpoint._send``: every botocore attempt (``botocore_endpoint.py``)
+BOTOCORE_CLIENT = "botocore.client"  # ``BaseClient._make_api_call``: a bedrock-runtime call, all its attempts
+AIOBOTOCORE_CLIENT = "aiobotocore.client"  # its async ``_make_api_call``; the attempts go through aiohttp's hook
 
 _hooked: set[str] = set()
 """Module names given llmtap's post-import hook. A hook is never taken back, so each is registered once
@@ -88,9 +101,11 @@ def _send_wrapper(module: ModuleType, is_async: bool) -> Any:
 # -- the SDK hook: logical calls --------------------------------------------------------------------
 
 
-def _open_call(tap: Tap, sdk: str, args: Any, kwargs: Any) -> Call | None:
+def _open_call(
+    tap: Tap, sdk: str, args: Any, kwargs: Any, info_of: Callable[[Any], RequestInfo | None] = info_from_options
+) -> Call | None:
     try:
-        return Call(info_from_options(args[1] if len(args) > 1 else kwargs.get("options")), sdk)
+        return Call(info_of(args[1] if len(args) > 1 else kwargs.get("options")), sdk)
     except Exception as exc:
         internal_error("sdk_hook", "llmtap: could not open a logical call: %r", exc)
         return None
@@ -114,15 +129,16 @@ def _close_call(tap: Tap, call: Call, cancelled_at: float | None = None) -> None
         internal_error("sdk_hook", "llmtap: could not close a logical call: %r", exc)
 
 
-def _sdk_sync_hook(sdk: str) -> Any:
-    """The wrapper of a sync SDK request method of the SDK ``sdk`` (a closure: one call less than a partial)."""
+def _sdk_sync_hook(sdk: str, info_of: Callable[[Any], RequestInfo | None] = info_from_options) -> Any:
+    """The wrapper of a sync SDK request method of the SDK ``sdk`` (a closure: one call less than a partial);
+    ``info_of``: what the request is, from the method's second argument."""
 
     def _sdk_sync_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         installation = _installation.current
         if installation is None or CURRENT_CALL.get() is not None:
             return wrapped(*args, **kwargs)
         tap = installation.tap
-        call = _open_call(tap, sdk, args, kwargs)
+        call = _open_call(tap, sdk, args, kwargs, info_of)
         if call is None:
             return wrapped(*args, **kwargs)
         token = CURRENT_CALL.set(call)
@@ -139,10 +155,12 @@ def _sdk_sync_hook(sdk: str) -> Any:
     return _sdk_sync_request
 
 
-async def _sdk_async_call(tap: Tap, sdk: str, wrapped: Any, args: Any, kwargs: Any) -> Any:
+async def _sdk_async_call(
+    tap: Tap, sdk: str, wrapped: Any, args: Any, kwargs: Any, info_of: Callable[[Any], RequestInfo | None]
+) -> Any:
     if CURRENT_CALL.get() is not None:
         return await wrapped(*args, **kwargs)
-    call = _open_call(tap, sdk, args, kwargs)
+    call = _open_call(tap, sdk, args, kwargs, info_of)
     if call is None:
         return await wrapped(*args, **kwargs)
     token = CURRENT_CALL.set(call)
@@ -157,14 +175,14 @@ async def _sdk_async_call(tap: Tap, sdk: str, wrapped: Any, args: Any, kwargs: A
         _close_call(tap, call, cancelled_at)
 
 
-def _sdk_async_hook(sdk: str) -> Any:
+def _sdk_async_hook(sdk: str, info_of: Callable[[Any], RequestInfo | None] = info_from_options) -> Any:
     """The wrapper of an async SDK request method of the SDK ``sdk``."""
 
     def _sdk_async_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         installation = _installation.current
         if installation is None:
             return wrapped(*args, **kwargs)
-        return _sdk_async_call(installation.tap, sdk, wrapped, args, kwargs)
+        return _sdk_async_call(installation.tap, sdk, wrapped, args, kwargs, info_of)
 
     return _sdk_async_request
 
@@ -212,6 +230,71 @@ def _patch_aiohttp(module: ModuleType, applied: list[tuple[Any, str, Any]]) -> N
     _wrap(module.ClientSession, "_request", _aiohttp_request, f"{module.__name__}.ClientSession", applied)
 
 
+def _patch_botocore_endpoint(module: ModuleType, applied: list[tuple[Any, str, Any]]) -> None:
+    # botocore is ~10 MiB of modules once imported: the hook's few KiB are loaded with it, not per request
+    from llmtap._hooks.botocore_endpoint import response_init_wrapper, send_wrapper
+
+    awsrequest = importlib.import_module("botocore.awsrequest")  # imported by botocore.endpoint already
+    _wrap(awsrequest.AWSResponse, "__init__", response_init_wrapper, "botocore.awsrequest.AWSResponse", applied)
+    _wrap(module.Endpoint, "_send", send_wrapper, f"{module.__name__}.Endpoint", applied)
+
+
+def _patch_botocore_client(module: ModuleType, applied: list[tuple[Any, str, Any]]) -> None:
+    _wrap(module.BaseClient, "_make_api_call", _botocore_api_call, f"{module.__name__}.BaseClient", applied)
+
+
+def _patch_aiobotocore_client(module: ModuleType, applied: list[tuple[Any, str, Any]]) -> None:
+    _wrap(module.AioBaseClient, "_make_api_call", _aiobotocore_api_call, f"{module.__name__}.AioBaseClient", applied)
+
+
+_SMALL_BODY = 64 * 1024
+"""An InvokeModel body this long at most is scanned for ``max_tokens`` (a longer one: images, long contexts)."""
+
+
+def _bedrock_info(api_params: Any) -> RequestInfo:
+    """What a ``bedrock-runtime`` call's parameters say before it is sent, without reading a long body: the
+    model and the streaming choice are in the URL path (the tap reads them there), Converse's output limit in
+    ``inferenceConfig.maxTokens``, InvokeModel's in its (Anthropic) JSON body."""
+    if not isinstance(api_params, dict):
+        return UNKNOWN
+    config = api_params.get("inferenceConfig")
+    if isinstance(config, dict):
+        return RequestInfo(None, None, as_int(config.get("maxTokens")))
+    body = api_params.get("body")
+    if isinstance(body, str):
+        body = body.encode()
+    if isinstance(body, bytes) and len(body) <= _SMALL_BODY:
+        return RequestInfo(None, None, info_from_body(body).max_tokens)
+    return UNKNOWN
+
+
+_bedrock_call = _sdk_sync_hook("aws.bedrock", _bedrock_info)
+_bedrock_async_call = _sdk_async_hook("aws.bedrock", _bedrock_info)
+
+
+def _is_bedrock_runtime(client: Any) -> bool:
+    try:
+        return bool(client._service_model.service_name == "bedrock-runtime")
+    except Exception:
+        return False
+
+
+def _botocore_api_call(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """The wrapper of ``botocore.client.BaseClient._make_api_call``: a ``bedrock-runtime`` client's call is one
+    logical call (its attempts, botocore's retries, linked as the SDK hooks link theirs); any other service's
+    passes through."""
+    if _installation.current is None or not _is_bedrock_runtime(instance):
+        return wrapped(*args, **kwargs)
+    return _bedrock_call(wrapped, instance, args, kwargs)
+
+
+def _aiobotocore_api_call(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """The async twin of :func:`_botocore_api_call` (``aiobotocore.client.AioBaseClient._make_api_call``)."""
+    if _installation.current is None or not _is_bedrock_runtime(instance):
+        return wrapped(*args, **kwargs)
+    return _bedrock_async_call(wrapped, instance, args, kwargs)
+
+
 def _aiohttp_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     """The wrapper of ``aiohttp.ClientSession._request``: ``aiohttp_session.py``'s, imported at the first
     request sent while instrumented rather than when aiohttp is patched (the anthropic SDK imports aiohttp
@@ -250,8 +333,11 @@ class Patches:
     def __init__(self, sdk_calls: bool = True) -> None:
         targets = [(name, _patch_http) for name in HTTP_MODULES]
         targets.append((AIOHTTP_MODULE, _patch_aiohttp))
+        targets.append((BOTOCORE_ENDPOINT, _patch_botocore_endpoint))
         if sdk_calls:
             targets += [(name, _patch_sdk) for name in SDK_MODULES]
+            targets.append((BOTOCORE_CLIENT, _patch_botocore_client))
+            targets.append((AIOBOTOCORE_CLIENT, _patch_aiobotocore_client))
         self._wanted = {name: hook for name, hook in targets if _installed(name.split(".")[0])}
         """module name -> how to patch it (installed modules only)"""
         self._done: set[str] = set()

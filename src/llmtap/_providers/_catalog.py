@@ -4,7 +4,7 @@ A request is routed to a parser by the end of its URL path (:attr:`Entry.path_su
 bounds admit every stop reason and error type a provider documents (``_core/bounds.py``) from the first
 request on. The parser modules themselves (10-20 KiB each of code and classes) are imported when a path
 first matches one of their suffixes (:func:`parser`): a process loads the parsers of the APIs it calls,
-not all seven. Each parser class declares these values from its entry here.
+not all eight. Each parser class declares these values from its entry here.
 """
 
 import importlib
@@ -108,13 +108,35 @@ BEDROCK = Entry(
     ANTHROPIC_STOP_REASONS,
     ANTHROPIC_ERROR_TYPES | BEDROCK_ERROR_TYPES,
 )
+BEDROCK_CONVERSE_STOP_REASONS = frozenset(
+    {
+        "end_turn", "tool_use", "max_tokens", "stop_sequence", "guardrail_intervened", "content_filtered",
+        "malformed_model_output", "malformed_tool_use", "model_context_window_exceeded",
+    }
+)  # fmt: skip
+"""The ``StopReason`` values of Bedrock's Converse API (botocore's ``bedrock-runtime`` service model)."""
+BEDROCK_CONVERSE = Entry(
+    "bedrock_converse",
+    ("/converse", "/converse-stream"),
+    BEDROCK_CONVERSE_STOP_REASONS,
+    BEDROCK_ERROR_TYPES,
+)
 VERTEX_ANTHROPIC = Entry(
     "vertex_anthropic",
     (":rawPredict", ":streamRawPredict"),
     ANTHROPIC_STOP_REASONS,
     ANTHROPIC_ERROR_TYPES | GOOGLE_ERROR_TYPES,
 )
-ENTRIES: tuple[Entry, ...] = (ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, GEMINI, COHERE, BEDROCK, VERTEX_ANTHROPIC)
+ENTRIES: tuple[Entry, ...] = (
+    ANTHROPIC,
+    OPENAI_CHAT,
+    OPENAI_RESPONSES,
+    GEMINI,
+    COHERE,
+    BEDROCK,
+    BEDROCK_CONVERSE,
+    VERTEX_ANTHROPIC,
+)
 """In matching order: the first entry with a suffix ending the path whose parser accepts the path wins."""
 
 

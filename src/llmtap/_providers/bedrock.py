@@ -12,7 +12,8 @@ Bedrock runtime API reference):
 - A stream is ``application/vnd.amazon.eventstream`` (framed by :mod:`llmtap._core.eventstream`): each
   ``event`` message of ``:event-type`` ``chunk`` carries ``{"bytes": "<base64>", "p": "<padding>"}``
   whose decoded bytes are one Anthropic streaming event (the same JSON as an SSE ``data:`` line;
-  ``message_stop`` adds ``amazon-bedrock-invocationMetrics``). A failure mid-stream is a message of
+  ``message_stop`` adds ``amazon-bedrock-invocationMetrics``, whose ``invocationLatency`` (ms) is the
+  attempt's server time). A failure mid-stream is a message of
   ``:message-type`` ``exception`` (``:exception-type`` e.g. ``throttlingException``) or ``error``
   (``:error-code``); the SDK raises it as an ``error`` event, and so it is read here.
 - Response headers: ``x-amzn-requestid``, ``x-amzn-bedrock-invocation-latency`` (ms) and, on errors,
@@ -28,15 +29,17 @@ import json
 import re
 from urllib.parse import unquote
 
-from llmtap._providers._base import Header
+from llmtap._providers._base import Facts, Header, Output
 from llmtap._providers._catalog import BEDROCK
 from llmtap._providers.anthropic import QUIET_DATA, AnthropicMessages
 
 __all__ = ["PROVIDER", "AnthropicBedrock"]
 
-_PATH = re.compile(r"/model/([^/]+)/(invoke|invoke-with-response-stream)$")
+# the model segment may be decoded already (httpx's and yarl's paths are): an ARN's "/" is then in it
+_PATH = re.compile(r"/model/(.+)/(invoke|invoke-with-response-stream)$")
 _BYTES = re.compile(rb'"bytes"\s*:\s*"([A-Za-z0-9+/=]*)"')
 _MAX_MODEL = 256
+_METRICS = b"amazon-bedrock-invocationMetrics"
 
 HEADERS: dict[bytes, tuple[Header, str]] = {
     b"x-amzn-requestid": (Header.REQUEST_ID, ""),
@@ -91,6 +94,16 @@ class AnthropicBedrock(AnthropicMessages):
 
     def stream_from_path(self, path: str) -> bool | None:
         return path.endswith("/invoke-with-response-stream")
+
+    def on_event(self, facts: Facts, event: bytes | None, data: bytes) -> Output | None:
+        output = super().on_event(facts, event, data)
+        if output is None and _METRICS in data:  # the last chunk (message_stop): the server's own latency
+            payload = json.loads(data)
+            metrics = payload.get(_METRICS.decode()) if isinstance(payload, dict) else None
+            latency = metrics.get("invocationLatency") if isinstance(metrics, dict) else None
+            if type(latency) is int and 0 <= latency < 1 << 53:
+                facts.server_time = latency / 1000.0
+        return output
 
     def event_from_frame(self, headers: dict[str, str], payload: bytes) -> tuple[bytes | None, bytes] | None:
         kind = headers.get(":message-type")

@@ -1,5 +1,6 @@
-"""Claude on AWS Bedrock (``/model/{model}/invoke``, ``/invoke-with-response-stream``) and on Google
-Vertex AI (``…/publishers/anthropic/models/{model}:rawPredict``, ``:streamRawPredict``).
+"""Claude on AWS Bedrock (``/model/{model}/invoke``, ``/invoke-with-response-stream``), Bedrock's Converse API
+(``/model/{model}/converse``, ``/converse-stream``: :class:`BedrockConverse`, one format for every model) and
+Claude on Google Vertex AI (``…/publishers/anthropic/models/{model}:rawPredict``, ``:streamRawPredict``).
 
 Both carry the Anthropic Messages API inside another cloud's envelope, so both reuse
 :class:`AnthropicMessages`' events and bodies:
@@ -35,14 +36,17 @@ from ._exchange import json_bytes, rand_id
 from ._gemini import google_error_body
 
 __all__ = [
+    "BEDROCK_CONVERSE_PATH",
     "BEDROCK_PATH",
     "VERTEX_PATH",
+    "BedrockConverse",
     "BedrockInvoke",
     "VertexRawPredict",
     "encode_event_stream_message",
 ]
 
 BEDROCK_PATH = re.compile(r"^/model/([^/]+)/(invoke|invoke-with-response-stream)$")
+BEDROCK_CONVERSE_PATH = re.compile(r"^/model/([^/]+)/(converse|converse-stream)$")
 VERTEX_PATH = re.compile(
     r"^(?:/v1)?/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/([^/:]+):(rawPredict|streamRawPredict)$"
 )
@@ -181,6 +185,111 @@ class BedrockInvoke(AnthropicMessages):
             },
         }
         return [_chunk(_sse_data(delta)), _chunk(json.dumps(stop, separators=(",", ":")).encode())]
+
+
+_CONVERSE_STOP_REASONS: dict[str, str] = {"refusal": "content_filtered"}
+"""Scenario.stop_reason -> Converse's ``stopReason`` where the two vocabularies differ."""
+
+
+def _converse_event(event: str, data: dict[str, Any]) -> bytes:
+    # every Converse event payload carries a random-length "p" padding field, as the chunks of InvokeModel do
+    payload = json_bytes({**data, "p": rand_id(1 + len(event) % 11)})
+    return encode_event_stream_message(
+        {":event-type": event, ":content-type": "application/json", ":message-type": "event"}, payload
+    )
+
+
+class BedrockConverse(BedrockInvoke):
+    """Bedrock's Converse API, one format for every model: JSON in and out, streamed as one event-stream message
+    per event (``messageStart``, ``contentBlockStart`` for a tool call, ``contentBlockDelta``, ``contentBlockStop``,
+    ``messageStop``, ``metadata``); errors as :class:`BedrockInvoke`'s."""
+
+    name: ClassVar[str] = "bedrock-converse"
+
+    @classmethod
+    def request_model(cls, path: str, body: dict[str, Any]) -> str | None:
+        return _path_model(BEDROCK_CONVERSE_PATH, path)
+
+    @classmethod
+    def request_stream(cls, path: str, query: str, body: dict[str, Any]) -> bool:
+        return path.endswith("/converse-stream")
+
+    @classmethod
+    def request_max_tokens(cls, path: str, body: dict[str, Any]) -> int | None:
+        config = body.get("inferenceConfig")
+        value = config.get("maxTokens") if isinstance(config, dict) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+    @classmethod
+    def request_problem(cls, path: str, query: str, body: dict[str, Any]) -> str | None:
+        if "modelId" in body:
+            return "Converse takes the model from the URL, not the body"
+        if not isinstance(body.get("messages"), list):
+            return "messages is required"
+        return None
+
+    def _stop_reason(self) -> str:
+        stop = self.ctx.scenario.stop_reason
+        return _CONVERSE_STOP_REASONS.get(stop, stop)
+
+    def _usage(self, output_tokens: int) -> dict[str, Any]:
+        sc = self.ctx.scenario
+        return {
+            "inputTokens": sc.input,
+            "outputTokens": output_tokens,
+            "totalTokens": sc.input + output_tokens + sc.cache_read + sc.cache_write,
+            "cacheReadInputTokens": sc.cache_read,
+            "cacheWriteInputTokens": sc.cache_write,
+        }
+
+    def _latency_ms(self) -> int:
+        sc = self.ctx.scenario
+        return 1 + round(sc.ttft * 1000 + sc.gap * 1000 * max(sc.tokens - 1, 0))
+
+    def json_headers(self) -> list[tuple[str, str]]:
+        return []
+
+    def json_body(self) -> dict[str, Any]:
+        sc = self.ctx.scenario
+        return {
+            "output": {"message": {"role": "assistant", "content": [{"text": sc.expected_text()}]}},
+            "stopReason": self._stop_reason(),
+            "usage": self._usage(sc.tokens),
+            "metrics": {"latencyMs": self._latency_ms()},
+        }
+
+    def preamble_events(self) -> list[bytes]:
+        return [_converse_event("messageStart", {"role": "assistant"})]
+
+    def delta_event(self, index: int, text: str) -> bytes:
+        sc = self.ctx.scenario
+        if sc.tool_call and index == 0:
+            start = {"toolUse": {"toolUseId": "tooluse_" + rand_id(22), "name": "lookup"}}
+            message = _converse_event("contentBlockStart", {"start": start, "contentBlockIndex": 0})
+        elif sc.tool_call:
+            delta = {"toolUse": {"input": sc.tool_piece(index)}}
+            message = _converse_event("contentBlockDelta", {"delta": delta, "contentBlockIndex": 0})
+        else:
+            message = _converse_event("contentBlockDelta", {"delta": {"text": text}, "contentBlockIndex": 0})
+        if index == sc.corrupt_at:  # the payload's last byte, inside the message CRC's range
+            return message[:-5] + bytes([message[-5] ^ 1]) + message[-4:]
+        return message
+
+    def close_events(self) -> list[bytes]:
+        stop = _converse_event("contentBlockStop", {"contentBlockIndex": 0})
+        if self.ctx.scenario.tool_call:
+            delta = {"toolUse": {"input": self.ctx.scenario.tool_closing()}}
+            return [_converse_event("contentBlockDelta", {"delta": delta, "contentBlockIndex": 0}), stop]
+        return [stop]
+
+    def stop_events(self) -> list[bytes]:
+        sc = self.ctx.scenario
+        return [
+            _converse_event("messageStop", {"stopReason": self._stop_reason()}),
+            _converse_event(
+                "metadata", {"usage": self._usage(sc.tokens), "metrics": {"latencyMs": self._latency_ms()}}
+            ),
+        ]
 
 
 class VertexRawPredict(AnthropicMessages):

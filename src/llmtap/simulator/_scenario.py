@@ -86,7 +86,8 @@ class Scenario:
     #: input tokens are counted from the request (one per whitespace-separated word of its text)
     #: instead of taken from ``input``
     count_input: bool = False
-    #: attempts whose ``x-stainless-retry-count`` is below this are answered with ``fail_status``
+    #: attempts whose ``x-stainless-retry-count`` (or ``amz-sdk-request`` attempt number - 1) is below this are
+    #: answered with ``fail_status``
     fail: int = 0
     fail_status: int = 529
     #: ``retry-after`` (integer ceil) and ``retry-after-ms`` on failed attempts; None: not sent

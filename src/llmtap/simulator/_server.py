@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from ._anthropic import AnthropicMessages, anthropic_error_body
-from ._clouds import BEDROCK_PATH, VERTEX_PATH, BedrockInvoke, VertexRawPredict
+from ._clouds import BEDROCK_CONVERSE_PATH, BEDROCK_PATH, VERTEX_PATH, BedrockConverse, BedrockInvoke, VertexRawPredict
 from ._cohere import CohereChat
 from ._exchange import (
     Api,
@@ -51,6 +51,7 @@ ROUTES: dict[str, type[Api]] = {
 PATTERN_ROUTES: tuple[tuple[re.Pattern[str], str, type[Api]], ...] = (
     (GEMINI_PATH, "/v1beta/models/{model}:generateContent|streamGenerateContent", GeminiGenerate),
     (BEDROCK_PATH, "/model/{model}/invoke|invoke-with-response-stream", BedrockInvoke),
+    (BEDROCK_CONVERSE_PATH, "/model/{model}/converse|converse-stream", BedrockConverse),
     (
         VERTEX_PATH,
         "/v1/projects/{p}/locations/{l}/publishers/anthropic/models/{model}:rawPredict|streamRawPredict",
@@ -70,6 +71,20 @@ def route(path: str) -> type[Api] | None:
 
 
 _MAX_BODY = 64 * 1024 * 1024
+_AWS_ATTEMPT = re.compile(r"(?:^|;)\s*attempt=(\d+)\s*(?:;|$)")
+
+
+def _retry_count(headers: Any) -> int:
+    """The attempt's resend count: ``x-stainless-retry-count`` (the Stainless SDKs), else the AWS SDKs'
+    ``amz-sdk-request: attempt=N; max=M`` (N - 1)."""
+    try:
+        header = headers.get("x-stainless-retry-count")
+        if header is not None:
+            return int(header)
+        match = _AWS_ATTEMPT.search(headers.get("amz-sdk-request", ""))
+        return int(match.group(1)) - 1 if match else 0
+    except ValueError:
+        return 0
 
 
 @dataclass(frozen=True)
@@ -84,7 +99,8 @@ class Served:
 
     path: str
     method: str
-    #: "anthropic" | "openai-chat" | "openai-responses" | "gemini" | "bedrock" | "vertex" | "health" (GET /healthz)
+    #: "anthropic" | "openai-chat" | "openai-responses" | "gemini" | "bedrock" | "bedrock-converse" | "vertex"
+    #: | "health" (GET /healthz)
     #: | "unknown"
     api: str
     retry_count: int
@@ -401,10 +417,7 @@ class Simulator:
         model: str | None = None
         api: Api | None = None
         result = RunResult("dropped", "internal error")
-        try:
-            retry_count = int(h.headers.get("x-stainless-retry-count", "0"))
-        except ValueError:
-            retry_count = 0
+        retry_count = _retry_count(h.headers)
         auth_present = any(k in h.headers for k in ("x-api-key", "x-goog-api-key", "authorization"))
         generation = self._begin()
         try:
