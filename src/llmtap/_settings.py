@@ -150,8 +150,8 @@ class Settings(BaseModel):
         return value
 
     max_event_bytes: int = Field(default=4 << 20, ge=1024)
-    """Largest single SSE event (or AWS event-stream message, Bedrock) parsed; longer ones are dropped
-    and counted as parse errors."""
+    """Largest single SSE event (or AWS event-stream message, Bedrock; JSON line, ollama) parsed; longer
+    ones are dropped and counted as parse errors."""
     max_json_bytes: int = Field(default=8 << 20, ge=1024)
     """Largest non-streaming JSON body parsed (usage sits at its end)."""
     metric_prefix_namespace: str = ""
