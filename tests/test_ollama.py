@@ -16,11 +16,14 @@ from typing import Any
 
 import ollama
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llmtap import Outcome
 from llmtap._core.observer import AttemptObserver, Ending
 from llmtap._core.record import AttemptRecord
 from llmtap._drive import fresh_model, served_for
+from llmtap._log import internal_errors
 from llmtap._providers import ollama_chat, ollama_generate
 from llmtap._providers._base import Facts, Output, Provider
 from llmtap.simulator import Scenario, Simulator
@@ -103,6 +106,28 @@ def test_bad_lines_are_counted_never_raised() -> None:
     assert record.outcome is Outcome.COMPLETED and record.usage.output_tokens is None
     assert record.usage.input_tokens == 11  # the rest of the last line still counts
     assert record.first_token_at == 4.0
+
+
+_PIECES = st.sampled_from(
+    [_chat("Hi"), _chat("", **FINAL), b'{"error":"x"}\n', b"\n", b"\r\n", b'{"done":true,"eval_count":1e400}\n',
+     b"\xff\xfe\n", b"[" * 5000 + b"\n", b'{"message":{"content":["x"]},"done":"yes"}\n', b'{"done_reason":7}\n']
+) | st.binary(max_size=64)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_PIECES, max_size=12), st.integers(1, 97), st.sampled_from(list(Ending)))
+def test_any_bytes_end_in_one_record_and_no_internal_error(pieces: list[bytes], size: int, ending: Ending) -> None:
+    """Whatever the body (lines valid or not, split anywhere, however it ends): one record, nothing raised,
+    no internal error (what could not be read is a parse error of the attempt)."""
+    body = b"".join(pieces)
+    before = internal_errors()
+    observer = AttemptObserver(START, CHAT, CONFIG._replace(max_event_bytes=1024))
+    observer.on_response(200, NDJSON, 0.0)
+    for n in range(0, len(body), size):
+        observer.on_chunk(body[n : n + size], 1.0 + n)
+    record = observer.end(ending, 1e6)
+    assert record is not None and observer.end(Ending.EOF, 1e6) is None
+    assert internal_errors() == before
 
 
 def test_a_whole_body() -> None:
