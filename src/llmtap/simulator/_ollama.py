@@ -10,13 +10,16 @@ non-streamed answer is that last object with the whole text. Errors are ``{"erro
 body of a non-2xx status, or a line of its own mid-stream (the client raises it).
 
 Simulator specifics: the request's ``stream`` defaults to true, as on the server; ``options.num_predict`` is
-the output cap ``fill`` uses; ollama sends no request id and no rate-limit headers; ``tool_call``,
-``reasoning`` and the cache counts are not simulated (ollama reports no cache counts); ``fail`` counts
+the output cap ``fill`` uses; ollama sends no request id and no rate-limit headers; with ``tool_call``
+(``/api/chat``) delta 0 carries the whole tool call (``message.tool_calls``, its arguments an object, as
+ollama sends one) and the later deltas no output; ``reasoning`` and the cache counts are not simulated
+(ollama reports no cache counts); ``fail`` counts
 attempts by ``x-stainless-retry-count``, which the ollama client never sends (it never retries).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, ClassVar
 
@@ -103,6 +106,23 @@ class OllamaChat(_Ollama):
 
     def _output(self, text: str) -> dict[str, Any]:
         return {"message": {"role": "assistant", "content": text}}
+
+    def delta_event(self, index: int, text: str) -> bytes:
+        sc = self.ctx.scenario
+        if not sc.tool_call:
+            return super().delta_event(index, text)
+        chunk = self._chunk("")
+        if index == 0:
+            call = {"function": {"name": "lookup", "arguments": json.loads(sc.tool_arguments())}}
+            chunk["message"]["tool_calls"] = [call]
+        return self._line(chunk)
+
+    def json_body(self) -> dict[str, Any]:
+        body = super().json_body()
+        if self.ctx.scenario.tool_call:
+            call = {"function": {"name": "lookup", "arguments": json.loads(self.ctx.scenario.tool_arguments())}}
+            body["message"] = {"role": "assistant", "content": "", "tool_calls": [call]}
+        return body
 
 
 class OllamaGenerate(_Ollama):
