@@ -14,11 +14,13 @@ import asyncio
 import json
 from typing import Any
 
+import httpx
 import ollama
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import llmtap
 from llmtap import Outcome
 from llmtap._core.observer import AttemptObserver, Ending
 from llmtap._core.record import AttemptRecord
@@ -27,7 +29,7 @@ from llmtap._log import internal_errors
 from llmtap._providers import ollama_chat, ollama_generate
 from llmtap._providers._base import Facts, Output, Provider
 from llmtap.simulator import Scenario, Simulator
-from llmtap.testing import Capture
+from llmtap.testing import Capture, capture
 from tests.support.replay import CONFIG, START
 
 NDJSON = [(b"content-type", b"application/x-ndjson")]
@@ -227,3 +229,33 @@ def test_an_error_status_is_raised_by_the_client_and_recorded_as_rejected(
     (record,) = cap.records
     assert record.outcome is Outcome.REJECTED and record.error_type == "404" and record.status_code == 404
     assert "Not found" not in repr(record)
+
+
+class _ToSimulator(httpx.HTTPTransport):
+    """Sends every request to the simulator's port whatever its URL's port: the client (and llmtap's hook,
+    above the transport) see the URL the app gave, the bytes are the simulator's."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__()
+        self._port = port
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.url = request.url.copy_with(port=self._port)
+        return super().handle_request(request)
+
+
+def test_ollamas_default_port_is_observed_without_configuration(sim: Simulator) -> None:
+    """``http://127.0.0.1:11434`` (the client's default host) needs no ``base_urls``; the same client on
+    another port is not observed (the control: configuration, not the client, decides)."""
+    port = int(sim.base_url.rsplit(":", 1)[1])
+    sim.clear()
+    with capture(llmtap.Settings()) as cap:
+        # the port not observed first: had it been, its record would have come before the other's
+        for host in (sim.base_url, "http://127.0.0.1:11434"):
+            with ollama.Client(host=host, transport=_ToSimulator(port)) as client:
+                parts = list(client.chat(model=fresh_model("llama-test"), stream=True))
+                assert "".join(p.message.content or "" for p in parts) == Scenario().expected_text()
+        assert len(sim.wait_served(2)) == 2  # both were served, one was observed
+        cap.wait(1)
+        (record,) = cap.records
+    assert record.server_port == 11434 and record.provider == "ollama" and record.outcome is Outcome.COMPLETED
