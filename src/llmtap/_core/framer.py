@@ -292,9 +292,16 @@ class NdjsonFramer:
         if self._discarding:  # the bytes up to the first newline end a line already dropped
             start = data.find(b"\n") + 1
             self._discarding = False
-        if start < end and (self.scan_all or any(data.find(marker, start, end) != -1 for marker in self._markers)):
-            self._lines(data[start:end])
-        self._hold(data[end + 1 :])
+        if start < end:
+            if self.scan_all:
+                self._lines(data[start:end])
+            else:  # past the first output: a plain loop (no generator: this runs once per read)
+                for marker in self._markers:
+                    if data.find(marker, start, end) != -1:
+                        self._lines(data[start:end])
+                        break
+        if end + 1 < len(data):  # the common read ends with its line: nothing to hold
+            self._hold(data[end + 1 :])
 
     def _lines(self, region: bytes) -> None:
         dispatch = self._dispatch
