@@ -118,8 +118,9 @@ compat:
 
 ## compat-legacy: the SDK tests on the legacy line many apps still pin, on legacy httpx, in their own venv
 ## (~2 min): anthropic 0.125 (the last 0.x) with openai 2.54 (the last 2.x) over httpx 0.28.1, then openai
-## 1.109.1 (the last 1.x) over httpx 0.27.0. What differs there is the SDKs' (exception classes, no tracing of
-## their own, httpx leaving a response open at a loop's break): tests/support/sdklines.py
+## 1.109.1 (the last 1.x) over httpx 0.27.0; the ollama client (legacy httpx only) over both. What differs
+## there is the SDKs' (exception classes, no tracing of their own, httpx leaving a response open at a loop's
+## break): tests/support/sdklines.py
 COMPAT_LEGACY_VENV ?= .venv-legacy
 COMPAT_LEGACY_ANTHROPIC ?= 0.125.0
 COMPAT_LEGACY_OPENAI ?= 2.54.0
@@ -132,7 +133,7 @@ compat-legacy:
 	[ -x $(COMPAT_LEGACY_VENV)/bin/python ] || $(PYTHON) -m venv $(COMPAT_LEGACY_VENV)
 	$(COMPAT_LEGACY_VENV)/bin/python -m pip install --quiet -e '.[otel]' pytest pytest-asyncio pyyaml \
 	  'anthropic[aiohttp,bedrock,vertex]==$(COMPAT_LEGACY_ANTHROPIC)' 'openai[aiohttp]==$(COMPAT_LEGACY_OPENAI)' \
-	  httpx==0.28.1 genai-prices opentelemetry-exporter-prometheus opentelemetry-exporter-otlp-proto-http
+	  httpx==0.28.1 genai-prices opentelemetry-exporter-prometheus opentelemetry-exporter-otlp-proto-http 'ollama>=0.6'
 	$(COMPAT_LEGACY_VENV)/bin/python -c "import anthropic, openai, httpx; print('legacy line:', anthropic.__version__, openai.__version__, httpx.__version__)"
 	$(COMPAT_LEGACY_RUN)
 	$(COMPAT_LEGACY_VENV)/bin/python -m pip install --quiet 'openai[aiohttp]==$(COMPAT_LEGACY_OPENAI_1)' httpx==0.27.0

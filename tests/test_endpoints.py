@@ -190,6 +190,20 @@ CHAT_BODY = {
         ("other_loopback_port", ("http://localhost:8787",), {}, "127.0.0.1", 8788, "/v1/messages", None),
         ("unknown_host", (), {}, "example.com", 443, "/v1/chat/completions", None),
         ("not_llm", (), {}, "example.com", 443, "/index.html", None),
+        # ollama's native API on ollama's default port, any host, without configuration
+        ("ollama_default", (), {}, "127.0.0.1", 11434, "/api/chat", ("ollama", "OllamaChat")),
+        ("ollama_generate", (), {}, "localhost", 11434, "/api/generate", ("ollama", "OllamaGenerate")),
+        ("ollama_lan_host", (), {}, "gpu-box.lan", 11434, "/api/chat", ("ollama", "OllamaChat")),
+        ("ollama_proxied", (), {}, "localhost", 11434, "/ollama/api/chat", ("ollama", "OllamaChat")),
+        # ... but neither its other endpoints, nor another API there, nor its paths on another port
+        ("ollama_tags", (), {}, "localhost", 11434, "/api/tags", None),
+        ("ollama_embed", (), {}, "localhost", 11434, "/api/embed", None),
+        ("port_11434_other_api", (), {}, "gpu-box.lan", 11434, "/v1/messages", None),
+        ("api_chat_elsewhere", (), {}, "localhost", 8080, "/api/chat", None),
+        ("api_chat_public_host", (), {}, "example.com", 443, "/api/chat", None),
+        ("ollama_other_port", ("http://gpu-box:8000",), {}, "gpu-box", 8000, "/api/chat", ("ollama", "OllamaChat")),
+        ("ollama_cloud", (), {}, "ollama.com", 443, "/api/chat", ("ollama", "OllamaChat")),
+        ("ollama_cloud_openai", (), {}, "ollama.com", 443, "/v1/chat/completions", ("ollama", "OpenAIChat")),
     ],
 )
 def test_flavours(

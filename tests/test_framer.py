@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from llmtap._core.framer import FrameFeed, SseFramer, split_events
+from llmtap._core.framer import FrameFeed, NdjsonFramer, SseFramer, split_events
 from llmtap._providers import bedrock
 from llmtap._providers._catalog import ENTRIES, parser
 from llmtap.simulator._clouds import encode_event_stream_message
@@ -140,3 +140,71 @@ def test_quiet_prefixes_must_reach_into_their_data_line() -> None:
         SseFramer(lambda event, data: None, (), 100, "test", (b"event: no data line",))
     fine = (b'event: a\ndata: {"type":"a",', b'event: bb\ndata: {"type":')
     SseFramer(lambda event, data: None, (), 100, "test", fine)
+
+
+# -- JSON lines (ollama) ------------------------------------------------------------------------------
+
+LINES = [b'{"message":{"content":"a"},"done":false}', b'{"message":{"content":"b"},"done":false}'] * 3 + [
+    b'{"done":true,"done_reason":"stop"}'
+]
+NDJSON = b"".join(line + b"\n" for line in LINES)
+
+
+def lines_framed(
+    pieces: list[bytes], scan_all: bool = True, max_line: int = 1 << 16
+) -> tuple[NdjsonFramer, list[bytes]]:
+    seen: list[bytes] = []
+
+    def dispatch(event: bytes | None, data: bytes) -> None:
+        assert event is None
+        seen.append(data)
+
+    framer = NdjsonFramer(dispatch, (b'"done":true', b'"error"'), max_line, "test")
+    framer.scan_all = scan_all
+    for piece in pieces:
+        framer.feed(piece)
+    framer.finish()
+    return framer, seen
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_json_lines_any_split_gives_the_same_lines(seed: int) -> None:
+    framer, seen = lines_framed(splits(NDJSON, random.Random(seed), max_piece=7))
+    assert seen == LINES and framer.errors == 0 and framer.pending == b""
+
+
+def test_json_lines_crlf_blank_lines_and_a_last_line_without_its_newline() -> None:
+    body = NDJSON.replace(b"\n", b"\r\n").replace(LINES[1], b"\r\n" + LINES[1])[:-2]  # a blank line; no last CRLF
+    framer, seen = lines_framed(splits(body, random.Random(2), max_piece=5))
+    assert [line.rstrip(b"\r") for line in seen] == LINES and framer.errors == 0
+
+
+def test_json_lines_after_the_first_output_only_reads_with_a_marker_are_parsed() -> None:
+    seen: list[bytes] = []
+    framer = NdjsonFramer(lambda event, data: seen.append(data), (b'"done":true',), 1 << 16, "test")
+    framer.feed(LINES[0] + b"\n")
+    assert seen == [LINES[0]]  # positive control: everything while scan_all
+    framer.scan_all = False
+    framer.feed(LINES[1] + b"\n" + LINES[0] + b"\n")
+    framer.feed(b'{"done":tr')
+    assert seen == [LINES[0]]
+    framer.feed(b'ue,"done_reason":"stop"}\n')
+    assert seen == [LINES[0], LINES[-1]]
+
+
+def test_json_lines_an_oversized_line_is_dropped_and_framing_resumes() -> None:
+    big = b'{"message":{"content":"' + b"x" * 200 + b'"},"done":false}\n'
+    framer, seen = lines_framed([NDJSON[:30], NDJSON[30:], *splits(big, random.Random(0), 13), NDJSON], max_line=100)
+    assert seen == LINES + LINES and framer.errors == 1
+
+
+def test_json_lines_pending_never_exceeds_the_bound() -> None:
+    seen: list[bytes] = []
+    framer = NdjsonFramer(lambda event, data: seen.append(data), (), 64, "test")
+    for _ in range(100):
+        framer.feed(b"y" * 50)
+        assert len(framer.pending) <= 64
+    framer.finish()
+    assert framer.errors == 1 and seen == []
+    framer.feed(b"\n" + LINES[0] + b"\n")  # the dropped line ends: the next one is whole again
+    assert seen == [LINES[0]]

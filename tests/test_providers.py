@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from llmtap._core.observer import AttemptObserver, Ending
-from llmtap._providers import anthropic, cohere, gemini, openai_chat, openai_responses
+from llmtap._providers import anthropic, cohere, gemini, ollama_chat, openai_chat, openai_responses
 from llmtap._providers._base import Facts, Output, Provider
 from tests.support.replay import CONFIG
 from tests.support.replay import START as START_VALUE
@@ -40,6 +40,13 @@ def _anthropic(kind: str, **fields: Any) -> Event:
 
 def _cohere(kind: str, message: dict[str, Any] | None = None, **fields: Any) -> Event:
     return kind, {"type": kind, **({} if message is None else {"delta": {"message": message}}), **fields}
+
+
+def _ollama(message: dict[str, Any] | None, **extra: Any) -> Event:
+    chunk: dict[str, Any] = {"model": "m", "created_at": "2026-01-01T00:00:00.000000001Z"}
+    if message is not None:
+        chunk["message"] = {"role": "assistant", **message}
+    return None, {**chunk, "done": False, **extra}
 
 
 TABLE: dict[Provider, dict[str, list[Event]]] = {
@@ -156,6 +163,20 @@ TABLE: dict[Provider, dict[str, list[Event]]] = {
             _cohere("citation-start", {"citations": {"start": 0, "end": 2, "text": "Hi"}}, index=0),
         ],
     },
+    # NDJSON lines (each event below is framed as one line, application/x-ndjson)
+    ollama_chat.PROVIDER: {
+        "text": [_ollama({"content": "Hi"})],
+        "reasoning": [_ollama({"content": "", "thinking": "hmm"})],
+        "tool_name": [_ollama({"content": "", "tool_calls": [{"function": {"name": "f", "arguments": {"a": 1}}}]})],
+        # an ollama tool call arrives whole: its name and arguments in one chunk
+        "tool_arguments": [_ollama({"tool_calls": [{"function": {"name": "f", "arguments": {}}}]})],
+        "none": [
+            _ollama({"content": ""}),
+            _ollama({"content": "", "thinking": ""}),
+            _ollama({"content": "", "tool_calls": []}),
+            _ollama(None),
+        ],
+    },
 }
 EXPECTED = {
     "text": Output.TEXT,
@@ -166,7 +187,8 @@ EXPECTED = {
 }
 # Gemini's functionCall part carries the name and the arguments together: it counts as the tool name
 EXPECTED_PER_PROVIDER: dict[tuple[Provider, str], Output | None] = {
-    (gemini.PROVIDER, "tool_arguments"): Output.TOOL_NAME
+    (gemini.PROVIDER, "tool_arguments"): Output.TOOL_NAME,
+    (ollama_chat.PROVIDER, "tool_arguments"): Output.TOOL_NAME,  # the same for ollama's
 }
 
 
@@ -202,19 +224,32 @@ def _sse(event: Event) -> bytes:
     return head + b"data: " + _data(payload) + b"\n\n"
 
 
+NDJSON: frozenset[Provider] = frozenset({ollama_chat.PROVIDER})
+"""The providers whose streams are JSON lines (``application/x-ndjson``), not SSE."""
+
+
+def _framed(provider: Provider, event: Event) -> bytes:
+    """``event`` as ``provider``'s stream carries it: an SSE event, or one JSON line."""
+    return _data(event[1]) + b"\n" if provider in NDJSON else _sse(event)
+
+
+def _content_type(provider: Provider) -> bytes:
+    return b"application/x-ndjson" if provider in NDJSON else b"text/event-stream"
+
+
 @pytest.mark.parametrize(("provider", "kind", "event"), [c for c in _cases() if c.values[1] != "none"])
 def test_first_token_is_the_first_output_event(provider: Provider, kind: str, event: Event) -> None:
     """Through the observer: every non-output event first (one chunk each, TTFT not set: the
     positive control), then the output event, whose arrival is the time to first token."""
     observer = AttemptObserver(START_VALUE, provider, CONFIG)
-    observer.on_response(200, [(b"content-type", b"text/event-stream")], 0.0)
+    observer.on_response(200, [(b"content-type", _content_type(provider))], 0.0)
     now = 0.0
     for quiet in TABLE[provider]["none"]:
         now += 0.01
-        observer.on_chunk(_sse(quiet), now)
+        observer.on_chunk(_framed(provider, quiet), now)
     assert observer.first_token_at is None
-    observer.on_chunk(_sse(event), 1.0)
-    observer.on_chunk(_sse(TABLE[provider]["text"][0]), 2.0)
+    observer.on_chunk(_framed(provider, event), 1.0)
+    observer.on_chunk(_framed(provider, TABLE[provider]["text"][0]), 2.0)
     record = observer.end(Ending.EOF, 3.0)
     assert record is not None and record.first_token_at == 1.0
     assert record.parse_errors == 0
@@ -239,6 +274,10 @@ TERMINAL: dict[Provider, tuple[Event, Event]] = {
         _cohere("message-end", None, delta={"finish_reason": "COMPLETE", "usage": {"tokens": {"output_tokens": 1}}}),
         _cohere("message-end", None, delta={"finish_reason": "ERROR", "error": "overloaded"}),
     ),
+    ollama_chat.PROVIDER: (
+        _ollama({"content": ""}, done=True, done_reason="stop", prompt_eval_count=3, eval_count=1),
+        (None, {"error": "model runner has unexpectedly stopped"}),
+    ),
 }
 
 
@@ -250,10 +289,10 @@ def test_terminal_event_ends_the_attempt(provider: Provider, which: str) -> None
     assert set(TERMINAL) == set(TABLE)
     final, error = TERMINAL[provider]
     observer = AttemptObserver(START_VALUE, provider, CONFIG)
-    observer.on_response(200, [(b"content-type", b"text/event-stream")], 0.0)
+    observer.on_response(200, [(b"content-type", _content_type(provider))], 0.0)
     for n, event in enumerate([*TABLE[provider]["none"], TABLE[provider]["text"][0]]):
-        assert observer.on_chunk(_sse(event), 0.1 + n / 100) is False
-    assert observer.on_chunk(_sse(final if which == "final" else error), 1.0) is True
+        assert observer.on_chunk(_framed(provider, event), 0.1 + n / 100) is False
+    assert observer.on_chunk(_framed(provider, final if which == "final" else error), 1.0) is True
     record = observer.end(Ending.TERMINAL, 1.0)
     assert record is not None and record.ended_at == 1.0
     assert record.outcome.value == ("completed" if which == "final" else "server_error")

@@ -202,7 +202,7 @@ def test_the_sdks_are_imported_only_when_an_adapter_is_made() -> None:
     import subprocess
     import sys
 
-    sdks = "{'anthropic', 'openai', 'google.genai', 'groq', 'mistralai', 'cohere'}"
+    sdks = "{'anthropic', 'openai', 'google.genai', 'groq', 'mistralai', 'cohere', 'ollama'}"
     code = (
         "import sys, llmtap._drive as d\n"
         f"assert not {sdks} & set(sys.modules), {sdks} & set(sys.modules)\n"

@@ -668,6 +668,66 @@ def test_gemini_errors(sim: Simulator) -> None:
     assert [s.api for s in served] == ["gemini"] * 10 + ["unknown"]
 
 
+def _ollama(sim: Simulator, scenario: Scenario, api: str = "chat", **body: Any) -> httpx.Response:
+    payload: dict[str, Any] = {"model": "llama-x", **body}
+    return httpx.post(f"{sim.base_url}/api/{api}", json=payload, headers=scenario.headers(), timeout=5)
+
+
+def _lines(raw: bytes) -> list[dict[str, Any]]:
+    assert raw.endswith(b"\n") and b"\n\n" not in raw  # one JSON object per line, each ended, no blank line
+    return [json.loads(line) for line in raw.splitlines()]
+
+
+def test_ollama_wire_format(sim: Simulator) -> None:
+    """ollama's NDJSON (the real client's decoding of it is in tests/test_ollama.py): streamed unless the
+    request says ``stream: false``, the last line ``done: true`` with the counts."""
+    r = _ollama(sim, Scenario(tokens=3, input=9))  # no "stream": the server's default is to stream
+    assert r.status_code == 200 and r.headers["content-type"] == "application/x-ndjson"
+    lines = _lines(r.content)
+    assert [line["done"] for line in lines] == [False, False, False, True]
+    assert "".join(line["message"]["content"] for line in lines) == Scenario(tokens=3).expected_text()
+    last = lines[-1]
+    assert (last["done_reason"], last["prompt_eval_count"], last["eval_count"], last["model"]) == (
+        "stop",
+        9,
+        3,
+        "llama-x",
+    )
+    assert all(isinstance(last[k], int) and last[k] > 0 for k in ("total_duration", "eval_duration"))
+    r = _ollama(sim, Scenario(tokens=2, fill=True), api="generate", stream=False, options={"num_predict": 4})
+    body = r.json()
+    assert r.headers["content-type"] == "application/json" and body["done"] is True
+    assert (body["response"], body["done_reason"], body["eval_count"]) == ("tok0 tok1 tok2 tok3 ", "length", 4)
+    # errors: a status with {"error": ...}, or a line of its own mid-stream
+    r = _ollama(sim, Scenario(fail=1, fail_status=503), stream=True)
+    assert r.status_code == 503 and set(r.json()) == {"error"}
+    lines = _lines(_ollama(sim, Scenario(tokens=4, error_event_at=1), stream=True).content)
+    assert len(lines) == 2 and set(lines[-1]) == {"error"}
+    # no_stop: no done:true line; drop: no chunked terminator
+    lines = _lines(_ollama(sim, Scenario(tokens=2, no_stop=True), api="generate").content)
+    assert [line["done"] for line in lines] == [False, False]
+    with pytest.raises(httpx.TransportError):
+        _ollama(sim, Scenario(tokens=3, drop_at=1))
+    served = sim.wait_served(6)
+    assert [s.outcome_sent for s in served] == [
+        "completed",
+        "completed",
+        "error_status",
+        "error_event",
+        "no_stop",
+        "dropped",
+    ]
+    assert [s.api for s in served] == [
+        "ollama-chat",
+        "ollama-generate",
+        "ollama-chat",
+        "ollama-chat",
+        "ollama-generate",
+        "ollama-chat",
+    ]
+    assert [s.stream for s in served] == [True, False, True, True, True, True]
+
+
 def test_stall_until_closed_holds_the_stream_until_the_client_leaves(sim: Simulator) -> None:
     sim.clear()
     held = Scenario(tokens=5, stall_at=2, stall=600, stall_until_closed=True)

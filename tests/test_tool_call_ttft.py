@@ -1,7 +1,8 @@
 """One time-to-first-token rule through the real SDKs: for a streamed tool call it is the arrival of
 the event naming the tool (Anthropic's ``tool_use`` block start, Chat's ``tool_calls[].function.name``,
-the Responses API's ``response.output_item.added``, Cohere's ``tool-call-start``), not its first
-arguments piece, which the simulator sends ``GAP`` seconds later. Before the rule was one, the
+the Responses API's ``response.output_item.added``, Cohere's ``tool-call-start``, ollama's chunk with
+``message.tool_calls``), not its first arguments piece (ollama: a chunk without output), which the simulator
+sends ``GAP`` seconds later. Before the rule was one, the
 Responses API's TTFT was the first ``function_call_arguments.delta``: one gap too late."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 import anthropic
 import cohere
 import httpx
+import ollama
 import openai
 import pytest
 
@@ -75,8 +77,24 @@ def _cohere(sim: Simulator, model: str, scenario: Scenario) -> list[Any]:
         return [event.type for event in stream]
 
 
-SDKS = {"anthropic": _anthropic, "chat": _chat, "responses": _responses, "cohere": _cohere}
-STOP = {"anthropic": "tool_use", "chat": "tool_calls", "responses": "tool_calls", "cohere": "TOOL_CALL"}
+def _ollama(sim: Simulator, model: str, scenario: Scenario) -> list[Any]:
+    with ollama.Client(host=sim.base_url, headers=scenario.headers()) as client:
+        stream = client.chat(
+            model=model,
+            messages=[{"role": "user", "content": "hi"}],
+            tools=[{"type": "function", "function": TOOL}],
+            stream=True,
+        )
+        calls = [part.message.tool_calls for part in stream if part.message.tool_calls]
+    assert [(c.function.name, dict(c.function.arguments)) for c in calls[0]] == [("lookup", {"q": "tok1 tok2 "})]
+    return calls
+
+
+SDKS = {"anthropic": _anthropic, "chat": _chat, "responses": _responses, "cohere": _cohere, "ollama": _ollama}
+STOP = {
+    "anthropic": "tool_use", "chat": "tool_calls", "responses": "tool_calls", "cohere": "TOOL_CALL",
+    "ollama": "stop",  # ollama's done_reason after a tool call
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("sdk", list(SDKS))

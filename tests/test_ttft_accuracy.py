@@ -101,7 +101,7 @@ def test_first_token_within_1ms_of_the_server_write(sim: Simulator, cap: Capture
     assert max(lags) < 0.025, [f"{lag * 1000:.3f} ms" for lag in lags]
 
 
-@pytest.mark.parametrize("sdk", ["anthropic", "openai-chat", "openai-responses", "gemini"])
+@pytest.mark.parametrize("sdk", ["anthropic", "openai-chat", "openai-responses", "gemini", "ollama"])
 def test_a_default_span_carries_the_time_to_the_first_output(sim: Simulator, cap: Capture, sdk: str) -> None:
     """With default settings, a streamed attempt's span says when the first generated output came
     (``gen_ai.response.time_to_first_chunk``), the same value as the record's time to first token, and not

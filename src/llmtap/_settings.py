@@ -72,8 +72,9 @@ class Settings(BaseModel):
     base_urls: tuple[str, ...] = ()
     """Extra API base URLs to observe (self-hosted or proxy endpoints); the API is recognised from
     the path below the base URL (``/v1/messages`` ...). The known public hosts are always observed, and
-    so is what the official SDKs send (``sdk_calls``), whatever the host: this is for other clients
-    (raw httpx / aiohttp, google-genai). ``localhost``, ``127.0.0.1`` and ``::1`` are one host."""
+    so is what the official SDKs send (``sdk_calls``), whatever the host, and ollama's native API on its
+    port 11434: this is for other clients (raw httpx / aiohttp, google-genai, ollama on another port).
+    ``localhost``, ``127.0.0.1`` and ``::1`` are one host."""
     provider_names: dict[str, str] = Field(default_factory=dict)
     """Override ``gen_ai.provider.name`` per base URL (e.g. ``{"http://vllm:8000": "vllm"}``)."""
     match_any_host: bool = False
@@ -150,8 +151,8 @@ class Settings(BaseModel):
         return value
 
     max_event_bytes: int = Field(default=4 << 20, ge=1024)
-    """Largest single SSE event (or AWS event-stream message, Bedrock) parsed; longer ones are dropped
-    and counted as parse errors."""
+    """Largest single SSE event (or AWS event-stream message, Bedrock; JSON line, ollama) parsed; longer
+    ones are dropped and counted as parse errors."""
     max_json_bytes: int = Field(default=8 << 20, ge=1024)
     """Largest non-streaming JSON body parsed (usage sits at its end)."""
     metric_prefix_namespace: str = ""

@@ -1,13 +1,14 @@
 """Which requests are LLM API traffic, and which provider parser reads them.
 
 An API is recognised by the end of the URL path (``/messages``, ``/chat/completions``, ``/responses``,
-``:streamGenerateContent``, Bedrock's ``/invoke`` and ``/converse``, Vertex's ``:rawPredict`` ...), which
-its parser may confirm from the whole path (:meth:`~llmtap._providers.Provider.accepts_path`: Claude's
-publisher on Vertex, a Claude model on Bedrock), on a known public host (``KNOWN_HOSTS``,
-``CLOUD_HOSTS``), below a configured base URL, or on any host with ``match_any_host``. The provider
-*name* (``gen_ai.provider.name``) comes from the user's override, else the known host
-(``azure.ai.openai`` for Azure OpenAI), else the parser's own (``openai`` for every OpenAI-compatible
-server). Decided once per (host, port, path) and cached; non-LLM traffic costs one dict lookup.
+``:streamGenerateContent``, Bedrock's ``/invoke`` and ``/converse``, Vertex's ``:rawPredict``, ollama's
+``/api/chat`` ...), which its parser may confirm from the whole path (:meth:`~llmtap._providers.Provider.accepts_path`:
+Claude's publisher on Vertex, a Claude model on Bedrock), on a known public host (``KNOWN_HOSTS``,
+``CLOUD_HOSTS``), below a configured base URL, or on any host with ``match_any_host``; ollama's native API
+also on ollama's default port (:data:`OLLAMA_PORT`), whatever the host. The provider *name*
+(``gen_ai.provider.name``) comes from the user's override, else the known host (``azure.ai.openai`` for
+Azure OpenAI), else the parser's own (``openai`` for every OpenAI-compatible server). Decided once per
+(host, port, path) and cached; non-LLM traffic costs one dict lookup.
 
 Hosts are compared normalised: lower case, no trailing dot, and ``localhost`` / ``127.0.0.1`` /
 ``::1`` as one host; a URL without a port has its scheme's default (http 80, https 443). A path that
@@ -49,6 +50,7 @@ KNOWN_HOSTS: dict[str, str] = {
     "api.cohere.com": "cohere",
     "api.cohere.ai": "cohere",
     "claude.googleapis.com": "anthropic",  # AnthropicGoogleCloud
+    "ollama.com": "ollama",  # ollama's cloud models (its native API and the OpenAI-compatible one)
 }
 # Cloud hosts with the region inside the name (full match, after KNOWN_HOSTS). The name follows the
 # semconv registry and the anthropic SDK's own ``gen_ai.provider.name``: Claude on Bedrock (its
@@ -60,6 +62,9 @@ CLOUD_HOSTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"aws-external-anthropic\.[a-z0-9-]+\.api\.aws"), "anthropic"),
     (re.compile(r"aiplatform\.[a-z0-9-]+\.rep\.googleapis\.com"), "gcp.vertex_ai"),
 )
+OLLAMA_PORT = 11434
+"""ollama's default port: a request for its native API (``/api/chat``, ``/api/generate``) to this port, on
+any host, is observed without configuration (see :meth:`EndpointMatcher._match`)."""
 _CACHE_LIMIT = 4096
 _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 MAX_HINTS = 20
@@ -175,7 +180,14 @@ class EndpointMatcher:
                 return Endpoint(provider, known or provider.name)
             return None
         provider = _by_suffix(path)
-        return None if provider is None else Endpoint(provider, provider.name, observed=False)
+        if provider is None:
+            return None
+        if port == OLLAMA_PORT and _module(provider) in _catalog.OLLAMA_MODULES:
+            # ollama's native API on its own port (``localhost:11434`` by default, or a GPU box on the
+            # network): both together are specific enough to need no configuration, where a path like
+            # ``/api/chat`` alone is not (many web apps have one); any other port needs base_urls
+            return Endpoint(provider, provider.name)
+        return Endpoint(provider, provider.name, observed=False)
 
 
 class UnobservedHosts:

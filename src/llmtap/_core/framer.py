@@ -1,5 +1,6 @@
-"""Framing of streamed response bodies into whole events: SSE (``text/event-stream``) and AWS
-event-stream messages (Bedrock, ``application/vnd.amazon.eventstream``).
+"""Framing of streamed response bodies into whole events: SSE (``text/event-stream``), AWS
+event-stream messages (Bedrock, ``application/vnd.amazon.eventstream``) and JSON lines (ollama,
+``application/x-ndjson``).
 
 A framer owns the bytes between events, nothing else: it hands each whole event (its ``event:`` name
 or ``None``, and its joined ``data:`` payload) to a ``dispatch`` callable and holds at most one partial
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from llmtap._log import log_once
 from llmtap._providers._base import Provider
 
-__all__ = ["Dispatch", "FrameFeed", "SseFramer", "split_events"]
+__all__ = ["Dispatch", "FrameFeed", "NdjsonFramer", "SseFramer", "split_events"]
 
 Dispatch = Callable[[bytes | None, bytes], None]
 """Takes one whole event: its ``event:`` name (``None``: none) and its ``data:`` lines joined."""
@@ -252,3 +253,79 @@ class FrameFeed:
 
     def finish(self) -> None:
         """The body ended (a partial message left is not dispatched)."""
+
+
+class NdjsonFramer:
+    """Newline-delimited JSON (``application/x-ndjson``, ollama's streams): every non-blank line is one
+    event, dispatched as ``(None, line)``; at most one partial line of at most ``max_event_bytes`` is held
+    (a longer one is dropped unparsed, up to its end, and counted in :attr:`errors`).
+
+    Until :attr:`scan_all` is cleared (at the first output) every line is dispatched; after it, only the
+    lines of a read holding one of the provider's ``markers`` (its last line, an error line). A line
+    may end in CRLF (JSON takes the CR as whitespace); the last line needs no newline (:meth:`finish`).
+    """
+
+    __slots__ = ("_discarding", "_dispatch", "_markers", "_max", "_name", "errors", "pending", "scan_all")
+
+    def __init__(self, dispatch: Dispatch, markers: tuple[bytes, ...], max_event_bytes: int, name: str) -> None:
+        self._dispatch = dispatch
+        self._markers = markers
+        self._max = max_event_bytes
+        self._name = name
+        self._discarding = False
+        self.pending = b""
+        """The partial line held until its newline arrives (at most ``max_event_bytes``)."""
+        self.scan_all = True
+        """Dispatch every line (until the first output); after it, only reads with a marker."""
+        self.errors = 0
+        """Lines dropped for exceeding ``max_event_bytes``."""
+
+    def feed(self, data: bytes) -> None:
+        if self.pending:
+            data = self.pending + data
+            self.pending = b""
+        end = data.rfind(b"\n")
+        if end < 0:
+            self._hold(data)
+            return
+        start = 0
+        if self._discarding:  # the bytes up to the first newline end a line already dropped
+            start = data.find(b"\n") + 1
+            self._discarding = False
+        if start < end:
+            if self.scan_all:
+                self._lines(data[start:end])
+            else:  # past the first output: a plain loop (no generator: this runs once per read)
+                for marker in self._markers:
+                    if data.find(marker, start, end) != -1:
+                        self._lines(data[start:end])
+                        break
+        if end + 1 < len(data):  # the common read ends with its line: nothing to hold
+            self._hold(data[end + 1 :])
+
+    def _lines(self, region: bytes) -> None:
+        dispatch = self._dispatch
+        for line in region.split(b"\n"):
+            if line.strip():
+                dispatch(None, line)
+
+    def _hold(self, rest: bytes) -> None:
+        if self._discarding:
+            return
+        if len(rest) > self._max:
+            self._discarding = True
+            self.errors += 1
+            log_once(
+                "overflow-line",
+                "llmtap: a JSON line from %s exceeded max_event_bytes=%d; it was dropped unparsed",
+                self._name,
+                self._max,
+            )
+            return
+        self.pending = rest
+
+    def finish(self) -> None:
+        """The body ended: a last line without its newline is whole (the clients decode it too)."""
+        rest, self.pending = self.pending, b""
+        if rest.strip() and not self._discarding:
+            self._dispatch(None, rest)

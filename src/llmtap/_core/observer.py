@@ -9,9 +9,10 @@ The observer only coordinates its parts, each a small unit of its own:
 
 - :func:`~llmtap._core.headers.read_header_items`: the one walk over the response headers;
 - :class:`~llmtap._core.gaps.GapCounter`: chunk timing and gap statistics;
-- :class:`~llmtap._core.framer.SseFramer` / :class:`~llmtap._core.framer.FrameFeed`: streamed bodies
-  framed into whole events (bounded by ``max_event_bytes``), which the observer hands to the provider
-  parser and where it applies the one time-to-first-token rule;
+- :class:`~llmtap._core.framer.SseFramer` / :class:`~llmtap._core.framer.FrameFeed` /
+  :class:`~llmtap._core.framer.NdjsonFramer`: streamed bodies framed into whole events (bounded by
+  ``max_event_bytes``), which the observer hands to the provider parser and where it applies the one
+  time-to-first-token rule;
 - :class:`~llmtap._core.bodybuffer.BodyBuffer`: a non-streaming body (bounded by ``max_json_bytes``),
   parsed once at its end;
 - :func:`~llmtap._core.decision.decide`: how the attempt ended (one table);
@@ -27,7 +28,7 @@ from llmtap._core.body import BodyDecodeError, Decoder, make_decoder
 from llmtap._core.bodybuffer import BodyBuffer
 from llmtap._core.builder import build_record
 from llmtap._core.decision import Ending, classify_exception, decide, heard
-from llmtap._core.framer import FrameFeed, SseFramer
+from llmtap._core.framer import FrameFeed, NdjsonFramer, SseFramer
 from llmtap._core.gaps import GapCounter
 from llmtap._core.headers import RawRateLimits, read_header_items
 from llmtap._core.jsonbody import loads
@@ -94,7 +95,7 @@ class AttemptObserver:
         self._rate_limits: RawRateLimits | None = None
         self._decoder: Decoder | None = None
         self._feed: Callable[[bytes], object] = _ignore
-        self._framer: SseFramer | FrameFeed | None = None
+        self._framer: SseFramer | FrameFeed | NdjsonFramer | None = None
         self._body: BodyBuffer | None = None
         self.span_context: object = None
         """The attempt's sampled span context, for the sinks' exemplars (set by the tap at the start)."""
@@ -120,7 +121,7 @@ class AttemptObserver:
             except BodyDecodeError as exc:
                 self.parse_errors += 1
                 log_once("encoding", "llmtap: %s; response bodies with it are not parsed", exc)
-                self.streamed = b"text/event-stream" in content_type
+                self.streamed = b"text/event-stream" in content_type or b"application/x-ndjson" in content_type
                 return
         max_event = self._config.max_event_bytes
         if b"text/event-stream" in content_type:
@@ -129,6 +130,9 @@ class AttemptObserver:
         elif b"application/vnd.amazon.eventstream" in content_type:
             self.streamed = True
             self._framer = FrameFeed(self._dispatch, provider, max_event)
+        elif b"application/x-ndjson" in content_type:
+            self.streamed = True
+            self._framer = NdjsonFramer(self._dispatch, provider.markers, max_event, provider.name)
         else:
             self._body = body = BodyBuffer(self._config.max_json_bytes)
             self._feed = body.add  # an overflow is counted once, at the end
@@ -170,7 +174,7 @@ class AttemptObserver:
             self.on_chunk(content, now)
 
     def _dispatch(self, event: bytes | None, data: bytes) -> None:
-        """One whole event to the provider, whatever framed it (SSE, AWS event-stream)."""
+        """One whole event to the provider, whatever framed it (SSE, AWS event-stream, JSON lines)."""
         provider = self.provider
         facts = self.facts
         try:

@@ -160,7 +160,7 @@ class AttemptRecord(NamedTuple):
     error_type: str | None
     """``error.type``: the provider's error type, the HTTP status, or the exception class name."""
     streamed: bool
-    """The response was an event stream (``text/event-stream``)."""
+    """The response was an event stream (``text/event-stream``, Bedrock's event-stream, ollama's JSON lines)."""
     headers_at: float | None
     first_chunk_at: float | None
     """When the first bytes of the body arrived, whatever they carried (Anthropic's ``message_start``, sent

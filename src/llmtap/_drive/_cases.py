@@ -86,12 +86,14 @@ CASES: Final[tuple[Case, ...]] = (
         "cohere/async": {"outcomes": (Outcome.ABANDONED,)},
     }),
     Case("with_exit", "exit", HELD, (Outcome.CLIENT_CLOSED,), only=ANTHROPICS),
-    # dropped unread: the server ends the stream on its own (nothing would close a held one)
+    # dropped unread: the server ends the stream on its own (nothing would close a held one); not ollama,
+    # whose stream sends its request at its first read (dropped unread, it sent nothing)
     Case("abandoned", "drop", Scenario(tokens=40, gap=0.002), (Outcome.ABANDONED,),
          only=(*ANTHROPICS, *OPENAIS, *BOTOCORE)),
-    Case("abandoned_mid", "drop_read", HELD, (Outcome.ABANDONED,), only=(*ANTHROPICS, *OPENAIS, "gemini", *BOTOCORE)),
+    Case("abandoned_mid", "drop_read", HELD, (Outcome.ABANDONED,),
+         only=(*ANTHROPICS, *OPENAIS, "gemini", *BOTOCORE, "ollama")),
     Case("cancelled", "cancel", HELD, (Outcome.CANCELLED,), modes=("async",),
-         only=(*ANTHROPICS, *OPENAIS, "gemini", "aiobotocore", "aiobotocore-invoke")),
+         only=(*ANTHROPICS, *OPENAIS, "gemini", "aiobotocore", "aiobotocore-invoke", "ollama")),
     Case("error_event", "stream", Scenario(tokens=6, error_event_at=2), (Outcome.SERVER_ERROR,), "status", quirks={
         # these SDKs hand the error event to the app as an event, and raise nothing
         "openai-responses": {"raised": "nothing"}, "cohere": {"raised": "nothing"},
@@ -109,6 +111,7 @@ CASES: Final[tuple[Case, ...]] = (
         # LiteLLM raises on a stream that ends without its stop reason (an APIConnectionError)
         "litellm": {"raised": "connection"},
     }),
+    # retries: not ollama's (its client never retries; the app sees the first failure)
     Case("retried", "stream", Scenario(tokens=3, fail=2, retry_after=0.01), (R, R, C),
          only=(*ANTHROPICS, *OPENAIS, *BOTOCORE),
          quirks={"bedrock": {"scenario": _BEDROCK_503}, **{name: {"scenario": _BEDROCK_503} for name in BOTOCORE},
@@ -120,14 +123,14 @@ CASES: Final[tuple[Case, ...]] = (
          only=(*ANTHROPICS, *BOTOCORE)),
     # the app's own bad request or key: not retried, rejected (not a service-side abort)
     Case("bad_request", "stream", Scenario(tokens=5, fail=1, fail_status=400), (R,), "status",
-         only=("anthropic", *OPENAIS, *BOTOCORE)),
+         only=("anthropic", *OPENAIS, *BOTOCORE, "ollama")),
     Case("bad_key", "stream", Scenario(tokens=5, fail=1, fail_status=401), (R,), "status",
-         only=("anthropic", *OPENAIS)),
+         only=("anthropic", *OPENAIS, "ollama")),
     Case("rejected_503", "stream", Scenario(fail=1, fail_status=503), (R,), "status", max_retries=0),
     Case("rejected_429_unary", "create", Scenario(fail=1, fail_status=429), (R,), "status", max_retries=0),
     # an error event in a non-streaming answer: the simulator answers it with the error's status
     Case("error_status", "create", Scenario(tokens=5, error_event_at=2), (R,), "status", max_retries=0,
-         only=("gemini",)),
+         only=("gemini", "ollama")),
     # held after 1 delta until the client times out and leaves (not a fixed 1 s stall the server sits out)
     Case("timeout", "stream", HELD.replace(tokens=4, stall_at=1), (Outcome.TIMEOUT,), "timeout",
          max_retries=0, timeout=0.3),

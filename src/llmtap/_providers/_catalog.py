@@ -4,7 +4,7 @@ A request is routed to a parser by the end of its URL path (:attr:`Entry.path_su
 bounds admit every stop reason and error type a provider documents (``_core/bounds.py``) from the first
 request on. The parser modules themselves (10-20 KiB each of code and classes) are imported when a path
 first matches one of their suffixes (:func:`parser`): a process loads the parsers of the APIs it calls,
-not all eight. Each parser class declares these values from its entry here.
+not all ten. Each parser class declares these values from its entry here.
 """
 
 import importlib
@@ -127,6 +127,12 @@ VERTEX_ANTHROPIC = Entry(
     ANTHROPIC_STOP_REASONS,
     ANTHROPIC_ERROR_TYPES | GOOGLE_ERROR_TYPES,
 )
+OLLAMA_STOP_REASONS = frozenset({"stop", "length", "load", "unload"})
+"""ollama's ``done_reason`` values: generation stopped, hit ``num_predict``, a model loaded or unloaded by a
+request without a prompt."""
+OLLAMA_CHAT = Entry("ollama_chat", ("/api/chat",), OLLAMA_STOP_REASONS, frozenset({"error"}))
+OLLAMA_GENERATE = Entry("ollama_generate", ("/api/generate",), OLLAMA_STOP_REASONS, frozenset({"error"}))
+OLLAMA_MODULES = frozenset({OLLAMA_CHAT.module, OLLAMA_GENERATE.module})
 ENTRIES: tuple[Entry, ...] = (
     ANTHROPIC,
     OPENAI_CHAT,
@@ -136,6 +142,8 @@ ENTRIES: tuple[Entry, ...] = (
     BEDROCK,
     BEDROCK_CONVERSE,
     VERTEX_ANTHROPIC,
+    OLLAMA_CHAT,
+    OLLAMA_GENERATE,
 )
 """In matching order: the first entry with a suffix ending the path whose parser accepts the path wins."""
 

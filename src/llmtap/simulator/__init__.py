@@ -1,6 +1,6 @@
 """An embedded, fault-injecting simulator of the Anthropic Messages API (also as Claude on AWS Bedrock,
-AWS event-stream framed, and on Vertex AI), OpenAI Chat Completions + Responses, Gemini, Groq, Mistral
-and Cohere Chat v2, for tests, demos and checking your own alerting.
+AWS event-stream framed, and on Vertex AI), OpenAI Chat Completions + Responses, Gemini, Groq, Mistral,
+Cohere Chat v2 and ollama's native API, for tests, demos and checking your own alerting.
 
     from llmtap.simulator import Scenario, Simulator
 

@@ -35,6 +35,7 @@ from ._exchange import (
     run,
 )
 from ._gemini import GEMINI_PATH, GeminiGenerate
+from ._ollama import OllamaChat, OllamaGenerate
 from ._openai import OpenAIChat, OpenAIResponses
 from ._scenario import SCENARIO_HEADER, Scenario, ScenarioError
 
@@ -46,6 +47,8 @@ ROUTES: dict[str, type[Api]] = {
     "/openai/v1/chat/completions": OpenAIChat,  # Groq
     "/v1/responses": OpenAIResponses,
     "/v2/chat": CohereChat,
+    "/api/chat": OllamaChat,  # ollama's native API
+    "/api/generate": OllamaGenerate,
 }
 #: routes matched by pattern, after the exact ones
 PATTERN_ROUTES: tuple[tuple[re.Pattern[str], str, type[Api]], ...] = (
@@ -100,8 +103,7 @@ class Served:
     path: str
     method: str
     #: "anthropic" | "openai-chat" | "openai-responses" | "gemini" | "bedrock" | "bedrock-converse" | "vertex"
-    #: | "health" (GET /healthz)
-    #: | "unknown"
+    #: | "cohere-chat" | "ollama-chat" | "ollama-generate" | "health" (GET /healthz) | "unknown"
     api: str
     retry_count: int
     status: int
