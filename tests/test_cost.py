@@ -172,6 +172,13 @@ def test_costs_are_exported_on_both_paths(sim: Simulator, priced: tuple[Capture,
     unpriced = _otel_sums(reader, "llmtap.cost.unpriced")  # every model's series starts at 0
     assert {k: v for k, v in unpriced.items() if v} == {("my-unknown-model", ""): 1.0}
     assert ("claude-sonnet-4-6", "") in unpriced
+    # on each span too, in the GenAI conventions' names (source "local": llmtap's own price); none unpriced
+    spans = {str((span.attributes or {})["gen_ai.request.model"]): dict(span.attributes or {}) for span in cap.spans()}
+    sonnet = spans["claude-sonnet-4-6"]
+    assert sonnet["gen_ai.usage.cost.amount"] == pytest.approx(prom)
+    assert (sonnet["gen_ai.usage.cost.currency"], sonnet["gen_ai.usage.cost.source"]) == ("USD", "local")
+    assert spans["local-llama"]["gen_ai.usage.cost.amount"] == pytest.approx((3_500 * 0.2 + 50 * 0.4) / 1e6)
+    assert "gen_ai.usage.cost.amount" not in spans["my-unknown-model"]
 
 
 def test_cost_is_off_by_default(sim: Simulator, cap: Capture) -> None:
@@ -182,3 +189,4 @@ def test_cost_is_off_by_default(sim: Simulator, cap: Capture) -> None:
     names = {metric.name for metric in cap.registry.collect()}
     assert not any(name.startswith("llmtap_cost") for name in names)
     assert cap.records[0].cost is None
+    assert not [k for k in cap.spans()[0].attributes or {} if k.startswith("gen_ai.usage.cost")]

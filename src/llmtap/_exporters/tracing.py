@@ -147,6 +147,11 @@ class TracingExporter:
             attrs["gen_ai.response.time_to_first_chunk"] = record.first_token_at - record.started_at
         if record.request_id:
             attrs["llmtap.request_id"] = record.request_id
+        cost = record.cost
+        if cost is not None:  # Settings.cost: llmtap's price of the attempt, in the conventions' names
+            attrs["gen_ai.usage.cost.amount"] = cost.total
+            attrs["gen_ai.usage.cost.currency"] = "USD"
+            attrs["gen_ai.usage.cost.source"] = "local"
         if self._detail:
             _add_detail(attrs, record)
         span.set_attributes(attrs)
