@@ -1093,10 +1093,12 @@ def tokens() -> Json:
     tok = NAME["tokens"]
     stops = NAME["stop_reasons"]
 
-    def token_share(num_type: str, den_type: str, by: str = BY) -> str:
-        den = f"{agg(by)} ({rate(tok, eq('gen_ai_token_type', den_type))})"
-        num = f"{agg(by)} ({rate(tok, eq('gen_ai_token_type', num_type))})"
-        return f"({num}\n  or\n {den} * 0)\n/\n({den} > 0)"
+    def token_share(num_type: str, den_type: str, by: str = BY, window: str = RI) -> str:
+        """Token-weighted: the part's tokens over all of ``den_type``'s. No series for a model whose provider
+        never reported the part ("not reported"); 0 for one that reported 0 (llmtap counts reported zeros)."""
+        den = f"{agg(by)} ({rate(tok, eq('gen_ai_token_type', den_type), window)})"
+        num = f"{agg(by)} ({rate(tok, eq('gen_ai_token_type', num_type), window)})"
+        return f"{num}\n/\n({den} > 0)"
 
     panels = [
         row("At a glance"),
@@ -1196,11 +1198,33 @@ def tokens() -> Json:
         row("Prompt caching"),
         Panel(
             "Cache hit ratio (cache_read / input) by provider / model",
-            "Share of input tokens served from the prompt cache.",
+            "Share of input tokens served from the prompt cache, token-weighted. A model whose provider never "
+            "reports cache reads has no line (not reported), one that reports none reads 0.",
             [Target(token_share("cache_read", "input"), PM_LEGEND)],
             unit="percentunit",
             minimum=0,
             maximum=1,
+        ),
+        Panel(
+            "Cache hit ratio, last 30 minutes vs the 6 hours before",
+            "What alert LlmtapPromptCacheHitRatioDrop compares: it fires when the 30-minute ratio falls under "
+            "half of the baseline (a baseline of at least 20%, at least 100k input tokens in the 30 minutes).",
+            [
+                Target(token_share("cache_read", "input", window="30m"), PM_LEGEND + " (30m)"),
+                Target(
+                    token_share("cache_read", "input", window="6h").replace("[6h])", "[6h] offset 30m)"),
+                    PM_LEGEND + " (baseline)",
+                ),
+            ],
+            unit="percentunit",
+            minimum=0,
+            maximum=1,
+        ),
+        Panel(
+            "Tokens read from the prompt cache per second by provider / model",
+            "Input tokens the provider served from its cache (cache_read).",
+            [Target(sum_rate(tok, 'gen_ai_token_type="cache_read"'), PM_LEGEND)],
+            unit="suffix: tok/s",
         ),
         Panel(
             "Cache write share (cache_write / input) by provider / model",

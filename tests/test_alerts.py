@@ -35,6 +35,7 @@ EXPECTED_ALERTS = {
     "LlmtapDegraded",
     "LlmtapCallFailureRatioHigh",
     "LlmtapBadRequestRatioHigh",
+    "LlmtapPromptCacheHitRatioDrop",
 }
 
 
@@ -155,7 +156,8 @@ def test_ratios_are_guarded() -> None:
         if " / " in expr:
             assert re.search(r"/ \(.*> 0\)", expr), f"{name}: ratio without a '(denominator > 0)' guard"
         if "alert" in rule and "_ratio:" in expr:
-            assert re.search(r"\band\b.*(\* 300 >=|> 0)", expr), f"{name}: ratio alert without a traffic guard"
+            # a volume over the rule's window (rate5m * 300, rate30m * 1800 ...) or a non-zero rate
+            assert re.search(r"\band\b.*(\* \d+ >=|> 0)", expr), f"{name}: ratio alert without a traffic guard"
 
 
 def test_recording_rules_follow_naming_convention() -> None:

@@ -223,9 +223,15 @@ def test_dashboard_is_importable_grafana_json(path: Path) -> None:
             for var in ("$provider", "$model", "$job", "$server"):
                 assert var in expr, f"{p['title']}: query ignores {var}: {expr}"
             if "rate(" in expr or "increase(" in expr:
-                # the SLO panels' windows are the spec's (budget period, burn-rate windows), not Grafana's
+                # the SLO panels' windows are the spec's (budget period, burn-rate windows), not Grafana's; a
+                # panel showing what an alert compares ("What alert X compares") has that alert's windows
                 slo_windows = {spec.period, *(w.long for a in spec.alerts for w in a.windows)}
                 fixed = set(re.findall(r"\[(\w+)\]", expr)) - {"$__rate_interval", "$__range"}
+                compared = re.search(r"What alert (\w+) compares", p["description"])
+                if compared:
+                    (rule,) = [r for g in rule_groups() for r in g["rules"] if r.get("alert") == compared[1]]
+                    assert fixed and fixed <= set(re.findall(r":rate(\w+)\b", rule["expr"])), p["title"]
+                    continue
                 assert fixed <= slo_windows and (not fixed or "Error budgets" in section.get(p["id"], "")), (
                     f"{p['title']}: fixed rate window {sorted(fixed)}"
                 )

@@ -288,3 +288,13 @@ def test_both_prometheus_adapters_expose_the_same(monkeypatch: pytest.MonkeyPatc
 
 def test_the_records_rate_limits_read_back_from_the_raw_header_values() -> None:
     assert record().rate_limits == (RateLimit("requests", 50.0, 49.0, None), RateLimit("tokens", None, 1000.0, 7.0))
+
+
+def test_cache_token_series_exist_when_the_provider_reported_them_even_at_zero() -> None:
+    """A provider that reports its cache reads as 0 keeps the series (a 0 % hit ratio, which the prompt-cache
+    alert reads); one that does not report them has none ("not reported", not 0 %)."""
+    reported = Mapping().end(record(usage=Usage(100, 20, 0, 0, None)))
+    assert ("tokens", 0, ("cache_read",)) in reported and ("tokens", 0, ("cache_write",)) in reported
+    silent = Mapping().end(record(usage=Usage(100, 20, None, None, None)))
+    assert not [m for m in silent if m[0] == "tokens" and m[2][0] in ("cache_read", "cache_write")]
+    assert ("tokens", 100, ("input",)) in silent  # control: the same attempt's other tokens

@@ -73,6 +73,10 @@ EMPTY_UNDER_LIVE_TRAFFIC = {
         "fires only when attempts stop after an hour of traffic: `A unless on (job) B` where B (attempts "
         "in the last 15m) is non-empty while the demo runs; only checked to parse and evaluate"
     ),
+    "LlmtapPromptCacheHitRatioDrop": (
+        "compares the last 30 minutes with the 6 hours before them (`offset 30m`): empty until the demo has run "
+        "30 minutes; its recording rules are checked live, its joins by promtool (dashboards/tests/cache_test.yaml)"
+    ),
 }
 
 STREAM_OUTCOMES = {o.value for o in Outcome}

@@ -424,9 +424,11 @@ class Mapping:
                 add(("inference_output", usage.output_tokens, sc))
             if usage.output_tokens:
                 add(("tokens", usage.output_tokens, ("output",)))
-        if usage.cache_read_tokens:
+        # the cache parts whenever the provider reported them, 0 included: a model whose cache reads fall to
+        # 0 keeps its series (a 0 % hit ratio), one whose provider never reports them has none ("not reported")
+        if usage.cache_read_tokens is not None:
             add(("tokens", usage.cache_read_tokens, ("cache_read",)))
-        if usage.cache_write_tokens:
+        if usage.cache_write_tokens is not None:
             add(("tokens", usage.cache_write_tokens, ("cache_write",)))
         if usage.reasoning_tokens:
             add(("tokens", usage.reasoning_tokens, ("reasoning",)))
