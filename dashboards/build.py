@@ -1206,15 +1206,13 @@ def tokens() -> Json:
             maximum=1,
         ),
         Panel(
-            "Cache hit ratio, last 30 minutes vs the 6 hours before",
+            "Cache hit ratio, last 30 minutes vs 6 hours",
             "What alert LlmtapPromptCacheHitRatioDrop compares: it fires when the 30-minute ratio falls under "
-            "half of the baseline (a baseline of at least 20%, at least 100k input tokens in the 30 minutes).",
+            "half of its baseline, the 6-hour ratio of the 6 hours before those 30 minutes (a baseline of at "
+            "least 20%, at least 100k input tokens in the 30 minutes).",
             [
                 Target(token_share("cache_read", "input", window="30m"), PM_LEGEND + " (30m)"),
-                Target(
-                    token_share("cache_read", "input", window="6h").replace("[6h])", "[6h] offset 30m)"),
-                    PM_LEGEND + " (baseline)",
-                ),
+                Target(token_share("cache_read", "input", window="6h"), PM_LEGEND + " (6h)"),
             ],
             unit="percentunit",
             minimum=0,
