@@ -46,6 +46,10 @@ def metrics_page() -> str:
         GAUGE: "gauge (OTel: observable gauge)",
     }
     lines = [
+        "---",
+        "hide: [toc]  # the table needs the width",
+        "---",
+        "",
         "# Metrics and labels",
         "",
         GENERATED.strip(),
@@ -71,8 +75,6 @@ def metrics_page() -> str:
             what += " Only with `genai_semconv` `latest` or `both`."
         elif i.semconv_version == "legacy":
             what += " Not with `genai_semconv` `latest`."
-        if i.buckets:
-            what += " Buckets: " + ", ".join(_num(b) for b in i.buckets) + "."
         lines.append(f"| `{i.prometheus()}` | `{i.name}` ({unit}) | {kinds[i.kind]} | {labels} | {what} |")
     health = ", ".join(f"`{label}`" for label in LABELS)
     lines += [
@@ -83,7 +85,20 @@ def metrics_page() -> str:
         "",
         "`llmtap_internal_errors_total` and `llmtap_label_overflows_total` carry only their own label.",
         "",
+        "## Histogram buckets",
+        "",
+        "The same explicit boundaries on both metric paths (the GenAI semantic conventions' where they specify them).",
+        "",
+        "| histograms | bucket boundaries |",
+        "|---|---|",
     ]
+    layouts: dict[tuple[float, ...], list[str]] = {}
+    for i in INSTRUMENTS:
+        if i.buckets:
+            layouts.setdefault(i.buckets, []).append(f"`{i.prometheus()}`")
+    for buckets, names in layouts.items():
+        lines.append(f"| {', '.join(names)} | {', '.join(_num(b) for b in buckets)} |")
+    lines.append("")
     return "\n".join(lines)
 
 
