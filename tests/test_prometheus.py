@@ -4,8 +4,9 @@ series budget, how many series one (provider, operation, model) costs per proces
 
 The "Series budget" table (docs/reference/series-budget.md) is the pin of the second: the test drives a
 known baseline (one model, one completed stream and one non-streaming call through the real ``anthropic``
-SDK) through the native exporter, counts the series of every family and requires exactly the table's numbers. A change that
-adds series fails here until the table (and so the documented budget) is updated on purpose.
+SDK) through the native exporter, counts the series of every family and requires exactly the table's
+numbers. A change that adds series fails here until the table (and so the documented budget) is updated on
+purpose.
 """
 
 from __future__ import annotations
