@@ -257,7 +257,7 @@ def _api_entry(module_name: str, name: str, obj: Any) -> list[str]:
             doc = _own_doc(target)
             if not doc:
                 continue
-            head = f"{name}.{member_name}" + ("" if kind or target is None else _signature(target))
+            head = f"{name}.{member_name}" + ("" if kind or target is None else _inline(_signature(target)))
             lines += [f"- `{head}`" + (" (property)" if kind else "") + ": " + _md(_first_paragraph(doc)), ""]
         if _is_enum(obj):
             members: list[Any] = list(vars(obj)["_member_map_"].values())
@@ -277,13 +277,42 @@ def _is_enum(obj: Any) -> bool:
 
 def _signature(obj: Callable[..., Any] | type) -> str:
     try:
-        text = str(inspect.signature(obj))
+        signature = inspect.signature(obj)
     except (TypeError, ValueError):
         return "(...)"
+    if isinstance(obj, type):
+        signature = signature.replace(return_annotation=inspect.Signature.empty)
+    text = _clean(str(signature))
+    if len(text) <= 100:
+        return text
+    # one parameter a line, with the markers str(signature) would put between them
+    parts: list[str] = []
+    previous: Any = None
+    for parameter in signature.parameters.values():
+        if previous is inspect.Parameter.POSITIONAL_ONLY and parameter.kind is not previous:
+            parts.append("/")
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and previous not in (
+            inspect.Parameter.KEYWORD_ONLY,
+            inspect.Parameter.VAR_POSITIONAL,
+        ):
+            parts.append("*")
+        parts.append(_clean(str(parameter)))
+        previous = parameter.kind
+    if previous is inspect.Parameter.POSITIONAL_ONLY:
+        parts.append("/")
+    returns = signature.return_annotation
+    tail = "" if returns is inspect.Signature.empty else " -> " + _clean(str(returns).strip("'"))
+    return "(\n" + "".join(f"    {part},\n" for part in parts) + ")" + tail
+
+
+def _inline(signature: str) -> str:
+    """A signature on one line (a method in a list)."""
+    return re.sub(r",\)", ")", re.sub(r"\(\n\s*", "(", re.sub(r",\n\s*", ", ", signature)))
+
+
+def _clean(text: str) -> str:
     text = re.sub(r" at 0x[0-9a-f]+", "", text)
     text = re.sub(r"(: |-> )'([^']*)'", r"\1\2", text)  # annotations are strings (from __future__ import annotations)
-    if isinstance(obj, type):
-        text = text.removesuffix(" -> None")
     return text.replace("llmtap._settings.", "").replace("llmtap._core.record.", "")
 
 
