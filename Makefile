@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo test lint typecheck unit prometheus valgrind bench scale dashboards fuzz soak compat compat-legacy pythons clean
+.PHONY: demo test lint typecheck unit prometheus valgrind bench scale dashboards docs fuzz soak compat compat-legacy pythons clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,8 +54,14 @@ dashboards: $(STAMP)
 	$(BIN)/python dashboards/build.py --check
 	$(BIN)/python dashboards/slo.py --check
 
-## test: ruff, mypy --strict, the dashboards check and pytest (real SDKs, simulator, real Prometheus)
-test: $(STAMP) prometheus lint typecheck dashboards
+## docs: the documentation site in site/ (mkdocs build --strict: a broken link fails), after checking that the
+## reference pages generated from the code (metrics, settings, CLI, API) are up to date (docs/gen_reference.py)
+docs: $(STAMP)
+	$(BIN)/python docs/gen_reference.py --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+## test: ruff, mypy --strict, the dashboards and docs checks and pytest (real SDKs, simulator, real Prometheus)
+test: $(STAMP) prometheus lint typecheck dashboards docs
 	LLMTAP_REQUIRE_PROMETHEUS=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## bench: llmtap's cost inside the real SDKs vs the issue's targets, ~5 min (BENCH_ARGS=--quick: ~1 min;
@@ -175,4 +181,4 @@ soak: $(STAMP)
 	LLMTAP_SOAK_STREAMS=$${LLMTAP_SOAK_STREAMS:-10000} $(BIN)/python -m pytest tests/test_soak.py -q -s
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) $(COMPAT_LEGACY_VENV) .venv-py3.* .mypy_cache .ruff_cache .pytest_cache
+	rm -rf site $(VENV) $(COMPAT_VENV) $(COMPAT_LEGACY_VENV) .venv-py3.* .mypy_cache .ruff_cache .pytest_cache

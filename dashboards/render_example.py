@@ -4,7 +4,7 @@ Starts ``llmtap demo --headless --mix faults`` and a local ``prometheus`` scrapi
 evaluates the Streams dashboard's outcome query and the Overview's TTFT quantiles with
 ``/api/v1/query_range`` and draws them as Grafana would (lines over time):
 
-    python dashboards/render_example.py --seconds 120 --out dashboards/img/demo-panels.svg
+    python dashboards/render_example.py --seconds 120 --out docs/img/demo-panels.svg
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def render(seconds: float, out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=120)
-    parser.add_argument("--out", type=Path, default=HERE / "img" / "demo-panels.svg")
+    parser.add_argument("--out", type=Path, default=HERE.parent / "docs" / "img" / "demo-panels.svg")
     args = parser.parse_args()
     render(args.seconds, args.out)
 

@@ -1,5 +1,5 @@
 """What a new user installs: ``make demo`` only the demo extra, ``make test`` the toolchain, and every extra
-the README names exists."""
+the README and the getting-started page name exists."""
 
 from __future__ import annotations
 
@@ -45,7 +45,10 @@ def test_quick_start_is_two_commands() -> None:
 def test_every_extra_the_readme_names_exists() -> None:
     provided = set(importlib.metadata.metadata("llmtap").get_all("Provides-Extra") or [])
     named = set(re.findall(r"llmtap\[([a-z0-9-]+)\]", README))
-    install = README.split("## Install", 1)[1].split("\n## ", 1)[0]
-    named |= set(re.findall(r"^\| `([a-z0-9-]+)` \|", install, re.M))
-    assert {"otel", "run", "probe", "demo"} <= named  # positive control: the Install table was read
+    assert {"otel", "run", "probe", "demo"} <= named  # positive control: the README's Install section was read
+    guide = (ROOT / "docs" / "getting-started.md").read_text()
+    install = guide.split("## Install", 1)[1].split("\n## ", 1)[0]
+    table = set(re.findall(r"^\| `([a-z0-9-]+)` \|", install, re.M))
+    assert {"otel", "run", "probe", "demo", "dev"} <= table  # positive control: the extras table was read
+    named |= table | set(re.findall(r"llmtap\[([a-z0-9-]+)\]", guide))
     assert named <= provided, named - provided

@@ -540,15 +540,15 @@ def test_a_header_missing_on_one_real_response_does_not_hold() -> None:
     assert report.exit_status is ExitStatus.CLAIM_FAILS
 
 
-def test_help_and_readme_document_exit_statuses_and_schema(capsys: pytest.CaptureFixture[str]) -> None:
+def test_help_and_docs_document_exit_statuses_and_schema(capsys: pytest.CaptureFixture[str]) -> None:
     from llmtap._cli.main import main
 
     with pytest.raises(SystemExit) as exited:
         main(["probe", "--help"])
     assert exited.value.code == 0
     help_text = capsys.readouterr().out
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    page = (Path(__file__).parents[1] / "docs" / "guides" / "probe.md").read_text(encoding="utf-8")
     for status in ExitStatus:
         assert f"\n  {status.value}  " in help_text, status
-        assert f"| {status.value} |" in readme, status
-    assert "schema_version" in readme and f"`schema_version` is {SCHEMA_VERSION}" in readme
+        assert f"| {status.value} |" in page, status
+    assert "schema_version" in page and f"`schema_version` is {SCHEMA_VERSION}" in page

@@ -1,11 +1,12 @@
-"""The Prometheus exporter (``llmtap._exporters.prometheus``) against what the README promises: the metric
+"""The Prometheus exporter (``llmtap._exporters.prometheus``) against what the docs promise: the metric
 tables (names, types and OpenTelemetry instruments are a contract the dashboards and alerts query) and the
 series budget, how many series one (provider, operation, model) costs per process.
 
-The README's "Series budget" table is the pin of the second: the test drives a known baseline (one model, one
-completed stream and one non-streaming call through the real ``anthropic`` SDK) through the native
-exporter, counts the series of every family and requires exactly the README's numbers. A change that
-adds series fails here until the table (and so the documented budget) is updated on purpose.
+The "Series budget" table (docs/reference/series-budget.md) is the pin of the second: the test drives a
+known baseline (one model, one completed stream and one non-streaming call through the real ``anthropic``
+SDK) through the native exporter, counts the series of every family and requires exactly the table's
+numbers. A change that adds series fails here until the table (and so the documented budget) is updated on
+purpose.
 """
 
 from __future__ import annotations
@@ -26,14 +27,16 @@ from llmtap._exporters._health import HEALTH_METRIC_NAMES
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture, capture
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+METRICS_PAGE = DOCS / "reference" / "metrics.md"  # generated from INSTRUMENTS by docs/gen_reference.py
+BUDGET_PAGE = DOCS / "reference" / "series-budget.md"
 MODEL = "claude-budget"
 
 
 def budget_table() -> dict[str, int]:
-    """Family -> baseline series per model, from the README's "Series budget" table."""
-    text = README.read_text()
-    section = text[text.index("## Series budget") :]
+    """Family -> baseline series per model, from the "Series budget" table (docs/reference/series-budget.md)."""
+    text = BUDGET_PAGE.read_text()
+    section = text[text.index("# Series budget") :]
     section = section[: section.index("\n## ", 4)] if "\n## " in section[4:] else section
     rows: dict[str, int] = {}
     for line in section.splitlines():
@@ -51,29 +54,29 @@ _METRIC_ROW = re.compile(r"^\| `((?:llmtap|gen_ai)_[a-z_]+)` \| `([a-z_.]+)`[^|]
 
 def documented_metrics() -> dict[str, tuple[str, str]]:
     """Prometheus family -> (OpenTelemetry instrument, first word of the type column, "" in the cost table
-    which has none), from the README's metric tables ("Prometheus metrics" and "Cost in USD")."""
-    text = README.read_text()
-    section = text[text.index("### Prometheus metrics") : text.index("### How it relates to")]
+    which has none), from the metric table of docs/reference/metrics.md."""
+    text = METRICS_PAGE.read_text()
+    section = text[text.index("| Prometheus metric |") :]
     rows: dict[str, tuple[str, str]] = {}
     for name, instrument, third in _METRIC_ROW.findall(section):
         kind = third.split()[0] if third.split() and third.split()[0] in ("counter", "gauge", "histogram") else ""
-        assert name not in rows, f"README lists {name} twice"
+        assert name not in rows, f"the metrics page lists {name} twice"
         rows[name] = (instrument, kind)
     return rows
 
 
-def test_the_readme_metric_tables_are_what_the_exporter_registers() -> None:
+def test_the_documented_metric_table_is_what_the_exporter_registers() -> None:
     """Every family the exporter can register (cost and both semconv generations on), with its type and
-    OpenTelemetry instrument, is in the README's tables, and nothing else is: a new, renamed or retyped
+    OpenTelemetry instrument, is in the metrics page's table, and nothing else is: a new, renamed or retyped
     metric fails here until the documentation says so."""
     documented = documented_metrics()
     settings = llmtap.Settings(cost=True, genai_semconv="both", traces=False)
     with capture(settings) as cap:
         kinds = {m.name + ("_total" if m.type == "counter" else ""): m.type for m in cap.registry.collect()}
-    assert set(documented) == set(kinds), "README metric tables vs the exporter's families"
+    assert set(documented) == set(kinds), "the metrics page vs the exporter's families"
     instruments = {i.prometheus(): i.name for i in INSTRUMENTS}
     for name, (instrument, kind) in documented.items():
-        assert kind in ("", kinds[name]), f"{name}: the README says {kind}, the exporter registers a {kinds[name]}"
+        assert kind in ("", kinds[name]), f"{name}: the docs say {kind}, the exporter registers a {kinds[name]}"
         if name not in HEALTH_METRIC_NAMES:
             assert instrument == instruments[name], name
     assert documented["llmtap_streams_in_flight"][1] == "gauge"  # positive control: the type column was read
@@ -110,12 +113,12 @@ def baseline(sim: Simulator) -> Iterator[Capture]:
         yield cap
 
 
-def test_baseline_matches_the_readme_budget(baseline: Capture) -> None:
+def test_baseline_matches_the_documented_budget(baseline: Capture) -> None:
     measured = series_per_family(baseline.registry)
     table = budget_table()
     total = table.pop("total")
-    assert set(table) == {i.prometheus() for i in INSTRUMENTS}, "the README table must list every family"
-    assert dict(measured) == {k: v for k, v in table.items() if v}, "update README 'Series budget' on purpose"
+    assert set(table) == {i.prometheus() for i in INSTRUMENTS}, "the series budget table must list every family"
+    assert dict(measured) == {k: v for k, v in table.items() if v}, "update docs/reference/series-budget.md on purpose"
     assert sum(measured.values()) == total
 
 
@@ -171,9 +174,9 @@ def test_exclude_metrics_is_validated() -> None:
 
 
 def lean_recipe() -> tuple[str, ...]:
-    """The ``LLMTAP_EXCLUDE_METRICS=...`` recipe the README's series budget recommends."""
-    m = re.search(r"^LLMTAP_EXCLUDE_METRICS=(\S+)$", README.read_text(), re.M)
-    assert m, "README: the lean recipe is missing"
+    """The ``LLMTAP_EXCLUDE_METRICS=...`` recipe the series budget page recommends."""
+    m = re.search(r"^LLMTAP_EXCLUDE_METRICS=(\S+)$", BUDGET_PAGE.read_text(), re.M)
+    assert m, "docs/reference/series-budget.md: the lean recipe is missing"
     return tuple(m.group(1).split(","))
 
 
@@ -194,5 +197,5 @@ def test_lean_recipe_keeps_every_alert_and_halves_the_baseline(sim: Simulator) -
         cap.wait(2, calls=2)
         measured = series_per_family(cap.registry)
     assert not set(measured) & dropped
-    stated = re.search(r"recipe cuts the baseline to (\d+)", README.read_text())
+    stated = re.search(r"recipe cuts the baseline to (\d+)", BUDGET_PAGE.read_text())
     assert stated and sum(measured.values()) == int(stated.group(1))

@@ -1,4 +1,5 @@
-"""``llmtap._core.record``: the outcome classes (each outcome in exactly one, as the README's table says),
+"""``llmtap._core.record``: the outcome classes (each outcome in exactly one, as the table of
+docs/explanation/endings.md says),
 what a record derives from its times, and the named tuples the request path makes with ``tuple.__new__``
 (without their Python-level constructors, which check the field count)."""
 
@@ -24,10 +25,10 @@ from tests.support.records import attempt_record
 from tests.support.replay import START
 
 
-def _readme_outcomes() -> dict[str, str]:
-    """outcome -> side (``app``, ``service``, ``service (refusal)``, ``""``), from the README's table."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("### One record per attempt") : text.index("### Prometheus metrics")]
+def _documented_outcomes() -> dict[str, str]:
+    """outcome -> side (``app``, ``service``, ``service (refusal)``, ``""``), from docs/explanation/endings.md."""
+    text = (ROOT / "docs" / "explanation" / "endings.md").read_text()
+    section = text[text.index("## The outcomes") : text.index("## Rejected is not interrupted")]
     return dict(re.findall(r"^\| `([a-z_]+)` \|.*\| ([a-z() ]*?) *\|$", section, re.M))
 
 
@@ -38,8 +39,8 @@ def test_each_outcome_is_in_exactly_one_class() -> None:
     assert SERVICE_SIDE | {Outcome.REJECTED} == FAILED
 
 
-def test_the_readme_table_names_every_outcome_and_its_side() -> None:
-    documented = _readme_outcomes()
+def test_the_documented_table_names_every_outcome_and_its_side() -> None:
+    documented = _documented_outcomes()
     assert set(documented) == {o.value for o in Outcome}
     sides = {"app": APP_SIDE, "service": SERVICE_SIDE, "service (refusal)": {Outcome.REJECTED}}
     for outcome in Outcome:

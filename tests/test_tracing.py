@@ -66,7 +66,7 @@ def test_one_client_span_from_the_request_to_the_end_of_the_body(spans: Spans) -
 
 def test_a_span_carries_the_genai_client_span_attributes_and_nothing_a_metric_says(spans: Spans) -> None:
     """The default set, exactly: the GenAI client-span conventions, the outcome and the ids; no HTTP detail,
-    no zero usage parts, ``gen_ai.request.stream`` only on streams (the README's span table)."""
+    no zero usage parts, ``gen_ai.request.stream`` only on streams (the span table of docs/reference/spans.md)."""
     spans.attempt(
         operation="chat", provider="anthropic", request_model="claude", server_address="api.anthropic.com",
         server_port=443, request_max_tokens=64, request_stream=False, streamed=False, call_id="c-1",

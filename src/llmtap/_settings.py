@@ -200,10 +200,10 @@ class Settings(BaseModel):
                 raise ValueError(f"not a regular expression: {pattern!r} ({exc})") from None
         return patterns
 
-    # -- series budget (README "Series budget") ------------------------------------------------
+    # -- series budget (docs/reference/series-budget.md) ----------------------------------------
     exclude_metrics: tuple[str, ...] = ()
     """Metric families not to record, in both exporters: OpenTelemetry instrument names
-    (``llmtap.retry_after``) or Prometheus family names (``llmtap_retry_after_seconds``). The README's
+    (``llmtap.retry_after``) or Prometheus family names (``llmtap_retry_after_seconds``). The documented
     series budget lists what each costs and which dashboard panels or alerts go empty without it."""
     prometheus_created_series: bool = False
     """Expose prometheus-client's ``*_created`` series for llmtap's counters and histograms (one per

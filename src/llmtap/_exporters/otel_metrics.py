@@ -4,7 +4,7 @@ For platform teams shipping telemetry over OTLP (to an OpenTelemetry Collector, 
 OTLP receiver ...) instead of scraping. The instruments are the same as the Prometheus exporter's,
 read from one table (``llmtap._core.metrics.INSTRUMENTS``), with the same meaning and bucket boundaries;
 their names, units and attributes translate to exactly the Prometheus names the shipped dashboards
-and alert rules query (README: "Metric names through OpenTelemetry").
+and alert rules query (docs/guides/opentelemetry.md, "Names on the OpenTelemetry path").
 
 Writes are cheap, reads expensive: an attempt's (or call's) end only appends its record to a queue (no
 lock); the next collection, on the reader's thread, writes it, oldest first, in a callback the SDK runs
