@@ -990,9 +990,12 @@ class LiteLLM(Sdk):
 
     def _client(self) -> Any:
         import os
+        import warnings
 
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of the price map at import
-        import litellm
+        with warnings.catch_warnings():  # LiteLLM's import warns (pydantic's, its own deprecations): not the app's
+            warnings.simplefilter("ignore")
+            import litellm
 
         litellm.suppress_debug_info = True
         litellm.telemetry = False
