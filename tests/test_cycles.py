@@ -89,9 +89,13 @@ def test_what_an_attempt_leaves_to_the_garbage_collector(
             sdk, sim.base_url, case.action, mode=mode, model=model, api_key=SECRET, transport=transport,
             headers=case.scenario.headers(), **case.config(),
         )  # fmt: skip
+        raised = repr(result.error)[:300]  # (only its text: the exception would keep its frames alive)
         result.error = None  # the app lets go of what it caught
         del result
-        cap.wait(len(case.outcomes), calls=1 if SDKS[sdk].linked_retries else len(case.outcomes))
+        try:
+            cap.wait(len(case.outcomes), calls=1 if SDKS[sdk].linked_retries else len(case.outcomes))
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}; the call raised {raised}") from None
         gc.collect()
         spans = _spans_in_the_garbage()
     assert len(cap.records) == len(case.outcomes)  # observed: each attempt ended
