@@ -1035,8 +1035,15 @@ class LiteLLM(Sdk):
         return str(response.choices[0].message.content)
 
     def close(self) -> Any:
+        """What an app closes of LiteLLM's: in async mode its cached async clients (an aiohttp session per event
+        loop), in the loop that made them; its sync clients are shared by every call of the process."""
         self.client.disable_aiohttp_transport = False
-        return _ready(None) if self.is_async else None
+        return self._aclose() if self.is_async else None
+
+    async def _aclose(self) -> None:
+        from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_clients
+
+        await close_litellm_async_clients()  # type: ignore[no-untyped-call]
 
     @classmethod
     def classify(cls, exc: BaseException) -> str:
