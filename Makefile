@@ -64,7 +64,8 @@ docs: $(STAMP)
 test: $(STAMP) prometheus lint typecheck dashboards docs
 	LLMTAP_REQUIRE_PROMETHEUS=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
-## bench: llmtap's cost inside the real SDKs vs the issue's targets, ~5 min (BENCH_ARGS=--quick: ~1 min;
+## bench: llmtap's cost inside the real SDKs (anthropic, openai, boto3's ConverseStream) vs the issue's targets
+## and the peers (the Anthropic SDK's tracing, OpenInference's Bedrock), ~5 min (BENCH_ARGS=--quick: ~1 min;
 ## python benchmarks/micro.py: the sub-µs figures), then llmtap against the Anthropic SDK's tracing in one
 ## process, ~6 min: non-stream, sync, async and Bedrock stream (INPROC_ARGS, e.g. "--rounds 20 --no-stream"), then
 ## the targets as instruction counts under valgrind (non-stream, anthropic and Bedrock stream), ~5 min

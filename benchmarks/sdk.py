@@ -1,6 +1,7 @@
-"""What llmtap costs inside the real ``anthropic`` and ``openai`` SDKs (the default of ``make bench``).
+"""What llmtap costs inside the real ``anthropic``, ``openai`` and ``boto3`` SDKs (the default of ``make bench``).
 
-Every configuration (no instrumentation, llmtap with each exporter, the Anthropic SDK's own tracing) runs in
+Every configuration (no instrumentation, llmtap with each exporter, the Anthropic SDK's own tracing, OpenInference's
+Bedrock instrumentation on the boto3 stream) runs in
 its own worker process, in interleaved rounds, against one ``llmtap.simulator`` in a separate process. Each
 figure is the ratio to the baseline worker of the same round, for the client process's CPU time and for
 wall time, per stream event / chunk or per request; the table shows the median over rounds and the
@@ -54,6 +55,7 @@ CONFIGS: tuple[str, ...] = (
     "otlp",
     "all",
     "anthropic_tracing",
+    "openinference_bedrock",
     "prom_spans_app",
     "otlp_app",
 )
@@ -74,6 +76,7 @@ CONFIG_TITLES: dict[str, str] = {
     "otlp": "OTel metrics + spans (the OTLP path)",
     "all": "all (Prometheus + spans + OTel metrics)",
     "anthropic_tracing": "Anthropic SDK's own tracing",
+    "openinference_bedrock": "OpenInference Bedrock instrumentation",
     "prom_spans_app": "registry + TracerProvider, no llmtap",
     "otlp_app": "MeterProvider + TracerProvider, no llmtap",
 }
@@ -86,6 +89,7 @@ WORKLOADS: dict[str, tuple[str, bool]] = {
     "openai_stream": ("openai", True),
     "openai_async_stream": ("openai", True),
     "openai_create": ("openai", False),
+    "boto3_stream": ("boto3", True),
 }
 WORKLOAD_TITLES: dict[str, str] = {
     "anthropic_stream": "anthropic stream (sync), per event",
@@ -95,6 +99,7 @@ WORKLOAD_TITLES: dict[str, str] = {
     "openai_stream": "openai chat stream (sync), per chunk",
     "openai_async_stream": "openai chat stream (async), per chunk",
     "openai_create": "openai chat non-stream, per request",
+    "boto3_stream": "boto3 ConverseStream (sync), per event",
 }
 # The issue's targets, as ratios to the baseline (CPU time).
 TARGETS: dict[str, float] = {
@@ -105,7 +110,17 @@ TARGETS: dict[str, float] = {
     "openai_stream": 1.01,
     "openai_async_stream": 1.01,
     "openai_create": 1.05,
+    "boto3_stream": 1.01,
 }
+PEERS: dict[str, str] = {"anthropic_tracing": "anthropic", "openinference_bedrock": "boto3"}
+"""The configurations without llmtap that trace one SDK's calls (a peer of llmtap), and that SDK: their workers run
+only its workloads, the tables set llmtap beside them on those. The Anthropic SDK's own tracing is issue 15's
+comparison (a configuration under it meets its target); OpenInference's Bedrock instrumentation
+(``openinference-instrumentation-bedrock``: one span per call, the stream wrapped) is the peer of botocore
+available on the package index (OpenTelemetry's ``opentelemetry-instrumentation-botocore`` is not), shown beside
+llmtap on the boto3 stream (issue 33), not a pass rule."""
+PER_REQUEST: tuple[str, ...] = ("boto3_stream",)
+"""Stream workloads whose figures the table gives per request too (a stream read to its end)."""
 RSS_TARGET_BYTES = 2 << 20
 # Issue 15: the two configurations apps run, each at or under its ratio target or, where the Anthropic SDK
 # traces the same workload, not above the SDK's own tracing in the same run (one span, as llmtap's).
@@ -113,6 +128,7 @@ TARGET_CONFIGS = ("prom_spans", "otlp")
 
 MESSAGES: list[MessageParam] = [{"role": "user", "content": "Write a haiku about telemetry."}]
 CHAT: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Write a haiku about telemetry."}]
+CONVERSE: list[dict[str, Any]] = [{"role": "user", "content": [{"text": "Write a haiku about telemetry."}]}]
 
 
 @dataclass(frozen=True)
@@ -188,6 +204,9 @@ class Configured:
     tracer_provider: Any = None
     """``anthropic_tracing``: the provider of the Anthropic SDK's own spans (made global by :func:`configure`,
     or handed to one client by its ``open_telemetry`` option: ``benchmarks/inproc.py``)."""
+    peer: Any = None
+    """``openinference_bedrock``: (its ``BedrockInstrumentor``, the tracer provider it is handed), instrumented by
+    :func:`activate` (it wraps the botocore clients made after it)."""
 
 
 def configure(config: str, base_url: str) -> Configured:
@@ -206,6 +225,9 @@ def configure(config: str, base_url: str) -> Configured:
 def activate(out: Configured) -> None:
     """``llmtap.instrument()`` with ``out``'s settings and application-owned objects (nothing for the
     configurations without llmtap); ``llmtap.uninstrument()`` undoes it and the objects stay reusable."""
+    if out.peer is not None:
+        instrumentor, provider = out.peer
+        instrumentor.instrument(tracer_provider=provider)
     if out.settings is None:
         return
     import llmtap
@@ -227,6 +249,17 @@ def prepare(config: str, base_url: str) -> Configured:
         out.tracer_provider = TracerProvider()
         out.tracer_provider.add_span_processor(BatchSpanProcessor(out.span_exporter))  # type: ignore[arg-type]
         out.providers.append(out.tracer_provider)
+        return out
+    if config == "openinference_bedrock":
+        from openinference.instrumentation.bedrock import BedrockInstrumentor
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        out.span_exporter = _CountingSpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(BatchSpanProcessor(out.span_exporter))  # type: ignore[arg-type]
+        out.providers.append(provider)
+        out.peer = (BedrockInstrumentor(), provider)  # handed its provider, never made global
         return out
     app_only = config in RSS_ONLY
     if app_only:  # the application's objects of this llmtap configuration, without llmtap
@@ -324,6 +357,35 @@ class Workloads:
         )
         self.o_short = openai.OpenAI(base_url=base_url + "/v1", api_key="bench", max_retries=0, default_headers=short)
         self.loop = asyncio.Runner()
+        self.base_url, self.scenario = base_url, scenario
+        self._boto3: Any = None
+
+    @property
+    def boto3(self) -> Any:
+        """The boto3 ``bedrock-runtime`` client, made at its first use: a worker without the boto3 workload does not
+        import boto3 (~20 MiB of modules in every worker's peak RSS otherwise). botocore takes no per-call headers:
+        the scenario rides on a ``before-sign`` handler (returning nothing: the request is sent), as the driver's
+        boto3 adapter does."""
+        if self._boto3 is None:
+            import boto3
+            from botocore.config import Config
+
+            client = boto3.client(
+                "bedrock-runtime",
+                endpoint_url=self.base_url,
+                region_name="us-east-1",
+                aws_access_key_id="x",
+                aws_secret_access_key="x",
+                config=Config(retries={"max_attempts": 1}),
+            )
+
+            def add_scenario(request: Any, **kwargs: Any) -> None:
+                for name, value in self.scenario.items():
+                    request.headers[name] = value
+
+            client.meta.events.register("before-sign.bedrock-runtime.*", add_scenario)
+            self._boto3 = client
+        return self._boto3
 
     def close(self) -> None:
         self.loop.run(self.aa.close())
@@ -331,6 +393,8 @@ class Workloads:
         self.loop.close()
         for client in (self.a, self.a_short, self.b, self.o, self.o_short):
             client.close()
+        if self._boto3 is not None:
+            self._boto3.close()
 
     def unit(self, name: str) -> Callable[[int], int]:
         """A function running ``loops`` units and returning the events (or requests) it saw."""
@@ -373,6 +437,18 @@ class Workloads:
                 messages=MESSAGES,
                 stream=True,
             ):
+                n += 1
+        return n
+
+    def boto3_stream(self, loops: int) -> int:
+        n = 0
+        for _ in range(loops):
+            response = self.boto3.converse_stream(
+                modelId="amazon.nova-pro-v1:0",
+                messages=CONVERSE,
+                inferenceConfig={"maxTokens": 4096},
+            )
+            for _event in response["stream"]:
                 n += 1
         return n
 
@@ -571,12 +647,19 @@ def positive_controls(config: str, configured: Configured, wl: Workloads) -> dic
     }
     sdk_tracing = wl.a._tracer is not None and wl.a._tracer.start_span("probe").is_recording()
     checks["anthropic_sdk_tracing"] = bool(sdk_tracing)
+    boto3_used = wl._boto3 is not None
+    if boto3_used:  # OpenInference wraps the methods of the clients made after its instrument()
+        checks["bedrock_peer_wrapped"] = hasattr(wl.boto3, "_unwrapped_converse_stream")
     if configured.tap is not None:
         sink = _CountingSink()
         configured.tap.sinks = (*configured.tap.sinks, sink)
         wl.anthropic_create(1)
         wl.openai_create(1)
         checks["llmtap_attempts_seen"] = sink.ended
+        if boto3_used:
+            before = sink.ended
+            wl.boto3_stream(1)
+            checks["llmtap_boto3_attempts_seen"] = sink.ended - before
     if configured.span_exporter is not None:
         for provider in configured.providers:
             if hasattr(provider, "force_flush"):
@@ -744,17 +827,28 @@ class Row:
     wall_ratio: list[float]
     base_cpu: list[float]
     added_cpu: list[float]
+    request_cpu_ratio: list[float] = field(default_factory=list)
+    """Per request (a stream read to its end): the per-event CPU times times the events per request of each."""
+    base_request_cpu: list[float] = field(default_factory=list)
+    added_request_cpu: list[float] = field(default_factory=list)
 
 
-def rows_from(rounds: list[dict[str, dict[str, Any]]]) -> list[Row]:
+def _per_request(data: dict[str, Any]) -> float:
+    """Units (events, or requests) per request of a workload's values: ``units_per_value`` over ``loops``."""
+    return float(data["units_per_value"]) / float(data["loops"])
+
+
+def rows_from(rounds: list[dict[str, dict[str, Any]]], over: str = "baseline") -> list[Row]:
+    """Each configuration's figures as ratios to ``over``'s worker of the same round (the baseline; or a peer:
+    then only the rows of the workloads the peer ran)."""
     rows: list[Row] = []
     for workload in WORKLOADS:
         for config in CONFIGS[1:]:
-            if config in RSS_ONLY:
+            if config in RSS_ONLY or config == over:
                 continue
             row = Row(workload, config, [], [], [], [])
             for results in rounds:
-                base = results["baseline"]["workloads"].get(workload)
+                base = results.get(over, {}).get("workloads", {}).get(workload)
                 mine = results.get(config, {}).get("workloads", {}).get(workload)
                 if base is None or mine is None:
                     continue
@@ -764,6 +858,10 @@ def rows_from(rounds: list[dict[str, dict[str, Any]]]) -> list[Row]:
                 row.wall_ratio.append(m_wall / b_wall)
                 row.base_cpu.append(b_cpu)
                 row.added_cpu.append(m_cpu - b_cpu)
+                b_req, m_req = b_cpu * _per_request(base), m_cpu * _per_request(mine)
+                row.request_cpu_ratio.append(m_req / b_req)
+                row.base_request_cpu.append(b_req)
+                row.added_request_cpu.append(m_req - b_req)
             if row.cpu_ratio:
                 rows.append(row)
     return rows
@@ -779,6 +877,8 @@ def rss_deltas(
     the timed runs' request rate (up to 512, ~4 KiB each: ``profile_sdk.py span-memory``)."""
     out: dict[str, list[float]] = {}
     for config in CONFIGS[1:]:
+        if config == "openinference_bedrock":  # its worker runs the boto3 workload alone: no like-for-like peak
+            continue
         key = "rss_after_anthropic" if config == "anthropic_tracing" else "rss_end"
         if warm:
             key = "rss_warm"
@@ -789,6 +889,15 @@ def rss_deltas(
             float(r[config][key] - r[base][key]) for r in rounds if key in r.get(config, {}) and key in r.get(base, {})
         ]
     return out
+
+
+def versus_peers(rounds: list[dict[str, dict[str, Any]]]) -> list[Row]:
+    """llmtap's configurations over the peer of each SDK (:data:`PEERS`) in the same round, on the workloads the
+    peer ran: the issue's two and llmtap's core."""
+    rows: list[Row] = []
+    for peer in PEERS:
+        rows += [r for r in rows_from(rounds, over=peer) if r.config in ("core", *TARGET_CONFIGS)]
+    return rows
 
 
 APP = "app"
@@ -816,6 +925,7 @@ def print_table(
     rounds: int,
     share: dict[str, list[float]] | None = None,
     warm_share: dict[str, list[float]] | None = None,
+    over_peers: Sequence[Row] = (),
 ) -> list[str]:
     """The full table, then the side-by-side against the targets. Returns the failed targets."""
     print(f"\nRatio to the baseline of the same round (median over {rounds} rounds, IQR in brackets).")
@@ -829,6 +939,32 @@ def print_table(
             f"{_ratio(row.wall_ratio):>24} {_us(statistics.median(row.base_cpu)):>9} "
             f"{_us(statistics.median(row.added_cpu)):>9}"
         )
+    for row in rows:  # the streams given per request too: the same values, times each worker's events per request
+        if row.workload in PER_REQUEST:
+            title = WORKLOAD_TITLES[row.workload].rsplit(",", 1)[0] + ", per request"
+            print(
+                f"{title:<40} {CONFIG_TITLES[row.config]:<40} {_ratio(row.request_cpu_ratio):>24} {'':>24} "
+                f"{_us(statistics.median(row.base_request_cpu)):>9} {_us(statistics.median(row.added_request_cpu)):>9}"
+            )
+    if over_peers:
+        print(
+            "\nllmtap over the peer instrumentation of the same SDK, in the same round (CPU; wall; base = the peer):\n"
+        )
+        print(head)
+        print("-" * len(head))
+        for row in over_peers:
+            print(
+                f"{WORKLOAD_TITLES[row.workload]:<40} {CONFIG_TITLES[row.config]:<40} {_ratio(row.cpu_ratio):>24} "
+                f"{_ratio(row.wall_ratio):>24} {_us(statistics.median(row.base_cpu)):>9} "
+                f"{_us(statistics.median(row.added_cpu)):>9}"
+            )
+            if row.workload in PER_REQUEST:
+                title = WORKLOAD_TITLES[row.workload].rsplit(",", 1)[0] + ", per request"
+                print(
+                    f"{title:<40} {CONFIG_TITLES[row.config]:<40} {_ratio(row.request_cpu_ratio):>24} {'':>24} "
+                    f"{_us(statistics.median(row.base_request_cpu)):>9} "
+                    f"{_us(statistics.median(row.added_request_cpu)):>9}"
+                )
     print()
     share, warm_share = share or {}, warm_share or {}
     print("Peak RSS (median over rounds): total = over the bare baseline worker; llmtap's share = over the")
@@ -843,25 +979,23 @@ def print_table(
 
     failed: list[str] = []
     print("\nTargets (issue 15): CPU time in the two configurations apps run, at or under the ratio target or not")
-    print("above the Anthropic SDK's own tracing in the same run; peak RSS of llmtap's share:\n")
-    head = (
-        f"{'workload':<40} {'target':>8} {'configuration':>12} {'llmtap':>26} {'Anthropic SDK tracing':>26} "
-        f"{'status':>7}"
-    )
+    print("above the Anthropic SDK's own tracing in the same run (the peer of the anthropic workloads; the boto3")
+    print("stream's, OpenInference's, is shown, not a pass rule); peak RSS of llmtap's share:\n")
+    head = f"{'workload':<40} {'target':>8} {'configuration':>12} {'llmtap':>26} {'peer (same run)':>26} {'status':>7}"
     print(head)
     print("-" * len(head))
     by_key = {(r.workload, r.config): r for r in rows}
     for workload, target in TARGETS.items():
         sdk = by_key.get((workload, "anthropic_tracing"))
+        peer = next((by_key.get((workload, c)) for c, of in PEERS.items() if of == WORKLOADS[workload][0]), None)
         for config in TARGET_CONFIGS:
             mine = by_key.get((workload, config))
             if mine is None:
                 continue
             ratio = statistics.median(mine.cpu_ratio)
             ok = ratio <= target
-            sdk_text = "n/a"
+            sdk_text = _ratio(peer.cpu_ratio) if peer is not None else "n/a"
             if sdk is not None:
-                sdk_text = _ratio(sdk.cpu_ratio)
                 ok = ok or ratio <= statistics.median(sdk.cpu_ratio)
             if not ok:
                 versus = " and above the Anthropic SDK's own tracing" if sdk is not None else ""
@@ -978,8 +1112,10 @@ def master(args: argparse.Namespace) -> int:
             results: dict[str, dict[str, Any]] = {}
             for config in order:
                 wanted = workloads
-                if config == "anthropic_tracing":
-                    wanted = tuple(w for w in workloads if WORKLOADS[w][0] == "anthropic")
+                if config in PEERS:  # a peer traces one SDK: the other workloads would measure the baseline again
+                    wanted = tuple(w for w in workloads if WORKLOADS[w][0] == PEERS[config])
+                    if not wanted:
+                        continue
                 payload = plan_payload(
                     Plan(plan.base_url, tokens, plan.loops, values, warmups, wanted, args.sdk_default)
                 )
@@ -997,6 +1133,7 @@ def master(args: argparse.Namespace) -> int:
         rounds,
         rss_deltas(all_rounds, APP),
         rss_deltas(all_rounds, APP, warm=True),
+        versus_peers(all_rounds),
     )
     failed += print_memory(memory)
     if args.output:
@@ -1017,7 +1154,7 @@ def check_controls(rounds: list[dict[str, dict[str, Any]]]) -> None:
     for results in rounds:
         for config, result in results.items():
             checks = result["checks"]
-            llmtap_config = config not in ("baseline", "baseline_again", "anthropic_tracing", *RSS_ONLY)
+            llmtap_config = config not in ("baseline", "baseline_again", *PEERS, *RSS_ONLY)
             if checks["llmtap_imported"] is not llmtap_config:  # the RSS deltas are what they claim
                 raise SystemExit(f"{config}: llmtap imported is {checks['llmtap_imported']}")
             want_sdk = config == "anthropic_tracing"
@@ -1025,9 +1162,12 @@ def check_controls(rounds: list[dict[str, dict[str, Any]]]) -> None:
                 raise SystemExit(f"{config}: the Anthropic SDK's own tracing was {checks['anthropic_sdk_tracing']}")
             if llmtap_config and checks.get("llmtap_attempts_seen") != 2:
                 raise SystemExit(f"{config}: llmtap did not observe the probe requests: {checks}")
-            if config in ("spans", "prom_spans", "otlp", "all", "anthropic_tracing") and not checks.get(
-                "spans_exported"
-            ):
+            if "boto3_stream" in result["workloads"]:
+                if checks.get("bedrock_peer_wrapped") is not (config == "openinference_bedrock"):
+                    raise SystemExit(f"{config}: OpenInference's Bedrock wrapping was {checks}")
+                if llmtap_config and checks.get("llmtap_boto3_attempts_seen") != 1:
+                    raise SystemExit(f"{config}: llmtap did not observe the boto3 probe stream: {checks}")
+            if config in ("spans", "prom_spans", "otlp", "all", *PEERS) and not checks.get("spans_exported"):
                 raise SystemExit(f"{config}: no span was exported: {checks}")
             if config in ("otel_metrics", "otlp", "all") and not checks.get("durations_collected"):
                 raise SystemExit(f"{config}: no duration was collected from the meter provider: {checks}")
