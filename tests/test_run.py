@@ -13,7 +13,7 @@ import pytest
 
 from llmtap import Outcome
 from llmtap._cli.main import main, parser
-from llmtap._cli.run import RUN_ENV, USAGE, RunError, prepare
+from llmtap._cli.run import NOTHING_EXPORTED, RUN_ENV, USAGE, RunError, prepare
 from llmtap._settings import NON_SETTINGS_ENV
 from llmtap.simulator import Simulator
 from tests.support.deploy import Scrape, free_port, histogram_count, posts, spans
@@ -191,6 +191,30 @@ def test_bad_settings_fail_before_the_program_starts(tmp_path: Path) -> None:
     assert marker.exists()
 
 
+def test_nothing_exported_is_said_once_and_the_program_runs(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Neither a /metrics port nor an exporter: one line on stderr says how to export, and the program runs;
+    a port, an OTLP endpoint or an exporter of the user's choosing each make it quiet (the controls)."""
+    app, marker = _marker_app(tmp_path)
+    out = subprocess.run(
+        [LLMTAP, "run", "--", sys.executable, str(app)], env=_clean_env(), capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0 and marker.exists(), out.stderr
+    (line,) = out.stderr.splitlines()
+    assert line.endswith(NOTHING_EXPORTED), line
+    assert "--metrics-port" in line and "OTEL_EXPORTER_OTLP_ENDPOINT" in line
+    base = {"PATH": os.environ["PATH"]}
+    with caplog.at_level("WARNING", logger="llmtap"):
+        prepare(["python3"], base)
+        assert [r.getMessage() for r in caplog.records] == [NOTHING_EXPORTED]
+        caplog.clear()
+        prepare(["python3"], base, metrics_port=0)
+        prepare(["python3"], {**base, "LLMTAP_METRICS_PORT": "0"})
+        prepare(["python3"], {**base, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"})
+        prepare(["python3"], {**base, "OTEL_TRACES_EXPORTER": "console"})
+        prepare(["python3"], {**base, "OTEL_METRICS_EXPORTER": "console"})
+        assert not caplog.records
+
+
 def test_prepare_defaults_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     executable, argv, env = prepare(["python3", "-V"], {"PATH": os.environ["PATH"]}, metrics_port=0)
     assert argv == ["python3", "-V"] and os.path.isabs(executable)
@@ -241,9 +265,9 @@ def test_one_metric_path_by_default(caplog: pytest.LogCaptureFixture) -> None:
         assert paths({**otlp, "OTEL_METRICS_EXPORTER": "none"}) == (None, "false")
         assert paths(otlp, port=0) == (None, "false")  # asked for /metrics: Prometheus
         assert paths({**otlp, "LLMTAP_METRICS_PORT": "0"}) == (None, "false")
-        assert not caplog.records  # one path each time: nothing to say
+        assert not [r for r in caplog.records if "twice" in r.getMessage()]  # one path each time: nothing to say
         assert paths({**otlp, "LLMTAP_METRICS": "true"}) == ("true", None)  # the user's choice stays
-    assert [r.getMessage() for r in caplog.records] == [
+    assert [r.getMessage() for r in caplog.records if "twice" in r.getMessage()] == [
         "llmtap run: metrics are exported twice, to Prometheus and over the OpenTelemetry meter "
         "(OTEL_METRICS_EXPORTER=otlp), as LLMTAP_METRICS and LLMTAP_OTEL_METRICS are both on; "
         "a dashboard that sums both double counts"
