@@ -399,3 +399,78 @@ def test_argument_errors_blame_the_argument(argv: list[str], error: str, capsys:
     # control: valid values parse, as the numbers and addresses Settings accepts
     args, unknown = parser().parse_known_args(["run", "--metrics-port", "65535", "--metrics-addr", "::", "--", "x"])
     assert (args.metrics_port, args.metrics_addr, args.program, unknown) == (65535, "::", ["--", "x"], [])
+
+
+SPAN_APP = textwrap.dedent(
+    """
+    from opentelemetry import trace
+    with trace.get_tracer("app").start_as_current_span("work"):
+        pass
+    print("app done", flush=True)
+    """
+)
+
+
+def _exit_delay(app: Path, env: dict[str, str]) -> tuple[float, str, subprocess.CompletedProcess[str]]:
+    """Seconds from the program's last line to its exit, its stdout and the finished process."""
+    import time
+
+    proc = subprocess.Popen(
+        [LLMTAP, "run", "--", sys.executable, str(app)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    said = time.monotonic()
+    stdout, stderr = proc.communicate(timeout=60)
+    return time.monotonic() - said, line + stdout, subprocess.CompletedProcess(proc.args, proc.returncode, "", stderr)
+
+
+def test_unreachable_otlp_endpoint_bounds_the_exit_in_one_line(tmp_path: Path) -> None:
+    """A closed port as the OTLP endpoint: the exporter alone retries for its 10 s timeout per signal, one
+    after the other, in 8 lines; under ``llmtap run`` the exit waits ~2 s in all and says so once. Control: a
+    reachable receiver gets the span flushed at exit, and nothing is said."""
+    app = tmp_path / "app.py"
+    app.write_text(SPAN_APP)
+    closed = free_port()
+    env = _clean_env(OTEL_SERVICE_NAME="chat", OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{closed}")
+    delay, stdout, out = _exit_delay(app, env)
+    assert out.returncode == 0 and stdout == "app done\n", (stdout, out.stderr)
+    (line,) = out.stderr.splitlines()  # one line, not the exporters' retries
+    assert line.startswith(f"llmtap run: the last spans and metrics were not delivered to http://127.0.0.1:{closed}")
+    assert "OTEL_EXPORTER_OTLP_TIMEOUT" in line and "Transient error" not in out.stderr
+    assert delay < 8.0, delay  # generous: ~2 s here; the exporters' own retries take over 10 s
+    # control: a receiver that answers gets the span at exit, and there is nothing to say
+    with otlp_receiver() as receiver:
+        delay, stdout, out = _exit_delay(app, {**env, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint})
+        assert out.returncode == 0 and stdout == "app done\n" and out.stderr == "", out.stderr
+        assert [name for name, _, _ in spans(receiver)] == ["work"]
+
+
+def test_bounded_exit_waits_at_most_its_bound(caplog: pytest.LogCaptureFixture) -> None:
+    """A provider whose shutdown never returns: the exit handler returns after its bound with one line; one
+    that returns: nothing is said, and every provider was shut down."""
+    import threading
+
+    from llmtap._run_exit import BoundedExit
+
+    class Provider:
+        def __init__(self, block: bool) -> None:
+            self.block = block
+            self.called = threading.Event()
+            self.release = threading.Event()
+
+        def shutdown(self) -> None:
+            self.called.set()
+            if self.block:
+                self.release.wait(30)
+
+    quick, stuck = Provider(False), Provider(True)
+    with caplog.at_level("WARNING", logger="llmtap"):
+        BoundedExit([quick, Provider(False)], 0.2, "http://c:4318").run()
+        assert quick.called.is_set() and not caplog.records  # control: done in time, silent
+        BoundedExit([quick, stuck], 0.2, "http://c:4318").run()
+    stuck.release.set()
+    assert stuck.called.is_set()
+    (record,) = caplog.records
+    assert "not delivered to http://c:4318 (no answer in time)" in record.getMessage(), record.getMessage()
