@@ -552,3 +552,35 @@ def test_help_and_readme_document_exit_statuses_and_schema(capsys: pytest.Captur
         assert f"\n  {status.value}  " in help_text, status
         assert f"| {status.value} |" in readme, status
     assert "schema_version" in readme and f"`schema_version` is {SCHEMA_VERSION}" in readme
+
+
+def test_llmtap_simulate_default_answer_says_why_aborts_and_fits_are_untested() -> None:
+    """``llmtap simulate`` with no scenario, as an endpoint: 5 tokens in ~2 ms whatever max_tokens says. The
+    fits name the one length seen, and an abort that met a finished answer is "not tested", with the
+    scenario that makes the simulator probe-able; control: started with that scenario, every abort lands."""
+    from llmtap.probe._aborts import ENDED_FIRST, SHORT_ANSWERS
+
+    with Simulator() as sim:  # what `llmtap simulate` serves without --scenario
+        report = run_probe(ProbeOptions(base_url=sim.base_url, models=("claude-x",), requests=10))
+    text = render_text(report)
+    assert "duration ≈ not identifiable: all 10 completed requests had output_tokens = 5" in text, text
+    assert "fill,count_input" in text and "too few completed requests or a single length" not in text
+    # an abort the answer outran (the race is the machine's: force one so the rendering is checked every time)
+    timeout = next(a for a in report.aborts if a.mode == "timeout")
+    outran = dataclasses.replace(timeout, outcome=Outcome.COMPLETED.value, finding=f"{ENDED_FIRST}; ...")
+    assert outran.ended_first and not outran.as_expected
+    forced = dataclasses.replace(report, aborts=(outran,), notes=(SHORT_ANSWERS,))
+    text = render_text(forced)
+    assert "(not tested: expected timeout)" in text and "EXPECTED timeout" not in text, text
+    assert ENDED_FIRST in text and "--scenario fill,count_input,ttft=0.05,gap=0.004" in text
+    assert "<td class='untested'>completed</td>" in render_html(forced)
+    assert json.loads(forced.to_json())["aborts"][0]["ended_first"] is True
+    for abort in report.aborts:  # what really happened: each abort landed, or says the answer outran it
+        assert abort.as_expected or (abort.ended_first and abort.finding.startswith(ENDED_FIRST)), abort
+    assert (SHORT_ANSWERS in report.notes) is any(a.ended_first for a in report.aborts)
+    # control: the scenario the hint gives makes the simulator probe-able
+    with Simulator(default=Scenario.parse("fill,count_input,ttft=0.05,gap=0.004")) as sim:
+        report = run_probe(ProbeOptions(base_url=sim.base_url, models=("claude-x",), requests=10))
+    assert all(a.as_expected for a in report.aborts), [(a.mode, a.outcome) for a in report.aborts]
+    assert report.latency[0].duration_fit is not None and report.latency[0].ttft_fit is not None
+    assert SHORT_ANSWERS not in report.notes and "not identifiable" not in render_text(report)

@@ -48,9 +48,24 @@ def _fmt(value: float, is_time: bool) -> str:
     return _ms(value) if is_time else f"{value:.0f}"
 
 
-def _fit_text(fit: LinearFit | None, x: str, unit: str) -> str:
+def _unfit(report: ProbeReport, model: str, x: str) -> str:
+    """Why a fit of duration or TTFT against ``x`` (``output_tokens`` / ``input_tokens``) is not identifiable."""
+    done = [s for s in report.samples if s.model == model and s.outcome == Outcome.COMPLETED.value]
+    values = [v for s in done if (v := getattr(s, x)) is not None]
+    if len(values) < 3:
+        return f"not identifiable: {plural(len(values), 'completed request')} with {x}, 3 needed"
+    if len(set(values)) == 1:
+        return (
+            f"not identifiable: all {len(values)} completed requests had {x} = {values[0]}, no slope to fit "
+            "(the endpoint gave one length whatever was asked; `llmtap simulate` does unless started with "
+            "--scenario fill,count_input,...)"
+        )
+    return "not identifiable"
+
+
+def _fit_text(fit: LinearFit | None, x: str, unit: str, unfit: str = "not identifiable") -> str:
     if fit is None:
-        return "not identifiable (too few completed requests or a single length)"
+        return unfit
     a_lo, a_hi = fit.a_ci
     b_lo, b_hi = fit.b_ci
     return (
@@ -107,8 +122,8 @@ def render_text(report: ProbeReport) -> str:
             cells = "".join(f"{_fmt(v, is_time):>10}" for v in (s.p50, s.p90, s.p99, s.mean, s.stdev, s.jitter))
             lo, hi = s.p50_ci
             w(f"  {label:<22}{cells}   {_fmt(lo, is_time)} .. {_fmt(hi, is_time)}")
-        w(f"  duration ≈ {_fit_text(m.duration_fit, 'output_tokens', 's')}")
-        w(f"  TTFT     ≈ {_fit_text(m.ttft_fit, 'input_tokens', 's')}")
+        w(f"  duration ≈ {_fit_text(m.duration_fit, 'output_tokens', 's', _unfit(report, m.model, 'output_tokens'))}")
+        w(f"  TTFT     ≈ {_fit_text(m.ttft_fit, 'input_tokens', 's', _unfit(report, m.model, 'input_tokens'))}")
         if m.truth is not None:
             tr = m.truth
             w(
@@ -123,7 +138,12 @@ def render_text(report: ProbeReport) -> str:
         w("")
         w("Aborts (what the client and the server really produce)")
         for a in report.aborts:
-            mark = "as expected" if a.as_expected else f"EXPECTED {a.expected}"
+            if a.as_expected:
+                mark = "as expected"
+            elif a.ended_first:
+                mark = f"not tested: expected {a.expected}"
+            else:
+                mark = f"EXPECTED {a.expected}"
             w(f"  {a.mode:<8} → {a.outcome:<15} ({mark}); {a.how}")
             w(f"           {a.finding}")
 
@@ -396,8 +416,9 @@ def render_html(report: ProbeReport) -> str:
                 f"{_fmt(s.p50_ci[1], is_time)}</td></tr>"
             )
         w("</table>")
-        w(f"<p>duration ≈ {_e(_fit_text(m.duration_fit, 'output_tokens', 's'))}<br>")
-        w(f"TTFT ≈ {_e(_fit_text(m.ttft_fit, 'input_tokens', 's'))}</p>")
+        unfit_d, unfit_t = _unfit(report, m.model, "output_tokens"), _unfit(report, m.model, "input_tokens")
+        w(f"<p>duration ≈ {_e(_fit_text(m.duration_fit, 'output_tokens', 's', unfit_d))}<br>")
+        w(f"TTFT ≈ {_e(_fit_text(m.ttft_fit, 'input_tokens', 's', unfit_t))}</p>")
         if m.truth is not None:
             w(
                 f"<p class='small'>simulator truth: injected TTFT median {_ms(m.truth.injected_ttft_p50)}, "
@@ -424,7 +445,7 @@ def render_html(report: ProbeReport) -> str:
     if report.aborts:
         w("<h2>Aborts</h2><table><tr><th>abort</th><th>outcome</th><th>how</th><th>what happened</th></tr>")
         for a in report.aborts:
-            cls = "holds" if a.as_expected else "fails"
+            cls = "holds" if a.as_expected else "untested" if a.ended_first else "fails"
             w(
                 f"<tr><td>{_e(a.mode)}</td><td class='{cls}'>{_e(a.outcome)}</td><td>{_e(a.how)}</td>"
                 f"<td>{_e(a.finding)}</td></tr>"
