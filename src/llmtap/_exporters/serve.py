@@ -65,7 +65,10 @@ def _problem(addr: str, port: int, exc: OSError, mp_dir: str | None, source: str
     text = f"cannot serve /metrics on {_where(addr, port)} ({source}): {exc.strerror or exc}"
     if exc.errno == errno.EADDRINUSE:
         if mp_dir is None:
-            text += "; several worker processes need multiprocess mode (PROMETHEUS_MULTIPROC_DIR)"
+            text += (
+                ": held by another program (choose another port); if it is another process of this app, "
+                "several worker processes need multiprocess mode (PROMETHEUS_MULTIPROC_DIR)"
+            )
         else:
             text += f" by another program: no process of the multiprocess directory {mp_dir} serves it"
     return text
