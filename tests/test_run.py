@@ -184,8 +184,19 @@ def test_bad_settings_fail_before_the_program_starts(tmp_path: Path) -> None:
     env = {**os.environ, "LLMTAP_TRACES": "ture"}
     out = subprocess.run([LLMTAP, "run", "--", sys.executable, str(app)], env=env, capture_output=True, text=True)
     assert out.returncode == 2
-    assert "LLMTAP_TRACES" in out.stderr and "'ture'" in out.stderr and "yes/no" in out.stderr
+    (line,) = out.stderr.splitlines()  # one line, as every other llmtap run error
+    assert line.startswith("llmtap run: LLMTAP_TRACES: expected a boolean"), line
+    assert "'ture'" in line and "yes/no" in line and "validation error" not in line, line
     assert not marker.exists()
+    two = subprocess.run(  # two bad variables: still one line, naming both
+        [LLMTAP, "run", "--", sys.executable, str(app)],
+        env={**env, "LLMTAP_EXEMPLARS": "maybe"},
+        capture_output=True,
+        text=True,
+    )
+    (line,) = two.stderr.splitlines()
+    assert two.returncode == 2 and "LLMTAP_TRACES: " in line and "; LLMTAP_EXEMPLARS: " in line, line
+    assert "got 'maybe'" in line, line
     env["LLMTAP_TRACES"] = "off"  # positive control
     subprocess.run([LLMTAP, "run", "--", sys.executable, str(app)], env=env, check=True, capture_output=True)
     assert marker.exists()

@@ -38,8 +38,12 @@ import os
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from llmtap._log import logger
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 __all__ = ["NOTHING_EXPORTED", "RUN_ENV", "USAGE", "prepare", "run"]
 
@@ -157,14 +161,31 @@ def _check_port(addr: str, port: int, env: Mapping[str, str]) -> None:
         raise RunError(f"llmtap run: {(exc.strerror or str(exc)).removeprefix('llmtap ')}") from exc
 
 
+def _one_line(exc: ValidationError) -> str:
+    """A settings error as one line: each bad variable, what it accepts and the value given."""
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"]) or "settings"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        value = error.get("input")
+        shown = repr(value) if isinstance(value, str) else None
+        if shown is not None and shown not in message:
+            message += f", got {shown}"
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts)
+
+
 def run(command: Sequence[str], *, metrics_port: int | None = None, metrics_addr: str | None = None) -> int:
     """Exec ``command`` instrumented (returns only on error, with the exit status to use)."""
     from pydantic import ValidationError
 
     try:
         executable, argv, env = prepare(command, os.environ, metrics_port=metrics_port, metrics_addr=metrics_addr)
-    except (RunError, ValidationError) as exc:
+    except RunError as exc:
         print(exc, file=sys.stderr)
+        return 2
+    except ValidationError as exc:
+        print(f"llmtap run: {_one_line(exc)}", file=sys.stderr)
         return 2
     sys.stdout.flush()
     sys.stderr.flush()
