@@ -584,3 +584,36 @@ def test_llmtap_simulate_default_answer_says_why_aborts_and_fits_are_untested() 
     assert all(a.as_expected for a in report.aborts), [(a.mode, a.outcome) for a in report.aborts]
     assert report.latency[0].duration_fit is not None and report.latency[0].ttft_fit is not None
     assert SHORT_ANSWERS not in report.notes and "not identifiable" not in render_text(report)
+
+
+def test_output_polish_nothing_measured_404_body_and_neutral_names(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing measured: no "what a client cannot see" section of zeros; a 404 passes on what the server said
+    (the simulator lists its paths, so a doubled /v1 shows); request-id is not called Anthropic's on another
+    provider; a short latency phase is not "0 s"; a missing extra gets one hint, not two nested."""
+    from llmtap.probe import _unseen
+    from llmtap.probe._headers import MEANINGS
+
+    with Simulator() as sim:
+        code, out, err = _probe_cli(capsys, "--base-url", sim.base_url + "/v1", "--requests", "2")
+    assert code == ExitStatus.CANNOT_PROBE
+    assert "Not found: POST /v1/v1/messages (simulator serves POST /v1/messages" in err, err
+    assert "NOTHING MEASURED" in out and "What a client cannot see" not in out, out
+    with Simulator() as sim:  # control: a probe that measures has the section
+        code, out, _ = _probe_cli(capsys, "--base-url", sim.base_url, "--requests", "3", "--no-aborts")
+    assert code == ExitStatus.OK and "What a client cannot see" in out
+    assert "of the latency phase" in out and "over the 0 s of" not in out, out
+    assert _unseen._seconds(0.349) == "0.35 s" and _unseen._seconds(63.2) == "63 s"
+    assert "Anthropic)" not in dict(MEANINGS)["request-id"]
+
+    def no_sdk(*args: object, **kwargs: object) -> object:
+        raise ImportError(
+            "llmtap.testing.capture() records spans with the OpenTelemetry SDK: pip install 'llmtap[otel]' "
+            "(No module named 'opentelemetry.sdk')"
+        )
+
+    monkeypatch.setattr("llmtap.probe.run_probe", no_sdk)
+    code, _, err = _probe_cli(capsys, "--requests", "2")
+    assert code == ExitStatus.USAGE and err.count("pip install") == 1 and "llmtap[otel]" in err, err
+    assert err.startswith("llmtap probe: llmtap.testing.capture()"), err

@@ -158,9 +158,10 @@ def render_text(report: ProbeReport) -> str:
                 f"  waited {_ms(step.waited)}"
             )
 
-    w("")
-    w("What a client cannot see, and what stands in for it")
-    for u in report.unseen:
+    if report.cannot_probe is None:  # with nothing measured, every stand-in would read 0
+        w("")
+        w("What a client cannot see, and what stands in for it")
+    for u in report.unseen if report.cannot_probe is None else ():
         w(f"  {u.what}: {u.why}.")
         w(f"      stand-in: {u.stand_in}" + (f": {u.measured}" if u.measured else ""))
 
@@ -461,11 +462,12 @@ def render_html(report: ProbeReport) -> str:
                     f"<td class='n'>{_ms(s2.advised)}</td><td class='n'>{_ms(s2.waited)}</td></tr>"
                 )
             w("</table>")
-    w("<h2>What a client cannot see</h2><table><tr><th>not visible</th><th>why</th><th>stand-in</th></tr>")
-    for u in report.unseen:
-        measured = f": {_e(u.measured)}" if u.measured else ""
-        w(f"<tr><td>{_e(u.what)}</td><td>{_e(u.why)}</td><td>{_e(u.stand_in)}{measured}</td></tr>")
-    w("</table>")
+    if report.cannot_probe is None:  # with nothing measured, every stand-in would read 0
+        w("<h2>What a client cannot see</h2><table><tr><th>not visible</th><th>why</th><th>stand-in</th></tr>")
+        for u in report.unseen:
+            measured = f": {_e(u.measured)}" if u.measured else ""
+            w(f"<tr><td>{_e(u.what)}</td><td>{_e(u.why)}</td><td>{_e(u.stand_in)}{measured}</td></tr>")
+        w("</table>")
     if report.metrics:
         w("<h2>The probe's own traffic in llmtap's metrics</h2><table>")
         for name, value in report.metrics.items():
