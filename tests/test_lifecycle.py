@@ -423,7 +423,7 @@ def test_server_address_and_port_are_bounded_on_the_otel_path() -> None:
     first_two = {(s.base_url.split("//")[1].split(":")[0], int(s.base_url.rsplit(":", 1)[1])) for s in sims[:2]}
     assert pairs == first_two | {("_other", 0)}
     assert label_overflows().get("server", 0) - before == 2
-    assert {dict(s.attributes or {})["server.address"] for s in cap.spans()} == {"_other"} | {a for a, _ in first_two}
+    assert {dict(s.attributes or {})["server.address"] for s in cap.spans} == {"_other"} | {a for a, _ in first_two}
 
 
 def test_uninstrument_twice_is_harmless(sim: Simulator) -> None:
