@@ -146,6 +146,15 @@ class Tap:
         self._exemplars = settings.exemplars and spans is not None and bool(self.sinks)
         _handoff.start()
 
+    def __repr__(self) -> str:  # the public name, not this module's path
+        sinks = ", ".join(getattr(sink, "name", type(sink).__name__) for sink in self._call_sinks) or "no sinks"
+        if self.metrics_address is not None:
+            host, port = self.metrics_address
+            served = f"/metrics on {f'[{host}]' if ':' in host else host}:{port}"
+        else:
+            served = "/metrics not served"
+        return f"<llmtap.Tap: {served}; records to {sinks}>"
+
     @property
     def prometheus(self) -> PrometheusExporter | None:
         """The Prometheus exporter among the sinks (its ``registry`` is what ``/metrics`` serves), if any."""
