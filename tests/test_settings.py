@@ -121,7 +121,7 @@ def test_unknown_variables_are_named_in_a_warning(caplog: pytest.LogCaptureFixtu
     with caplog.at_level(logging.WARNING, logger="llmtap"):
         llmtap.Settings.from_env({"LLMTAP_TRACE": "false", "LLMTAP_TRACES": "false", "LLMTAP_REQUIRE_FIXTURES": "1"})
     warnings = [r.getMessage() for r in caplog.records]
-    assert warnings == ["llmtap: ignoring LLMTAP_TRACE: no such setting (did you mean LLMTAP_TRACES?)"]
+    assert warnings == ["ignoring LLMTAP_TRACE: no such setting (did you mean LLMTAP_TRACES?)"]
 
 
 def test_a_misspelt_keyword_gets_did_you_mean() -> None:

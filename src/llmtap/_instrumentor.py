@@ -45,7 +45,7 @@ class LlmtapInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
             _run_exit.install()  # the exit waits a bounded time for an OTLP endpoint, said in one line
         if _installation.current is not None:
-            logger.warning("llmtap: already instrumented by llmtap.instrument(); the instrumentor leaves it as it is")
+            logger.warning("already instrumented by llmtap.instrument(); the instrumentor leaves it as it is")
             return
         try:
             _lifecycle.activate(

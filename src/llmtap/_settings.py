@@ -440,4 +440,4 @@ def _warn_unknown(key: str) -> None:
     known = [ENV_PREFIX + n.upper() for n in Settings.model_fields]
     close = difflib.get_close_matches(key, known, n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
-    logger.warning("llmtap: ignoring %s: no such setting%s", key, hint)
+    logger.warning("ignoring %s: no such setting%s", key, hint)
