@@ -81,7 +81,7 @@ def _docstring_exports(script: Path) -> dict[str, str]:
 def test_zero_code_example_as_its_docstring_says(tmp_path: Path) -> None:
     """The docstring's simulator exports and ``--metrics-port ... --wait``: /metrics is scrapeable while it waits."""
     exports = _docstring_exports(EXAMPLES / "zero_code_app.py")
-    assert set(exports) == {"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "LLMTAP_BASE_URLS"}
+    assert set(exports) == {"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"}  # no LLMTAP_BASE_URLS: the SDK is observed
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LLMTAP_", "PROMETHEUS_", "ANTHROPIC_"))}
     with Simulator() as sim:
