@@ -71,9 +71,10 @@ def _with(**changes: Any) -> Callable[[random.Random], Scenario]:
     return lambda rng: _normal(rng).replace(**changes)
 
 
+# the default mix is mostly healthy: about 9 in 10 streams not rejected complete, as in a healthy service
 KINDS: tuple[Kind, ...] = (
-    Kind("stream", 40, "stream", _normal),
-    Kind("non_stream", 12, "create", _normal),
+    Kind("stream", 120, "stream", _normal),
+    Kind("non_stream", 30, "create", _normal),
     Kind("max_tokens", 4, "stream", _with(stop_reason="max_tokens")),
     Kind("tool_use", 4, "stream", _with(stop_reason="tool_use")),
     Kind("retry_529", 4, "stream", _with(fail=1, fail_status=529, retry_after=0.3)),
