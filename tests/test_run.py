@@ -466,6 +466,7 @@ def test_unreachable_otlp_endpoint_bounds_the_exit_in_one_line(tmp_path: Path) -
 def test_bounded_exit_waits_at_most_its_bound(caplog: pytest.LogCaptureFixture) -> None:
     """A provider whose shutdown never returns: the exit handler returns after its bound with one line; one
     that returns: nothing is said, and every provider was shut down."""
+    import logging
     import threading
 
     from llmtap._run_exit import BoundedExit
@@ -482,10 +483,17 @@ def test_bounded_exit_waits_at_most_its_bound(caplog: pytest.LogCaptureFixture) 
                 self.release.wait(30)
 
     quick, stuck = Provider(False), Provider(True)
-    with caplog.at_level("WARNING", logger="llmtap"):
-        BoundedExit([quick, Provider(False)], 0.2, "http://c:4318").run()
-        assert quick.called.is_set() and not caplog.records  # control: done in time, silent
-        BoundedExit([quick, stuck], 0.2, "http://c:4318").run()
+    try:
+        with caplog.at_level("WARNING", logger="llmtap"):
+            BoundedExit([quick, Provider(False)], 0.2, "http://c:4318").run()
+            assert quick.called.is_set() and not caplog.records  # control: done in time, silent
+            BoundedExit([quick, stuck], 0.2, "http://c:4318").run()
+    finally:  # at a real exit the OpenTelemetry loggers stay quiet; in this process, later tests read them
+        for name in list(logging.Logger.manager.loggerDict):
+            if name.startswith("opentelemetry"):
+                one = logging.getLogger(name)
+                for found in [f for f in one.filters if type(f).__name__ == "_Collect"]:
+                    one.removeFilter(found)
     stuck.release.set()
     assert stuck.called.is_set()
     (record,) = caplog.records
