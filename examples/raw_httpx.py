@@ -1,11 +1,16 @@
 """No SDK: plain ``httpx`` streaming the Messages API is observed the same way (simulator, no key).
 
+Needs ``httpx`` itself (the SDKs bring ``httpx2``, not ``httpx``): ``pip install 'llmtap[httpx]'``.
+
 python examples/raw_httpx.py
 """
 
 from __future__ import annotations
 
-import httpx
+try:
+    import httpx
+except ImportError:  # said in one line rather than a traceback
+    raise SystemExit("examples/raw_httpx.py needs httpx (the SDKs bring httpx2): pip install 'llmtap[httpx]'") from None
 from prometheus_client import generate_latest
 
 import llmtap

@@ -2,11 +2,11 @@
 
     pip install 'llmtap[run]' anthropic          # from a checkout: pip install -e '.[run]' anthropic
 
-Against the simulator (no account needed; any key is accepted, and llmtap observes only the hosts it
-knows, so the simulator's URL goes into ``LLMTAP_BASE_URLS``)::
+Against the simulator (no account needed; any key is accepted, and what the official SDKs send is
+observed whatever the host, so llmtap needs no setting for it)::
 
     llmtap simulate --port 8787 &
-    export ANTHROPIC_BASE_URL=http://127.0.0.1:8787 ANTHROPIC_API_KEY=not-needed LLMTAP_BASE_URLS=http://127.0.0.1:8787
+    export ANTHROPIC_BASE_URL=http://127.0.0.1:8787 ANTHROPIC_API_KEY=not-needed
 
 Against the real API, only ``export ANTHROPIC_API_KEY=...``. Then either::
 

@@ -179,3 +179,24 @@ def test_outcome_groups_match_the_library() -> None:
     by_name = {r.get("record"): " ".join(r["expr"].split()) for r in rules() if "record" in r}
     for ratio in ("stream_abort_ratio", "stream_service_abort_ratio", "stream_client_abort_ratio"):
         assert by_name[f"llmtap:{ratio}:rate5m"].endswith("/ (llmtap:streams_started:rate5m > 0)"), ratio
+
+
+def test_runbooks_name_dashboard_variables_as_the_dashboards_label_them() -> None:
+    """A runbook that points at a dashboard variable uses the label a reader sees (Instance), not the variable's
+    internal name (``server``); control: the runbooks do point at one."""
+    import json
+
+    labels = {
+        variable["label"]
+        for board in sorted(DASHBOARDS.glob("*.json"))
+        for variable in json.loads(board.read_text())["templating"]["list"]
+        if variable.get("label")
+    }
+    named = [
+        name
+        for rule in rules(ALERTS)
+        for name in re.findall(r"\(([^()]*\bvariable\b[^()]*)\)", rule.get("annotations", {}).get("runbook", ""))
+    ]
+    assert named, "no runbook names a dashboard variable"
+    said = [re.fullmatch(r"the (\w+) variable of the dashboards", n) for n in named]
+    assert all(m is not None and m.group(1) in labels for m in said), (named, labels)

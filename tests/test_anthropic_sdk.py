@@ -79,7 +79,7 @@ def test_completed_stream_matches_server(sim: Simulator, cap: Capture, mode: Mod
     assert cap.sample("llmtap_stop_reasons_total", reason="max_tokens") == 1
     assert cap.sample("llmtap_time_to_first_token_seconds_count") == 1
     assert cap.sample("gen_ai_client_operation_time_per_output_chunk_seconds_count") == record.chunks - 1
-    (span,) = cap.spans()
+    (span,) = cap.spans
     assert span.attributes is not None
     assert span.attributes["gen_ai.usage.input_tokens"] == 167
     assert span.attributes["gen_ai.usage.cache_read.input_tokens"] == 40
@@ -107,7 +107,7 @@ def test_retries_are_linked(sim: Simulator, cap: Capture, mode: Mode) -> None:
     assert call.duration >= 0.1  # two server-advised waits are inside the call
     assert call.time_to_first_token is not None and call.time_to_first_token >= 0.1
     assert cap.sample("llmtap_call_duration_seconds_count", outcome="completed") == 1
-    spans = sorted(cap.spans(), key=lambda s: s.start_time or 0)
+    spans = sorted(cap.spans, key=lambda s: s.start_time or 0)
     assert [s.attributes["http.request.resend_count"] if s.attributes else None for s in spans[1:]] == [1, 2]
     # each retry links to the attempt before it
     assert spans[1].links[0].context.span_id == spans[0].context.span_id
@@ -144,7 +144,7 @@ def test_composes_with_the_sdk_call_span(sim: Simulator, cap: Capture, tracing: 
     run = drive(sim, "sync", "stream", Scenario(tokens=2, fail=1, retry_after=0.01), options={"open_telemetry": option})
     assert run.error is None
     cap.wait(2, calls=1)
-    spans = cap.spans()
+    spans = cap.spans
     ours = [s for s in spans if s.instrumentation_scope and s.instrumentation_scope.name == "llmtap"]
     theirs = [s for s in spans if s not in ours]
     assert len(ours) == 2
@@ -160,7 +160,7 @@ def test_composes_with_the_sdk_call_span(sim: Simulator, cap: Capture, tracing: 
 def test_no_secrets_in_spans(sim: Simulator, cap: Capture) -> None:
     drive(sim, "sync", "stream", Scenario(tokens=2))
     cap.wait(1)
-    (span,) = cap.spans()
+    (span,) = cap.spans
     text = repr(dict(span.attributes or {}))
     assert "sk-test-secret" not in text
     assert "hi" not in [str(v) for v in (span.attributes or {}).values()]  # no prompt content
@@ -223,7 +223,7 @@ def test_a_529_retried_to_success_is_a_rejection_not_an_interruption(sim: Simula
     assert cap.sample("llmtap_retries_total", reason="529") == 1
     assert cap.calls[0].outcome is Outcome.COMPLETED
     assert cap.sample("llmtap_call_duration_seconds_count", outcome="completed") == 1
-    spans = sorted(cap.spans(), key=lambda s: s.start_time or 0)
+    spans = sorted(cap.spans, key=lambda s: s.start_time or 0)
     assert [s.status.status_code.name for s in spans] == ["ERROR", "UNSET"]
     assert spans[0].attributes is not None and spans[0].attributes["error.type"] == "529"
     assert spans[0].attributes["llmtap.outcome"] == "rejected"

@@ -57,7 +57,7 @@ def test_labels_and_span_attributes(sim: Simulator, labelled: tuple[Capture, InM
     # tenant is not a label: never on a series; it is on the spans
     names = {label for m in cap.registry.collect() for s in m.samples for label in s.labels}
     assert "feature" in names and "tenant" not in names
-    spans = [dict(s.attributes or {}) for s in cap.spans()]
+    spans = [dict(s.attributes or {}) for s in cap.spans]
     assert [(a.get("feature"), a.get("tenant")) for a in spans] == [
         ("search", "acme"),
         ("summarise", "acme"),

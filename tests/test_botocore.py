@@ -409,7 +409,7 @@ def test_no_secret_on_any_record_or_span(sim: Simulator, cap: Capture) -> None:
     )
     bedrock.converse(modelId=MODEL, messages=[{"role": "user", "content": [{"text": "my private prompt"}]}])
     record = only(cap)
-    seen = repr(record) + repr([span.attributes for span in cap.spans()])
+    seen = repr(record) + repr([span.attributes for span in cap.spans])
     for secret in ("AKIDSECRETKEYID", "wJalrXUtnFEMI", "SESSIONTOKENSECRET", "Signature", "private prompt"):
         assert secret not in seen
     assert MODEL in seen  # control: the record and spans are what was searched

@@ -94,7 +94,7 @@ def test_completed_stream_matches_server(sim: Simulator, cap: Capture, mode: Mod
     assert cap.sample("llmtap_tokens_total", gen_ai_token_type="input") == 167
     assert cap.sample("llmtap_stop_reasons_total", reason="max_tokens") == 1
     assert cap.sample("llmtap_time_to_first_token_seconds_count") == 1
-    (span,) = cap.spans()
+    (span,) = cap.spans
     assert span.attributes is not None
     assert span.attributes["gen_ai.response.finish_reasons"] == ("max_tokens",)
     assert span.end_time is not None and span.start_time is not None
@@ -137,8 +137,8 @@ def test_no_secrets_in_telemetry(sim: Simulator, cap: Capture) -> None:
     for client in CLIENTS:
         assert drive(sim, "sync", "stream", Scenario(tokens=2), client).error is None
     cap.wait(2, calls=2)
-    assert len(cap.spans()) == 2  # positive control: both calls were seen
-    text = repr([s.attributes for s in cap.spans()]) + repr(cap.records)
+    assert len(cap.spans) == 2  # positive control: both calls were seen
+    text = repr([s.attributes for s in cap.spans]) + repr(cap.records)
     for secret in ("ya29.secret", "AKIDEXAMPLE", "wJalrXUtnFEMI", "Signature=", "Bearer"):
         assert secret not in text
 

@@ -173,7 +173,7 @@ def test_costs_are_exported_on_both_paths(sim: Simulator, priced: tuple[Capture,
     assert {k: v for k, v in unpriced.items() if v} == {("my-unknown-model", ""): 1.0}
     assert ("claude-sonnet-4-6", "") in unpriced
     # on each span too, in the GenAI conventions' names (source "local": llmtap's own price); none unpriced
-    spans = {str((span.attributes or {})["gen_ai.request.model"]): dict(span.attributes or {}) for span in cap.spans()}
+    spans = {str((span.attributes or {})["gen_ai.request.model"]): dict(span.attributes or {}) for span in cap.spans}
     sonnet = spans["claude-sonnet-4-6"]
     assert sonnet["gen_ai.usage.cost.amount"] == pytest.approx(prom)
     assert (sonnet["gen_ai.usage.cost.currency"], sonnet["gen_ai.usage.cost.source"]) == ("USD", "local")
@@ -189,4 +189,4 @@ def test_cost_is_off_by_default(sim: Simulator, cap: Capture) -> None:
     names = {metric.name for metric in cap.registry.collect()}
     assert not any(name.startswith("llmtap_cost") for name in names)
     assert cap.records[0].cost is None
-    assert not [k for k in cap.spans()[0].attributes or {} if k.startswith("gen_ai.usage.cost")]
+    assert not [k for k in cap.spans[0].attributes or {} if k.startswith("gen_ai.usage.cost")]

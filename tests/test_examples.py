@@ -81,7 +81,7 @@ def _docstring_exports(script: Path) -> dict[str, str]:
 def test_zero_code_example_as_its_docstring_says(tmp_path: Path) -> None:
     """The docstring's simulator exports and ``--metrics-port ... --wait``: /metrics is scrapeable while it waits."""
     exports = _docstring_exports(EXAMPLES / "zero_code_app.py")
-    assert set(exports) == {"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "LLMTAP_BASE_URLS"}
+    assert set(exports) == {"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"}  # no LLMTAP_BASE_URLS: the SDK is observed
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LLMTAP_", "PROMETHEUS_", "ANTHROPIC_"))}
     with Simulator() as sim:
@@ -141,3 +141,22 @@ def test_cost_budget_example_rules() -> None:
     for args in (["check", "rules", "rules.yaml"], ["test", "rules", "test.yaml"]):
         done = subprocess.run([promtool, *args], cwd=folder, capture_output=True, text=True, check=False)
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_raw_httpx_example_names_what_it_needs(tmp_path: Path) -> None:
+    """Without httpx (the SDKs bring httpx2): one line naming the extra, not a traceback. Control: with httpx the
+    example runs (test_example_runs)."""
+    blocker = tmp_path / "httpx.py"  # shadows the installed httpx: importing it fails as if it were missing
+    blocker.write_text('raise ImportError("No module named httpx")\n')
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLES / "raw_httpx.py")],
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert (
+        out.stderr.strip() == "examples/raw_httpx.py needs httpx (the SDKs bring httpx2): pip install 'llmtap[httpx]'"
+    )
+    assert "Needs ``httpx``" in (EXAMPLES / "raw_httpx.py").read_text().split('"""')[1]  # the docstring says it too

@@ -42,7 +42,7 @@ def _drive(sim: Simulator, n: int) -> None:
 
 
 def _span_trace_ids(cap: Capture) -> set[str]:
-    return {format(span.context.trace_id, "032x") for span in cap.spans() if span.context is not None}
+    return {format(span.context.trace_id, "032x") for span in cap.spans if span.context is not None}
 
 
 @pytest.fixture

@@ -88,7 +88,7 @@ def _check_common(cap: Capture, sim: Simulator, model: str, expected: list[Outco
         assert record.url_path == seen.path
         assert seen.api == "gemini" and seen.auth_present  # the key was sent ...
         assert SECRET not in repr(record)  # ... and never recorded
-    spans = sorted(cap.spans(), key=lambda s: s.start_time or 0)
+    spans = sorted(cap.spans, key=lambda s: s.start_time or 0)
     assert [s.attributes["llmtap.outcome"] if s.attributes else None for s in spans] == [o.value for o in expected]
     assert [s.status.status_code.name == "ERROR" for s in spans] == [o in FAILED for o in expected]
     for span in spans:

@@ -97,3 +97,50 @@ def test_label_overflows_are_counted_by_label() -> None:
     assert {k: v for k, v in after.items() if k != "request_model"} == {
         k: v for k, v in before.items() if k != "request_model"
     }
+
+
+def _stderr_of(code: str) -> str:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    return out.stderr
+
+
+TYPO = "from llmtap._settings import Settings; Settings.from_env({'LLMTAP_METRICS_PROT': '1'})"
+
+
+def test_the_name_is_said_once_whatever_the_logging_setup() -> None:
+    """Under ``logging.basicConfig`` the logger's name is not repeated in the message
+    (``WARNING:llmtap:ignoring …``, not ``WARNING:llmtap:llmtap: ignoring …``); with no logging configured,
+    Python's last-resort handler prints the message alone, and then it says whose it is; the command line
+    says it once too, and a message naming a command is left as it is."""
+    said = _stderr_of(f"import logging; logging.basicConfig(); {TYPO}")
+    assert said == "WARNING:llmtap:ignoring LLMTAP_METRICS_PROT: no such setting (did you mean LLMTAP_METRICS_PORT?)\n"
+    said = _stderr_of(TYPO)  # no logging configured
+    assert said == "llmtap: ignoring LLMTAP_METRICS_PROT: no such setting (did you mean LLMTAP_METRICS_PORT?)\n"
+    line = _log.without_prefix()
+    record = logging.LogRecord("llmtap", logging.WARNING, __file__, 1, "ignoring %s", ("X",), None)
+    assert line.format(record) == "WARNING llmtap: ignoring X"
+    record = logging.LogRecord("llmtap", logging.WARNING, __file__, 1, "llmtap run: nothing is exported", (), None)
+    assert line.format(record) == "WARNING llmtap run: nothing is exported"
+    record = logging.LogRecord("other", logging.WARNING, __file__, 1, "hello", (), None)
+    assert line.format(record) == "WARNING other: hello"
+
+
+def test_no_message_repeats_the_loggers_name() -> None:
+    """Every log call in the source: no message begins with ``llmtap: `` (exceptions may: they have no logger)."""
+    import re
+    from pathlib import Path
+
+    source = Path(_log.__file__).parent
+    repeated = [
+        f"{path.relative_to(source)}:{n}"
+        for path in sorted(source.rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"""(?<!Error\()f?["']llmtap: """, line)
+    ]
+    # ImportError messages (no logger), the package docstring, and the one place that adds the name
+    allowed = {"_core/cost.py", "__init__.py", "_log.py"}
+    assert [r for r in repeated if r.split(":")[0] not in allowed] == []
+    assert {r.split(":")[0] for r in repeated} == allowed  # control: the pattern finds what it looks for

@@ -60,7 +60,7 @@ def check(cap: Capture, sim: Simulator, sdk: str, model: str, expected: list[Out
         assert record.url_path == PATH[sdk] == seen.path
         assert seen.api == API[sdk] and seen.auth_present
         assert SECRET not in repr(record)
-    spans = sorted(cap.spans(), key=lambda s: s.start_time or 0)
+    spans = sorted(cap.spans, key=lambda s: s.start_time or 0)
     assert [s.attributes["llmtap.outcome"] if s.attributes else None for s in spans] == [o.value for o in expected]
     assert [s.status.status_code.name == "ERROR" for s in spans] == [o in FAILED for o in expected]
     assert cap.sample("llmtap_streams_in_flight") == 0

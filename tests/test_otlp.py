@@ -915,7 +915,7 @@ def test_an_sdk_older_than_the_floor_is_named_once_at_instrument(
     lines = [r.getMessage() for r in caplog.records if "older than" in r.getMessage()]
     if warned:
         assert lines == [
-            f"llmtap: opentelemetry-sdk {version} is older than 1.44.0, which llmtap's OpenTelemetry metrics need: "
+            f"opentelemetry-sdk {version} is older than 1.44.0, which llmtap's OpenTelemetry metrics need: "
             "before 1.32 its OTLP exporter gives llmtap's histograms wrong buckets (its default ones, for "
             "milliseconds), and before 1.44 a worker forked while its parent exported can export no metric; "
             "upgrade it: pip install 'opentelemetry-sdk>=1.44.0'"

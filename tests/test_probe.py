@@ -552,3 +552,68 @@ def test_help_and_docs_document_exit_statuses_and_schema(capsys: pytest.CaptureF
         assert f"\n  {status.value}  " in help_text, status
         assert f"| {status.value} |" in page, status
     assert "schema_version" in page and f"`schema_version` is {SCHEMA_VERSION}" in page
+
+
+def test_llmtap_simulate_default_answer_says_why_aborts_and_fits_are_untested() -> None:
+    """``llmtap simulate`` with no scenario, as an endpoint: 5 tokens in ~2 ms whatever max_tokens says. The
+    fits name the one length seen, and an abort that met a finished answer is "not tested", with the
+    scenario that makes the simulator probe-able; control: started with that scenario, every abort lands."""
+    from llmtap.probe._aborts import ENDED_FIRST, SHORT_ANSWERS
+
+    with Simulator() as sim:  # what `llmtap simulate` serves without --scenario
+        report = run_probe(ProbeOptions(base_url=sim.base_url, models=("claude-x",), requests=10))
+    text = render_text(report)
+    assert "duration ≈ not identifiable: all 10 completed requests had output_tokens = 5" in text, text
+    assert "fill,count_input" in text and "too few completed requests or a single length" not in text
+    # an abort the answer outran (the race is the machine's: force one so the rendering is checked every time)
+    timeout = next(a for a in report.aborts if a.mode == "timeout")
+    outran = dataclasses.replace(timeout, outcome=Outcome.COMPLETED.value, finding=f"{ENDED_FIRST}; ...")
+    assert outran.ended_first and not outran.as_expected
+    forced = dataclasses.replace(report, aborts=(outran,), notes=(SHORT_ANSWERS,))
+    text = render_text(forced)
+    assert "(not tested: expected timeout)" in text and "EXPECTED timeout" not in text, text
+    assert ENDED_FIRST in text and "--scenario fill,count_input,ttft=0.05,gap=0.004" in text
+    assert "<td class='untested'>completed</td>" in render_html(forced)
+    assert json.loads(forced.to_json())["aborts"][0]["ended_first"] is True
+    for abort in report.aborts:  # what really happened: each abort landed, or says the answer outran it
+        assert abort.as_expected or (abort.ended_first and abort.finding.startswith(ENDED_FIRST)), abort
+    assert (SHORT_ANSWERS in report.notes) is any(a.ended_first for a in report.aborts)
+    # control: the scenario the hint gives makes the simulator probe-able
+    with Simulator(default=Scenario.parse("fill,count_input,ttft=0.05,gap=0.004")) as sim:
+        report = run_probe(ProbeOptions(base_url=sim.base_url, models=("claude-x",), requests=10))
+    assert all(a.as_expected for a in report.aborts), [(a.mode, a.outcome) for a in report.aborts]
+    assert report.latency[0].duration_fit is not None and report.latency[0].ttft_fit is not None
+    assert SHORT_ANSWERS not in report.notes and "not identifiable" not in render_text(report)
+
+
+def test_output_polish_nothing_measured_404_body_and_neutral_names(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing measured: no "what a client cannot see" section of zeros; a 404 passes on what the server said
+    (the simulator lists its paths, so a doubled /v1 shows); request-id is not called Anthropic's on another
+    provider; a short latency phase is not "0 s"; a missing extra gets one hint, not two nested."""
+    from llmtap.probe import _unseen
+    from llmtap.probe._headers import MEANINGS
+
+    with Simulator() as sim:
+        code, out, err = _probe_cli(capsys, "--base-url", sim.base_url + "/v1", "--requests", "2")
+    assert code == ExitStatus.CANNOT_PROBE
+    assert "Not found: POST /v1/v1/messages (simulator serves POST /v1/messages" in err, err
+    assert "NOTHING MEASURED" in out and "What a client cannot see" not in out, out
+    with Simulator() as sim:  # control: a probe that measures has the section
+        code, out, _ = _probe_cli(capsys, "--base-url", sim.base_url, "--requests", "3", "--no-aborts")
+    assert code == ExitStatus.OK and "What a client cannot see" in out
+    assert "of the latency phase" in out and "over the 0 s of" not in out, out
+    assert _unseen._seconds(0.349) == "0.35 s" and _unseen._seconds(63.2) == "63 s"
+    assert "Anthropic)" not in dict(MEANINGS)["request-id"]
+
+    def no_sdk(*args: object, **kwargs: object) -> object:
+        raise ImportError(
+            "llmtap.testing.capture() records spans with the OpenTelemetry SDK: pip install 'llmtap[otel]' "
+            "(No module named 'opentelemetry.sdk')"
+        )
+
+    monkeypatch.setattr("llmtap.probe.run_probe", no_sdk)
+    code, _, err = _probe_cli(capsys, "--requests", "2")
+    assert code == ExitStatus.USAGE and err.count("pip install") == 1 and "llmtap[otel]" in err, err
+    assert err.startswith("llmtap probe: llmtap.testing.capture()"), err

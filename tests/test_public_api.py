@@ -166,3 +166,19 @@ def test_prometheus_only_app_runs_without_the_sdk() -> None:
         "ImportError: llmtap.LlmtapInstrumentor needs opentelemetry-instrumentation: pip install 'llmtap[otel]'",
         "sdk loaded: False",
     ], out.stdout + out.stderr
+
+
+def test_the_tap_prints_its_public_name() -> None:
+    """``instrument()`` returns an ``llmtap.Tap``, and says so (not ``llmtap._core.tap.Tap object at 0x…``),
+    with where its records go; control: the class really lives in a private module."""
+    from prometheus_client import CollectorRegistry
+
+    settings = llmtap.Settings(metrics_port=0, traces=False, otel_metrics=False)
+    tap = llmtap.instrument(settings, registry=CollectorRegistry())
+    try:
+        assert tap.metrics_address is not None
+        assert repr(tap) == f"<llmtap.Tap: /metrics on 127.0.0.1:{tap.metrics_address[1]}; records to prometheus>"
+    finally:
+        llmtap.uninstrument()
+    assert repr(llmtap.Tap()) == "<llmtap.Tap: /metrics not served; records to no sinks>"
+    assert type(tap).__module__ == "llmtap._core.tap" and "_core" not in repr(tap)

@@ -13,7 +13,7 @@ import pytest
 
 from llmtap import Outcome
 from llmtap._cli.main import main, parser
-from llmtap._cli.run import RUN_ENV, USAGE, RunError, prepare
+from llmtap._cli.run import NOTHING_EXPORTED, RUN_ENV, USAGE, RunError, prepare
 from llmtap._settings import NON_SETTINGS_ENV
 from llmtap.simulator import Simulator
 from tests.support.deploy import Scrape, free_port, histogram_count, posts, spans
@@ -184,11 +184,46 @@ def test_bad_settings_fail_before_the_program_starts(tmp_path: Path) -> None:
     env = {**os.environ, "LLMTAP_TRACES": "ture"}
     out = subprocess.run([LLMTAP, "run", "--", sys.executable, str(app)], env=env, capture_output=True, text=True)
     assert out.returncode == 2
-    assert "LLMTAP_TRACES" in out.stderr and "'ture'" in out.stderr and "yes/no" in out.stderr
+    (line,) = out.stderr.splitlines()  # one line, as every other llmtap run error
+    assert line.startswith("llmtap run: LLMTAP_TRACES: expected a boolean"), line
+    assert "'ture'" in line and "yes/no" in line and "validation error" not in line, line
     assert not marker.exists()
+    two = subprocess.run(  # two bad variables: still one line, naming both
+        [LLMTAP, "run", "--", sys.executable, str(app)],
+        env={**env, "LLMTAP_EXEMPLARS": "maybe"},
+        capture_output=True,
+        text=True,
+    )
+    (line,) = two.stderr.splitlines()
+    assert two.returncode == 2 and "LLMTAP_TRACES: " in line and "; LLMTAP_EXEMPLARS: " in line, line
+    assert "got 'maybe'" in line, line
     env["LLMTAP_TRACES"] = "off"  # positive control
     subprocess.run([LLMTAP, "run", "--", sys.executable, str(app)], env=env, check=True, capture_output=True)
     assert marker.exists()
+
+
+def test_nothing_exported_is_said_once_and_the_program_runs(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Neither a /metrics port nor an exporter: one line on stderr says how to export, and the program runs;
+    a port, an OTLP endpoint or an exporter of the user's choosing each make it quiet (the controls)."""
+    app, marker = _marker_app(tmp_path)
+    out = subprocess.run(
+        [LLMTAP, "run", "--", sys.executable, str(app)], env=_clean_env(), capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0 and marker.exists(), out.stderr
+    (line,) = out.stderr.splitlines()
+    assert line.endswith(NOTHING_EXPORTED), line
+    assert "--metrics-port" in line and "OTEL_EXPORTER_OTLP_ENDPOINT" in line
+    base = {"PATH": os.environ["PATH"]}
+    with caplog.at_level("WARNING", logger="llmtap"):
+        prepare(["python3"], base)
+        assert [r.getMessage() for r in caplog.records] == [NOTHING_EXPORTED]
+        caplog.clear()
+        prepare(["python3"], base, metrics_port=0)
+        prepare(["python3"], {**base, "LLMTAP_METRICS_PORT": "0"})
+        prepare(["python3"], {**base, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"})
+        prepare(["python3"], {**base, "OTEL_TRACES_EXPORTER": "console"})
+        prepare(["python3"], {**base, "OTEL_METRICS_EXPORTER": "console"})
+        assert not caplog.records
 
 
 def test_prepare_defaults_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -241,9 +276,9 @@ def test_one_metric_path_by_default(caplog: pytest.LogCaptureFixture) -> None:
         assert paths({**otlp, "OTEL_METRICS_EXPORTER": "none"}) == (None, "false")
         assert paths(otlp, port=0) == (None, "false")  # asked for /metrics: Prometheus
         assert paths({**otlp, "LLMTAP_METRICS_PORT": "0"}) == (None, "false")
-        assert not caplog.records  # one path each time: nothing to say
+        assert not [r for r in caplog.records if "twice" in r.getMessage()]  # one path each time: nothing to say
         assert paths({**otlp, "LLMTAP_METRICS": "true"}) == ("true", None)  # the user's choice stays
-    assert [r.getMessage() for r in caplog.records] == [
+    assert [r.getMessage() for r in caplog.records if "twice" in r.getMessage()] == [
         "llmtap run: metrics are exported twice, to Prometheus and over the OpenTelemetry meter "
         "(OTEL_METRICS_EXPORTER=otlp), as LLMTAP_METRICS and LLMTAP_OTEL_METRICS are both on; "
         "a dashboard that sums both double counts"
@@ -278,7 +313,12 @@ def test_taken_port_exits_2_before_the_program_starts(tmp_path: Path, multiproce
     assert out.returncode == 2, out.stderr
     assert len(out.stderr.splitlines()) == 1 and "Traceback" not in out.stderr, out.stderr
     assert f"cannot serve /metrics on 127.0.0.1:{port} (--metrics-port" in out.stderr
-    assert ("by another program" in out.stderr) is multiprocess, out.stderr
+    assert "by another program" in out.stderr, out.stderr  # the likely cause comes first, in both modes
+    said = out.stderr.index("another program")
+    if multiprocess:
+        assert f"no process of the multiprocess directory {tmp_path} serves it" in out.stderr, out.stderr
+    else:  # a single process is not told first to use multiprocess mode
+        assert "(choose another port)" in out.stderr and said < out.stderr.index("PROMETHEUS_MULTIPROC_DIR")
     assert not marker.exists()
     # positive control: the same command once the port is free
     subprocess.run(command, env=_clean_env(**mp), check=True, capture_output=True, timeout=60)
@@ -375,3 +415,86 @@ def test_argument_errors_blame_the_argument(argv: list[str], error: str, capsys:
     # control: valid values parse, as the numbers and addresses Settings accepts
     args, unknown = parser().parse_known_args(["run", "--metrics-port", "65535", "--metrics-addr", "::", "--", "x"])
     assert (args.metrics_port, args.metrics_addr, args.program, unknown) == (65535, "::", ["--", "x"], [])
+
+
+SPAN_APP = textwrap.dedent(
+    """
+    from opentelemetry import trace
+    with trace.get_tracer("app").start_as_current_span("work"):
+        pass
+    print("app done", flush=True)
+    """
+)
+
+
+def _exit_delay(app: Path, env: dict[str, str]) -> tuple[float, str, subprocess.CompletedProcess[str]]:
+    """Seconds from the program's last line to its exit, its stdout and the finished process."""
+    import time
+
+    proc = subprocess.Popen(
+        [LLMTAP, "run", "--", sys.executable, str(app)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    said = time.monotonic()
+    stdout, stderr = proc.communicate(timeout=60)
+    return time.monotonic() - said, line + stdout, subprocess.CompletedProcess(proc.args, proc.returncode, "", stderr)
+
+
+def test_unreachable_otlp_endpoint_bounds_the_exit_in_one_line(tmp_path: Path) -> None:
+    """A closed port as the OTLP endpoint: the exporter alone retries for its 10 s timeout per signal, one
+    after the other, in 8 lines; under ``llmtap run`` the exit waits ~2 s in all and says so once. Control: a
+    reachable receiver gets the span flushed at exit, and nothing is said."""
+    app = tmp_path / "app.py"
+    app.write_text(SPAN_APP)
+    closed = free_port()
+    env = _clean_env(OTEL_SERVICE_NAME="chat", OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{closed}")
+    delay, stdout, out = _exit_delay(app, env)
+    assert out.returncode == 0 and stdout == "app done\n", (stdout, out.stderr)
+    (line,) = out.stderr.splitlines()  # one line, not the exporters' retries
+    assert line.startswith(f"llmtap run: the last spans and metrics were not delivered to http://127.0.0.1:{closed}")
+    assert "OTEL_EXPORTER_OTLP_TIMEOUT" in line and "Transient error" not in out.stderr
+    assert delay < 8.0, delay  # generous: ~2 s here; the exporters' own retries take over 10 s
+    # control: a receiver that answers gets the span at exit, and there is nothing to say
+    with otlp_receiver() as receiver:
+        delay, stdout, out = _exit_delay(app, {**env, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint})
+        assert out.returncode == 0 and stdout == "app done\n" and out.stderr == "", out.stderr
+        assert [name for name, _, _ in spans(receiver)] == ["work"]
+
+
+def test_bounded_exit_waits_at_most_its_bound(caplog: pytest.LogCaptureFixture) -> None:
+    """A provider whose shutdown never returns: the exit handler returns after its bound with one line; one
+    that returns: nothing is said, and every provider was shut down."""
+    import logging
+    import threading
+
+    from llmtap._run_exit import BoundedExit
+
+    class Provider:
+        def __init__(self, block: bool) -> None:
+            self.block = block
+            self.called = threading.Event()
+            self.release = threading.Event()
+
+        def shutdown(self) -> None:
+            self.called.set()
+            if self.block:
+                self.release.wait(30)
+
+    quick, stuck = Provider(False), Provider(True)
+    try:
+        with caplog.at_level("WARNING", logger="llmtap"):
+            BoundedExit([quick, Provider(False)], 0.2, "http://c:4318").run()
+            assert quick.called.is_set() and not caplog.records  # control: done in time, silent
+            BoundedExit([quick, stuck], 0.2, "http://c:4318").run()
+    finally:  # at a real exit the OpenTelemetry loggers stay quiet; in this process, later tests read them
+        for name in list(logging.Logger.manager.loggerDict):
+            if name.startswith("opentelemetry"):
+                one = logging.getLogger(name)
+                for found in [f for f in one.filters if type(f).__name__ == "_Collect"]:
+                    one.removeFilter(found)
+    stuck.release.set()
+    assert stuck.called.is_set()
+    (record,) = caplog.records
+    assert "not delivered to http://c:4318 (no answer in time)" in record.getMessage(), record.getMessage()

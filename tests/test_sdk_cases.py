@@ -159,7 +159,7 @@ def test_case(
     assert cap.sample("llmtap_streams_in_flight") == 0
     assert cap.sample("llmtap_retries_total") == (len(expected) - 1 if cls.linked_retries else 0)
     # spans: one per attempt, errors only for rejections and service-side outcomes, no secret anywhere
-    spans = sorted(cap.spans(), key=lambda s: s.start_time or 0)
+    spans = sorted(cap.spans, key=lambda s: s.start_time or 0)
     assert [s.attributes["llmtap.outcome"] if s.attributes else None for s in spans] == [o.value for o in expected]
     assert [s.status.status_code.name == "ERROR" for s in spans] == [o in FAILED for o in expected]
     for span in spans:

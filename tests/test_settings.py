@@ -121,4 +121,23 @@ def test_unknown_variables_are_named_in_a_warning(caplog: pytest.LogCaptureFixtu
     with caplog.at_level(logging.WARNING, logger="llmtap"):
         llmtap.Settings.from_env({"LLMTAP_TRACE": "false", "LLMTAP_TRACES": "false", "LLMTAP_REQUIRE_FIXTURES": "1"})
     warnings = [r.getMessage() for r in caplog.records]
-    assert warnings == ["llmtap: ignoring LLMTAP_TRACE: no such setting (did you mean LLMTAP_TRACES?)"]
+    assert warnings == ["ignoring LLMTAP_TRACE: no such setting (did you mean LLMTAP_TRACES?)"]
+
+
+def test_a_misspelt_keyword_gets_did_you_mean() -> None:
+    """As a misspelt LLMTAP_* variable does; other errors are reported beside it unchanged, and a name close to
+    nothing gets no guess. Control: the right keyword is accepted."""
+    with pytest.raises(ValidationError) as raised:
+        llmtap.Settings(base_url=["http://x"])  # type: ignore[call-arg]
+    (error,) = raised.value.errors()
+    assert error["loc"] == ("base_url",) and error["type"] == "extra_forbidden"
+    assert error["msg"] == "no such setting (did you mean base_urls?)"
+    with pytest.raises(ValidationError) as raised:
+        llmtap.Settings(metrics_prot=9467, max_models=0, zzz=1)  # type: ignore[call-arg]
+    said = {e["loc"][0]: e["msg"] for e in raised.value.errors()}
+    assert said == {
+        "max_models": "Input should be greater than or equal to 1",
+        "metrics_prot": "no such setting (did you mean metrics_port?)",
+        "zzz": "no such setting",
+    }
+    assert llmtap.Settings(base_urls=("http://x",)).base_urls == ("http://x",)

@@ -48,3 +48,20 @@ def test_sample_sums_the_matching_series_and_capture_leaves_nothing_behind(sim: 
         assert again.records == [] and again.sample("llmtap_attempts_total") == 0
     assert len(sim.wait_served(4)) == 4  # the control: the request after the block was served
     assert len(cap.records) == 3
+
+
+def test_capture_reads_as_it_is_used(sim: Simulator) -> None:
+    """``records``, ``calls`` and ``spans`` are all properties (``print(cap.spans)`` shows spans, not a bound
+    method); the repr says what was captured; ``wait`` documents itself for ``help()``."""
+    from llmtap.testing import Capture
+
+    with capture(llmtap.Settings(base_urls=(sim.base_url,))) as cap, httpx2.Client() as client:
+        assert repr(cap) == "<llmtap.testing.Capture: 0 records, 0 calls, 0 spans>"  # control: before any request
+        client.post(sim.base_url + "/v1/messages", json=BODY, headers=Scenario(tokens=1).headers()).read()
+        cap.wait(1)
+        assert isinstance(cap.spans, tuple) and len(cap.spans) == len(cap.records) == 1
+        assert cap.spans[0].name.startswith("chat ") and "bound method" not in str(cap.spans)
+        assert repr(cap) == "<llmtap.testing.Capture: 1 records, 1 calls, 1 spans>"
+    for name in ("records", "calls", "spans"):
+        assert isinstance(getattr(Capture, name), property), name
+    assert Capture.wait.__doc__ and "TimeoutError" in Capture.wait.__doc__

@@ -115,7 +115,7 @@ def test_a_default_span_carries_the_time_to_the_first_output(sim: Simulator, cap
     assert result.error is None
     cap.wait(1)
     (record,) = cap.records
-    (span,) = cap.spans()
+    (span,) = cap.spans
     (served,) = sim.wait_served(1)
     assert served.first_token_sent_at is not None and record.time_to_first_token is not None
     value = dict(span.attributes or {})["gen_ai.response.time_to_first_chunk"]

@@ -85,7 +85,7 @@ class Fence:
             first = self.path not in _said
             _said.add(self.path)
         if first:
-            logger.debug("llmtap: %s %s (%s)", self.path, self.fast if inside else self.public, why)
+            logger.debug("%s %s (%s)", self.path, self.fast if inside else self.public, why)
         return inside
 
 

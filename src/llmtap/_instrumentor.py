@@ -6,7 +6,7 @@ machinery costs about 1.6 MiB of modules."""
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
@@ -16,6 +16,14 @@ from llmtap._cli.run import RUN_ENV
 from llmtap._log import logger
 
 __all__ = ["LlmtapInstrumentor"]
+
+
+def _exports(environ: Mapping[str, str]) -> bool:
+    """Whether the OpenTelemetry SDK exports anything (``llmtap run`` sets ``none`` when it has nowhere to)."""
+    return any(
+        environ.get(name, "none").strip().lower() not in ("", "none")
+        for name in ("OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER")
+    )
 
 
 class LlmtapInstrumentor(BaseInstrumentor):  # type: ignore[misc]
@@ -32,8 +40,12 @@ class LlmtapInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return ()
 
     def _instrument(self, **kwargs: Any) -> None:
+        if os.environ.get(RUN_ENV) == "1" and _exports(os.environ):
+            from llmtap import _run_exit
+
+            _run_exit.install()  # the exit waits a bounded time for an OTLP endpoint, said in one line
         if _installation.current is not None:
-            logger.warning("llmtap: already instrumented by llmtap.instrument(); the instrumentor leaves it as it is")
+            logger.warning("already instrumented by llmtap.instrument(); the instrumentor leaves it as it is")
             return
         try:
             _lifecycle.activate(

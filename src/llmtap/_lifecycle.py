@@ -68,7 +68,7 @@ def activate(
             except Exception as exc:
                 exc.add_note("llmtap.instrument(): patching the HTTP clients failed; nothing stays patched")
                 raise
-            logger.debug("llmtap: instrumented %s", ", ".join(patches.packages) or "nothing")
+            logger.debug("instrumented %s", ", ".join(patches.packages) or "nothing")
     except BaseException:
         with contextlib.suppress(Exception):  # the error that stopped the build is the one to see
             Installation(tap, server, patches).close()

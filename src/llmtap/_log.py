@@ -35,6 +35,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger("llmtap")
+"""llmtap's one logger. Its messages do not repeat its name (``WARNING:llmtap:ignoring …`` under
+``logging.basicConfig``); where nothing would show the name, it is added (:class:`_Named`)."""
 
 INTERNAL_WHERE: tuple[str, ...] = ("sink", "parser", "stream", "call", "sdk_hook", "other")
 """Where an internal failure happened: an exporter (``sink``), a provider parser or the observer
@@ -49,6 +51,20 @@ _lock = threading.Lock()
 _internal: dict[str, int] = dict.fromkeys(INTERNAL_WHERE, 0)
 _overflows: dict[str, int] = {}
 _last_logged: dict[str, tuple[float, int]] = {}  # where -> (monotonic time logged, occurrences since)
+
+
+class _Named(logging.Filter):
+    """An app that configured no logging gets Python's last-resort handler, which prints a record's message
+    alone: then the message says whose it is (``llmtap: …``). A message naming a command (``llmtap run: …``)
+    already does."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and not record.msg.startswith("llmtap") and not logger.hasHandlers():
+            record.msg = "llmtap: " + record.msg
+        return True
+
+
+logger.addFilter(_Named())
 
 
 def log_once(key: str, msg: str, *args: object, level: int = logging.WARNING) -> None:
@@ -127,14 +143,13 @@ def quiet() -> Iterator[None]:
 
 
 class without_prefix(logging.Formatter):  # a formatter class, named for what it does
-    """A formatter for the command line: llmtap's own messages already begin with ``llmtap: ``, which
-    Python's last-resort handler (an app that configured no logging) prints alone; the logger name is not
-    repeated before them. Other loggers' records keep their name."""
+    """A formatter for the command line: ``LEVEL name: message``, where a message that already names an
+    llmtap command (``llmtap run: …``) is not given the logger's name again."""
 
     def __init__(self) -> None:
         super().__init__("%(levelname)s %(name)s: %(message)s")
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # logging's name
-        if record.name == "llmtap" or record.name.startswith("llmtap."):
+        if (record.name == "llmtap" or record.name.startswith("llmtap.")) and record.message.startswith("llmtap"):
             return f"{record.levelname} {record.message}"
         return super().formatMessage(record)

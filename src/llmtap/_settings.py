@@ -10,7 +10,16 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from llmtap._core.metrics import (  # re-exported: the bucket boundaries used to live here
@@ -277,6 +286,19 @@ class Settings(BaseModel):
             raise ValueError("metrics_port serves the Prometheus metrics, which metrics=False turns off")
         return port
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _hint_typos(cls, data: Any, handler: ModelWrapValidatorHandler[Settings]) -> Settings:
+        """A misspelt keyword gets "did you mean", as a misspelt ``LLMTAP_*`` variable does."""
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            errors = exc.errors()
+            if not any(e["type"] == "extra_forbidden" for e in errors):
+                raise
+            hinted: list[Any] = [_typo(e) if e["type"] == "extra_forbidden" else e for e in errors]
+            raise ValidationError.from_exception_data(cls.__name__, hinted) from None
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Settings from ``LLMTAP_<FIELD>`` variables, then ``overrides``.
@@ -398,10 +420,24 @@ def _relocate(
     return _error(where, error["input"], str(error["msg"]))
 
 
+def _typo(error: Any) -> InitErrorDetails:
+    """An ``extra_forbidden`` error about a keyword, with the closest field name when there is one."""
+    import difflib  # only for a misspelt keyword
+
+    name = str(error["loc"][-1]) if error["loc"] else ""
+    close = difflib.get_close_matches(name, list(Settings.model_fields), n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return {
+        "type": PydanticCustomError("extra_forbidden", "no such setting{hint}", {"hint": hint}),
+        "loc": error["loc"],
+        "input": error["input"],
+    }
+
+
 def _warn_unknown(key: str) -> None:
     import difflib  # only for a mistyped LLMTAP_* name: not loaded by every instrument() (~0.2 MiB)
 
     known = [ENV_PREFIX + n.upper() for n in Settings.model_fields]
     close = difflib.get_close_matches(key, known, n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
-    logger.warning("llmtap: ignoring %s: no such setting%s", key, hint)
+    logger.warning("ignoring %s: no such setting%s", key, hint)

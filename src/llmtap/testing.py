@@ -80,7 +80,13 @@ class RecordingSink:
 
 
 class Capture:
-    """What one :func:`capture` block recorded."""
+    """What one :func:`capture` block recorded: :attr:`records` (attempts), :attr:`calls` (logical calls,
+    retries included) and :attr:`spans` are properties, read as they are at that moment; :meth:`wait` blocks
+    until a number of them has ended, :meth:`sample` reads a metric from :attr:`registry`.
+
+    .. versionchanged:: 0.1.0
+       ``spans`` is a property, as ``records`` and ``calls`` are (it was a method).
+    """
 
     def __init__(self, tap: Tap, registry: CollectorRegistry, spans: InMemorySpanExporter, sink: RecordingSink):
         self.tap = tap
@@ -102,10 +108,31 @@ class Capture:
         return self._sink.calls
 
     def wait(self, records: int, calls: int = 0, timeout: float = 5.0) -> None:
+        """Block until at least ``records`` attempts and ``calls`` logical calls have ended.
+
+        An attempt ends when its stream does (read to the end, closed, cancelled or dropped), which can be
+        after the SDK call returned or on another thread: wait before asserting on :attr:`records`,
+        :attr:`calls` or :attr:`spans`.
+
+        Args:
+            records: attempts to wait for (each HTTP request, retries included).
+            calls: logical calls to wait for (an SDK call with its retries).
+            timeout: seconds.
+
+        Raises:
+            TimeoutError: fewer ended within ``timeout`` (the message says how many did).
+        """
         self._sink.wait(records, calls, timeout)
 
+    @property
     def spans(self) -> tuple[ReadableSpan, ...]:
+        """Every span ended so far (one per attempt, in the order they ended)."""
         return tuple(self._spans.get_finished_spans())
+
+    def __repr__(self) -> str:
+        return (
+            f"<llmtap.testing.Capture: {len(self.records)} records, {len(self.calls)} calls, {len(self.spans)} spans>"
+        )
 
     def sample(self, name: str, **labels: str) -> float:
         """Sum of the samples named ``name`` whose labels include ``labels`` (0.0 when none)."""

@@ -37,7 +37,7 @@ from llmtap._core.record import FAILED
 from llmtap._drive import Action, Config, Mode, Sdk, adapter, arun, run
 from llmtap.simulator import Scenario, Simulator
 
-__all__ = ["DEMO_FOR", "MIXES", "MIX_HELP", "DemoError", "run_demo"]
+__all__ = ["DEMO_FOR", "MIXES", "MIX_HELP", "DemoError", "next_steps", "run_demo"]
 
 MODELS = ("claude-sonnet-4-6", "claude-haiku-4-5", "claude-opus-4-1")
 OPENAI_MODELS = ("gpt-4o-mini", "gpt-5")
@@ -71,9 +71,10 @@ def _with(**changes: Any) -> Callable[[random.Random], Scenario]:
     return lambda rng: _normal(rng).replace(**changes)
 
 
+# the default mix is mostly healthy: about 9 in 10 streams not rejected complete, as in a healthy service
 KINDS: tuple[Kind, ...] = (
-    Kind("stream", 40, "stream", _normal),
-    Kind("non_stream", 12, "create", _normal),
+    Kind("stream", 120, "stream", _normal),
+    Kind("non_stream", 30, "create", _normal),
     Kind("max_tokens", 4, "stream", _with(stop_reason="max_tokens")),
     Kind("tool_use", 4, "stream", _with(stop_reason="tool_use")),
     Kind("retry_529", 4, "stream", _with(fail=1, fail_status=529, retry_after=0.3)),
@@ -216,9 +217,17 @@ class _View:
             prev_bound, prev_count = bound, count
         return None
 
-    def render(self, url: str, elapsed: float, alerts: str | None = None, *, size: tuple[int, int] = (80, 24)) -> str:
+    def render(
+        self,
+        url: str,
+        elapsed: float,
+        alerts: str | None = None,
+        *,
+        size: tuple[int, int] = (80, 24),
+        simulator: str | None = None,
+    ) -> str:
         """The live view, at most ``size`` (columns, rows): the title first, so a short terminal cuts the
-        bottom (the rate-limit rows), never the ``/metrics`` URL or how to stop."""
+        bottom (the rate-limit rows), never the ``/metrics`` URL, how to stop or the simulator's URL."""
 
         def sec(v: float | None) -> str:
             return "   -   " if v is None else f"{v * 1000:6.0f}ms"
@@ -244,6 +253,8 @@ class _View:
         failed = sum(v for o, v in calls.items() if llmtap.Outcome(o) in FAILED)
         started = total - streams.get(llmtap.Outcome.REJECTED.value, 0.0)
         lines = [f"llmtap demo — {url}/metrics — {elapsed:4.0f}s — last {self.window:.0f}s — Ctrl-C stops"]
+        if simulator:
+            lines.append(f"  simulator {simulator} (an SDK's base_url can point at it)")
         if alerts:
             lines.append(f"  alerts: {alerts} (demo rules: for: {DEMO_FOR})")
         lines += [
@@ -512,7 +523,7 @@ def run_demo(
                         )
                 else:
                     size = tuple(shutil.get_terminal_size((80, 24)))
-                    frame = view.render(url, elapsed, alerts, size=(size[0], size[1]))
+                    frame = view.render(url, elapsed, alerts, size=(size[0], size[1]), simulator=sim.base_url)
                     sys.stdout.write("\x1b[H\x1b[2J" + frame)  # no newline after the last row: nothing scrolls
                     sys.stdout.flush()
                 stop.wait(1.0)
@@ -524,4 +535,18 @@ def run_demo(
             for thread in threads:
                 thread.join(timeout=5)
             gc.collect()
+            print(next_steps(), flush=True)
     return 0
+
+
+def next_steps(port: int = 9464) -> str:
+    """What the demo prints when it stops: where to go from here, in four lines."""
+    return "\n".join(
+        (
+            f"next: instrument your app: llmtap.instrument(llmtap.Settings(metrics_port={port}))",
+            f"      or leave it unchanged: llmtap run --metrics-port {port} -- python app.py",
+            "      point it at a simulator, no key needed: llmtap simulate (http://127.0.0.1:8787)",
+            "      dashboards and alert rules: dashboards/; see alerts fire: "
+            'make demo DEMO_ARGS="--mix faults --prometheus"',
+        )
+    )

@@ -21,6 +21,9 @@ Defaults ``llmtap run`` adds when the variable is unset (it never overrides one 
   no ``/metrics`` port is asked for; Prometheus (``LLMTAP_OTEL_METRICS=false``) otherwise. Both stay on
   only when both variables say so, and then one log line says that metrics are exported twice.
 
+With neither a ``/metrics`` port nor an exporter (no OTLP endpoint, no ``OTEL_*_EXPORTER``), nothing
+leaves the program: one line on stderr says so and how to export, and the program runs.
+
 Before the program starts it checks what would otherwise fail inside it, and exits 2 with one line:
 the ``LLMTAP_*`` settings, the command, the ``run`` extra, and that the ``/metrics`` address can be
 bound (in multiprocess mode: held by nobody, or served by a process of the same directory). A failure
@@ -35,10 +38,14 @@ import os
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from llmtap._log import logger
 
-__all__ = ["RUN_ENV", "USAGE", "prepare", "run"]
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+__all__ = ["NOTHING_EXPORTED", "RUN_ENV", "USAGE", "prepare", "run"]
 
 USAGE = "llmtap run [--metrics-port N] [--metrics-addr ADDR] -- COMMAND [ARGS...]"
 RUN_ENV = "LLMTAP_RUN"
@@ -51,6 +58,17 @@ _ENDPOINTS = (
     "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
 )
 EXTRA_HINT = "llmtap run needs the OpenTelemetry distro and OTLP exporter: pip install 'llmtap[run]'"
+
+
+NOTHING_EXPORTED = (
+    "llmtap run: nothing is exported: add --metrics-port 9464 to serve /metrics, or set "
+    "OTEL_EXPORTER_OTLP_ENDPOINT to send OTLP (unless the program serves prometheus_client's registry itself)"
+)
+"""Said once, on stderr, when neither a ``/metrics`` port nor an OpenTelemetry exporter is configured."""
+
+
+def _exports(env: Mapping[str, str], name: str) -> bool:
+    return env[name].strip().lower() not in ("", "none")
 
 
 class RunError(Exception):
@@ -97,7 +115,7 @@ def prepare(
     env.setdefault("OTEL_METRICS_EXPORTER", otlp)
     env.setdefault("OTEL_LOGS_EXPORTER", "none")
     env.setdefault("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
-    exporting = env["OTEL_METRICS_EXPORTER"].strip().lower() not in ("", "none")
+    exporting = _exports(env, "OTEL_METRICS_EXPORTER")
     if exporting and not env.get("LLMTAP_METRICS_PORT", "").strip():
         env.setdefault("LLMTAP_METRICS", "false")  # the meter path
     else:
@@ -128,6 +146,8 @@ def prepare(
         raise RunError(f"llmtap run: command not found: {command[0]}")
     if settings.metrics and settings.metrics_port is not None:
         _check_port(settings.metrics_addr, settings.metrics_port, env)
+    if settings.metrics_port is None and not exporting and not _exports(env, "OTEL_TRACES_EXPORTER"):
+        logger.warning("%s", NOTHING_EXPORTED)
     return executable, list(command), env
 
 
@@ -141,14 +161,31 @@ def _check_port(addr: str, port: int, env: Mapping[str, str]) -> None:
         raise RunError(f"llmtap run: {(exc.strerror or str(exc)).removeprefix('llmtap ')}") from exc
 
 
+def _one_line(exc: ValidationError) -> str:
+    """A settings error as one line: each bad variable, what it accepts and the value given."""
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"]) or "settings"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        value = error.get("input")
+        shown = repr(value) if isinstance(value, str) else None
+        if shown is not None and shown not in message:
+            message += f", got {shown}"
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts)
+
+
 def run(command: Sequence[str], *, metrics_port: int | None = None, metrics_addr: str | None = None) -> int:
     """Exec ``command`` instrumented (returns only on error, with the exit status to use)."""
     from pydantic import ValidationError
 
     try:
         executable, argv, env = prepare(command, os.environ, metrics_port=metrics_port, metrics_addr=metrics_addr)
-    except (RunError, ValidationError) as exc:
+    except RunError as exc:
         print(exc, file=sys.stderr)
+        return 2
+    except ValidationError as exc:
+        print(f"llmtap run: {_one_line(exc)}", file=sys.stderr)
         return 2
     sys.stdout.flush()
     sys.stderr.flush()

@@ -97,7 +97,7 @@ class LabelBound:
             label_overflow(self.label)
             log_once(
                 f"overflow-{self.label}",
-                "llmtap: more than %d distinct %s values; further ones are labelled %r",
+                "more than %d distinct %s values; further ones are labelled %r",
                 self.limit,
                 self.label,
                 self.overflow,

@@ -128,7 +128,7 @@ class Pricer:
         if found is None:
             log_once(
                 f"unpriced-{provider}-{model}",
-                "llmtap: no price for %s model %r: its cost is counted as unpriced",
+                "no price for %s model %r: its cost is counted as unpriced",
                 provider,
                 model,
             )

@@ -211,16 +211,14 @@ class UnobservedHosts:
                 return
             if len(self._named) >= MAX_HINTS:
                 self._full = True
-                logger.warning(
-                    "llmtap: more hosts look like LLM APIs but are not observed; the first %d were named", MAX_HINTS
-                )
+                logger.warning("more hosts look like LLM APIs but are not observed; the first %d were named", MAX_HINTS)
                 return
             self._named.add(key)
         shown = sanitize(host)
         origin = f"{scheme}://{'[' + shown + ']' if ':' in shown else shown}:{port}"
         suffix = next((s for s in provider.path_suffixes if path.rstrip("/").endswith(s)), "")
         logger.warning(
-            "llmtap: %s looks like an LLM API (a path ending %s) but is not observed: on a host like this one "
+            "%s looks like an LLM API (a path ending %s) but is not observed: on a host like this one "
             "llmtap observes the official anthropic / openai SDKs' requests (sdk_calls), other clients' only "
             "when you add %r to Settings.base_urls (LLMTAP_BASE_URLS) or set match_any_host=True "
             "(LLMTAP_MATCH_ANY_HOST)",

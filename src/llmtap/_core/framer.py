@@ -189,7 +189,7 @@ class SseFramer:
         self.errors += 1
         log_once(
             "overflow",
-            "llmtap: an SSE event from %s exceeded max_event_bytes=%d; it was dropped unparsed",
+            "an SSE event from %s exceeded max_event_bytes=%d; it was dropped unparsed",
             self._name,
             self._max,
         )
@@ -229,7 +229,7 @@ class FrameFeed:
                 converted = provider.event_from_frame(headers, payload)
             except (ValueError, RecursionError) as exc:
                 self.errors += 1
-                log_once("frame", "llmtap: unreadable event-stream message from %s (%s)", provider.name, exc)
+                log_once("frame", "unreadable event-stream message from %s (%s)", provider.name, exc)
                 continue
             if converted is None:
                 continue
@@ -245,7 +245,7 @@ class FrameFeed:
             self.errors += self._framer.take_errors()
             log_once(
                 "frame-error",
-                "llmtap: an event-stream message from %s was dropped (longer than max_event_bytes=%d, bad CRC or "
+                "an event-stream message from %s was dropped (longer than max_event_bytes=%d, bad CRC or "
                 "bad headers); counted in parse_errors",
                 provider.name,
                 self._max,
@@ -317,7 +317,7 @@ class NdjsonFramer:
             self.errors += 1
             log_once(
                 "overflow-line",
-                "llmtap: a JSON line from %s exceeded max_event_bytes=%d; it was dropped unparsed",
+                "a JSON line from %s exceeded max_event_bytes=%d; it was dropped unparsed",
                 self._name,
                 self._max,
             )

@@ -72,9 +72,7 @@ def drain() -> None:
             try:
                 tap._end(attempt, ending, at, exc)
             except Exception as own:  # never into the caller: a scrape, the next request, uninstrument()
-                internal_error(
-                    "stream", "llmtap: internal error in a dropped stream's end (request unaffected): %r", own
-                )
+                internal_error("stream", "internal error in a dropped stream's end (request unaffected): %r", own)
 
 
 def start() -> None:

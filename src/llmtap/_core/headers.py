@@ -272,7 +272,7 @@ def read_header_items(provider: Provider, items: Sequence[tuple[bytes, bytes, by
             errors += 1
             log_once(
                 "header",
-                "llmtap: could not parse response header %r from %s; ignored",
+                "could not parse response header %r from %s; ignored",
                 raw_name.decode("latin-1"),
                 provider.name,
             )

@@ -120,7 +120,7 @@ class AttemptObserver:
                 self._decoder = make_decoder(encoding)
             except BodyDecodeError as exc:
                 self.parse_errors += 1
-                log_once("encoding", "llmtap: %s; response bodies with it are not parsed", exc)
+                log_once("encoding", "%s; response bodies with it are not parsed", exc)
                 self.streamed = b"text/event-stream" in content_type or b"application/x-ndjson" in content_type
                 return
         max_event = self._config.max_event_bytes
@@ -160,10 +160,10 @@ class AttemptObserver:
             self._decoder = None
             self._framer = None
             self._feed = _ignore
-            log_once("decode", "llmtap: %s (%s); the rest of this body is not parsed", exc, self.provider.name)
+            log_once("decode", "%s (%s); the rest of this body is not parsed", exc, self.provider.name)
         except Exception as exc:
             self.parse_errors += 1
-            internal_error("parser", "llmtap: internal error parsing a %s body: %r", self.provider.name, exc)
+            internal_error("parser", "internal error parsing a %s body: %r", self.provider.name, exc)
         return self.said_end
 
     def on_content(self, content: bytes, now: float) -> None:
@@ -183,14 +183,14 @@ class AttemptObserver:
             self.parse_errors += 1
             log_once(
                 "event",
-                "llmtap: could not parse an event %r from %s (%s); counted in parse_errors",
+                "could not parse an event %r from %s (%s); counted in parse_errors",
                 (event or b"").decode("ascii", "replace")[:64],
                 provider.name,
                 type(exc).__name__,
             )
         except Exception as exc:  # a parser bug: counted as llmtap's own failure too
             self.parse_errors += 1
-            internal_error("parser", "llmtap: internal error parsing a %s event: %r", provider.name, exc)
+            internal_error("parser", "internal error parsing a %s event: %r", provider.name, exc)
         else:
             # the one time-to-first-token rule: the first event carrying generated output of any kind
             if output is not None and self.first_token_at is None:
@@ -204,7 +204,7 @@ class AttemptObserver:
         self.parse_errors += 1
         log_once(
             "json-size",
-            "llmtap: a %s JSON body exceeded max_json_bytes=%d; not parsed",
+            "a %s JSON body exceeded max_json_bytes=%d; not parsed",
             self.provider.name,
             self._config.max_json_bytes,
         )
@@ -219,13 +219,13 @@ class AttemptObserver:
         except (ValueError, RecursionError):
             if 200 <= status < 300:
                 self.parse_errors += 1
-                log_once("json", "llmtap: a %s response body was not valid JSON", self.provider.name)
+                log_once("json", "a %s response body was not valid JSON", self.provider.name)
             return
         try:
             self.provider.on_body(self.facts, parsed, status)
         except Exception as exc:
             self.parse_errors += 1
-            internal_error("parser", "llmtap: internal error reading a %s body: %r", self.provider.name, exc)
+            internal_error("parser", "internal error reading a %s body: %r", self.provider.name, exc)
 
     # -- the ending: decided once, finalised once ------------------------------------------------
 

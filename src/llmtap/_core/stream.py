@@ -52,7 +52,7 @@ _OBSERVING: contextvars.ContextVar[bool] = contextvars.ContextVar("llmtap_observ
 
 
 def _internal_error(where: str, exc: BaseException) -> None:
-    internal_error("stream", "llmtap: internal error in %s (request unaffected): %r", where, exc)
+    internal_error("stream", "internal error in %s (request unaffected): %r", where, exc)
 
 
 def _now(attempt: Attempt) -> float:
@@ -143,7 +143,7 @@ def python_checked() -> None:
         tested = ", ".join(f"{major}.{minor}" for major, minor in LOOP_EXITS)
         log_once(
             "python-version",
-            "llmtap: Python %d.%d is not one llmtap is tested on (%s): a stream the app leaves with `break` "
+            "Python %d.%d is not one llmtap is tested on (%s): a stream the app leaves with `break` "
             "or `return` reads `abandoned`, not `client_closed` (that reading depends on the interpreter's "
             "bytecode); everything else is observed as usual",
             *version,

@@ -146,6 +146,15 @@ class Tap:
         self._exemplars = settings.exemplars and spans is not None and bool(self.sinks)
         _handoff.start()
 
+    def __repr__(self) -> str:  # the public name, not this module's path
+        sinks = ", ".join(getattr(sink, "name", type(sink).__name__) for sink in self._call_sinks) or "no sinks"
+        if self.metrics_address is not None:
+            host, port = self.metrics_address
+            served = f"/metrics on {f'[{host}]' if ':' in host else host}:{port}"
+        else:
+            served = "/metrics not served"
+        return f"<llmtap.Tap: {served}; records to {sinks}>"
+
     @property
     def prometheus(self) -> PrometheusExporter | None:
         """The Prometheus exporter among the sinks (its ``registry`` is what ``/metrics`` serves), if any."""
@@ -253,14 +262,14 @@ class Tap:
             try:
                 span = self.spans.start(start)
             except Exception as exc:
-                internal_error("sink", "llmtap: the %s exporter failed: %r", self.spans.name, exc)
+                internal_error("sink", "the %s exporter failed: %r", self.spans.name, exc)
         states: list[object] = []
         for sink in self.sinks:
             try:
                 states.append(sink.start(start))
             except Exception as exc:
                 states.append(_FAILED)
-                internal_error("sink", "llmtap: the %s exporter failed: %r", sink.name, exc)
+                internal_error("sink", "the %s exporter failed: %r", sink.name, exc)
         observer = AttemptObserver(start, provider, self._config)
         if self._exemplars and span is not None:
             # read once here, not copied into the record at its end (a 40-field replace per attempt)
@@ -269,7 +278,7 @@ class Tap:
                 if context.trace_flags.sampled:
                     observer.span_context = context
             except Exception as exc:
-                internal_error("sink", "llmtap: the %s exporter failed: %r", "tracing", exc)
+                internal_error("sink", "the %s exporter failed: %r", "tracing", exc)
         return Attempt(observer, call, span, tuple(states))
 
     def _attributes(self, values: Mapping[str, str]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
@@ -311,7 +320,7 @@ class Tap:
                 model = record.response_model or record.request_model
                 record = record._replace(cost=self._pricer.price(record.provider, model, record.usage))
         except Exception as exc:
-            internal_error("other", "llmtap: internal error bounding labels or pricing: %r", exc)
+            internal_error("other", "internal error bounding labels or pricing: %r", exc)
         span, states = attempt.span, attempt.states
         # nothing of the ended span or of the sinks' states is read again: let them go now, not with the
         # attempt (which a response in its HTTP client's reference cycle, or a traceback the app keeps, can
@@ -321,7 +330,7 @@ class Tap:
             try:
                 self.spans.end(record, span)
             except Exception as exc:
-                internal_error("sink", "llmtap: the %s exporter failed: %r", self.spans.name, exc)
+                internal_error("sink", "the %s exporter failed: %r", self.spans.name, exc)
         # one state per sink, made together in _begin (strict=True checked that again on every attempt)
         for sink, state in zip(self.sinks, states, strict=False):
             if state is _FAILED:
@@ -329,7 +338,7 @@ class Tap:
             try:
                 sink.end(record, state)
             except Exception as exc:
-                internal_error("sink", "llmtap: the %s exporter failed: %r", sink.name, exc)
+                internal_error("sink", "the %s exporter failed: %r", sink.name, exc)
         call = attempt.call
         if call is None:
             self._call_ended(call_record("", 1, record.started_at, record))
@@ -337,7 +346,7 @@ class Tap:
         try:
             ended = call.attempt_ended(record)
         except Exception as exc:
-            internal_error("call", "llmtap: internal error ending a call: %r", exc)
+            internal_error("call", "internal error ending a call: %r", exc)
             return
         if ended is not None:
             self._call_ended(ended)
@@ -355,7 +364,7 @@ class Tap:
             try:
                 sink.call_end(record)
             except Exception as exc:
-                internal_error("sink", "llmtap: the %s exporter failed: %r", sink.name, exc)
+                internal_error("sink", "the %s exporter failed: %r", sink.name, exc)
 
     def close(self) -> None:
         """Close the span exporter and every sink (the Prometheus metrics are unregistered, the OTel
@@ -370,7 +379,7 @@ class Tap:
             try:
                 close()
             except Exception as exc:
-                internal_error("sink", "llmtap: closing the %s exporter failed: %r", sink.name, exc)
+                internal_error("sink", "closing the %s exporter failed: %r", sink.name, exc)
 
 
 def _public_suppression_check() -> Callable[[], bool] | None:
@@ -383,7 +392,7 @@ def _public_suppression_check() -> Callable[[], bool] | None:
     except Exception as exc:  # not installed, or broken by the same move
         log_once(
             "suppress-key",
-            "llmtap: opentelemetry.context has no _SUPPRESS_INSTRUMENTATION_KEY and opentelemetry-instrumentation's "
+            "opentelemetry.context has no _SUPPRESS_INSTRUMENTATION_KEY and opentelemetry-instrumentation's "
             "is_instrumentation_enabled() is not available (%r): suppression is read from the plain "
             "'suppress_instrumentation' context key only",
             exc,
@@ -392,7 +401,7 @@ def _public_suppression_check() -> Callable[[], bool] | None:
         return None
     log_once(
         "suppress-key",
-        "llmtap: opentelemetry.context has no _SUPPRESS_INSTRUMENTATION_KEY: suppression is read through "
+        "opentelemetry.context has no _SUPPRESS_INSTRUMENTATION_KEY: suppression is read through "
         "opentelemetry-instrumentation's is_instrumentation_enabled()",
         level=logging.DEBUG,
     )

@@ -117,7 +117,7 @@ def otel_metrics_on(settings: Settings, meter_provider: MeterProvider | None) ->
         return True
     log_once(
         "otel_metrics_off",
-        "llmtap: no OpenTelemetry meter provider is set, so llmtap records no OpenTelemetry metrics; set one "
+        "no OpenTelemetry meter provider is set, so llmtap records no OpenTelemetry metrics; set one "
         "before instrument(), pass meter_provider=, or set LLMTAP_OTEL_METRICS=true to record through one set later",
         level=logging.INFO,
     )

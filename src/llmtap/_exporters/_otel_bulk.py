@@ -312,11 +312,11 @@ def _load() -> _SDK | None:
             from opentelemetry.sdk.metrics._internal.measurement_consumer import SynchronousMeasurementConsumer
         except ImportError as exc:  # an SDK before 1.4x (or after): record(), as documented, nothing to count
             _disabled = True
-            logger.debug("llmtap: OpenTelemetry histogram values go through record() (%r)", exc)
+            logger.debug("OpenTelemetry histogram values go through record() (%r)", exc)
             return None
         if not hasattr(_ViewInstrumentMatch, "_get_or_create_aggregation"):
             _disabled = True
-            logger.debug("llmtap: OpenTelemetry histogram values go through record() (an SDK before 1.4x)")
+            logger.debug("OpenTelemetry histogram values go through record() (an SDK before 1.4x)")
             return None
         filters = (TraceBasedExemplarFilter, AlwaysOffExemplarFilter)
         _sdk = (
@@ -335,4 +335,4 @@ def _disable(exc: BaseException) -> None:
     global _disabled
     if not _disabled:
         _disabled = True
-        internal_error("sink", "llmtap: OpenTelemetry histogram values go through record() from now on: %r", exc)
+        internal_error("sink", "OpenTelemetry histogram values go through record() from now on: %r", exc)

@@ -192,10 +192,10 @@ def _learn(kind: type, span: Any) -> _Layout | None:
             ):
                 layout = _Layout(readable, attributes, bounded)
     except Exception as exc:  # a layout this module does not know
-        logger.debug("llmtap: spans of %s keep the SDK's containers (%r)", kind.__qualname__, exc)
+        logger.debug("spans of %s keep the SDK's containers (%r)", kind.__qualname__, exc)
     else:
         if layout is None:
-            logger.debug("llmtap: spans of %s keep the SDK's containers", kind.__qualname__)
+            logger.debug("spans of %s keep the SDK's containers", kind.__qualname__)
     _layouts[kind] = layout
     return layout
 
@@ -219,4 +219,4 @@ def _reads_plain(readable: type[Any]) -> bool:
 def _disable(exc: BaseException) -> None:
     global _broken
     _broken = True
-    internal_error("sink", "llmtap: slimming finished spans failed, spans keep the SDK's containers: %r", exc)
+    internal_error("sink", "slimming finished spans failed, spans keep the SDK's containers: %r", exc)

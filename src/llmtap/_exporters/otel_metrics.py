@@ -481,7 +481,7 @@ def _write_ended(ended: _Ended) -> None:
     try:
         exporter._write_ended(record, in_flight)
     except Exception as exc:
-        internal_error("sink", "llmtap: the %s exporter failed: %r", exporter.name, exc)
+        internal_error("sink", "the %s exporter failed: %r", exporter.name, exc)
 
 
 def _forget_in_child(ref: weakref.ref[_Shared]) -> None:
@@ -524,7 +524,7 @@ def _warn_if_old(provider: Any) -> None:
     if tuple(numbers) < MIN_SDK:
         log_once(
             "old-otel-sdk",
-            "llmtap: opentelemetry-sdk %s is older than %s, which llmtap's OpenTelemetry metrics need: before "
+            "opentelemetry-sdk %s is older than %s, which llmtap's OpenTelemetry metrics need: before "
             "1.32 its OTLP exporter gives llmtap's histograms wrong buckets (its default ones, for milliseconds), and "
             "before 1.44 a worker forked while its parent exported can export no metric; upgrade it: "
             "pip install 'opentelemetry-sdk>=%s'",

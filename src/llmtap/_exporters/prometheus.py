@@ -306,7 +306,7 @@ class _Folded(Collector):
             key, measurements, span, limits = _measure(self._mapping, ended)
             self._fold(key, measurements, span, limits, ended[2])
         except Exception as exc:
-            internal_error("sink", "llmtap: the %s exporter failed: %r", PrometheusExporter.name, exc)
+            internal_error("sink", "the %s exporter failed: %r", PrometheusExporter.name, exc)
 
     def _fold(
         self,

@@ -65,7 +65,10 @@ def _problem(addr: str, port: int, exc: OSError, mp_dir: str | None, source: str
     text = f"cannot serve /metrics on {_where(addr, port)} ({source}): {exc.strerror or exc}"
     if exc.errno == errno.EADDRINUSE:
         if mp_dir is None:
-            text += "; several worker processes need multiprocess mode (PROMETHEUS_MULTIPROC_DIR)"
+            text += (
+                ": held by another program (choose another port); if it is another process of this app, "
+                "several worker processes need multiprocess mode (PROMETHEUS_MULTIPROC_DIR)"
+            )
         else:
             text += f" by another program: no process of the multiprocess directory {mp_dir} serves it"
     return text
@@ -187,7 +190,7 @@ class MetricsServer:
                 claim = _Claim.take(mp_dir, port)
                 if claim is None:
                     logger.info(
-                        "llmtap: /metrics on %s is served by process %s of the multiprocess directory %s",
+                        "/metrics on %s is served by process %s of the multiprocess directory %s",
                         _where(addr, port),
                         _Claim.holder(mp_dir, port),
                         mp_dir,
@@ -207,7 +210,7 @@ class MetricsServer:
         )
         thread.start()
         made = cls(server, thread, claim)
-        logger.info("llmtap: serving /metrics on http://%s/metrics", _where(*made.address))
+        logger.info("serving /metrics on http://%s/metrics", _where(*made.address))
         return made
 
     def stop(self) -> None:
@@ -230,7 +233,7 @@ class MetricsServer:
         if self._server is None or multiprocess_dir() is not None:
             return
         logger.warning(
-            "llmtap: process %d was forked from the process serving /metrics on %s:%d, which cannot see its "
+            "process %d was forked from the process serving /metrics on %s:%d, which cannot see its "
             "metrics; set PROMETHEUS_MULTIPROC_DIR (prometheus-client multiprocess mode) before starting a "
             "multi-worker server",
             os.getpid(),

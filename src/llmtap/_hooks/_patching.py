@@ -86,7 +86,7 @@ def _fire(name: str, module: ModuleType) -> None:
     try:
         hook(module)
     except Exception as exc:  # never into the application's import
-        logger.warning("llmtap: could not instrument %s on import: %r", name, exc)
+        logger.warning("could not instrument %s on import: %r", name, exc)
 
 
 class _Finder:

@@ -107,7 +107,7 @@ def _open_call(
     try:
         return Call(info_of(args[1] if len(args) > 1 else kwargs.get("options")), sdk)
     except Exception as exc:
-        internal_error("sdk_hook", "llmtap: could not open a logical call: %r", exc)
+        internal_error("sdk_hook", "could not open a logical call: %r", exc)
         return None
 
 
@@ -126,7 +126,7 @@ def _close_call(tap: Tap, call: Call, cancelled_at: float | None = None) -> None
         if record is not None:
             tap._call_ended(record)
     except Exception as exc:
-        internal_error("sdk_hook", "llmtap: could not close a logical call: %r", exc)
+        internal_error("sdk_hook", "could not close a logical call: %r", exc)
 
 
 def _sdk_sync_hook(sdk: str, info_of: Callable[[Any], RequestInfo | None] = info_from_options) -> Any:
@@ -200,12 +200,12 @@ def _installed(name: str) -> bool:
 def _wrap(owner: Any, attribute: str, wrapper: Any, label: str, applied: list[tuple[Any, str, Any]]) -> None:
     original = owner.__dict__.get(attribute)
     if original is None:
-        logger.warning("llmtap: %s has no %s; this version is not instrumented", label, attribute)
+        logger.warning("%s has no %s; this version is not instrumented", label, attribute)
         return
     try:
         patched = wrap_method(original, wrapper)
     except TypeError as exc:
-        logger.warning("llmtap: %s.%s is %s; this version is not instrumented", label, attribute, exc)
+        logger.warning("%s.%s is %s; this version is not instrumented", label, attribute, exc)
         return
     setattr(owner, attribute, patched)
     applied.append((owner, attribute, original))
@@ -307,7 +307,7 @@ def _aiohttp_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any
         try:
             from llmtap._hooks.aiohttp_session import request_wrapper
         except Exception as exc:  # never the request's problem: it goes out unobserved
-            internal_error("other", "llmtap: the aiohttp hook could not be loaded: %r", exc)
+            internal_error("other", "the aiohttp hook could not be loaded: %r", exc)
             return wrapped(*args, **kwargs)
         wrapper = _aiohttp_wrapper = request_wrapper
     return wrapper(wrapped, instance, args, kwargs)
@@ -376,7 +376,7 @@ class Patches:
         except Exception as exc:
             if strict:
                 raise  # inside instrument(): it undoes everything and says why (all or nothing)
-            logger.warning("llmtap: could not instrument %s: %r", name, exc)
+            logger.warning("could not instrument %s: %r", name, exc)
 
     def catch_up(self) -> None:
         """Patch the wanted modules another thread imported while the installation was being made (their
@@ -395,7 +395,7 @@ class Patches:
                 setattr(owner, attribute, original)
             else:
                 # someone wrapped on top of us: leave their wrapper, make ours a pass-through
-                logger.warning("llmtap: %s.%s was re-wrapped by another library; ours stays inert", owner, attribute)
+                logger.warning("%s.%s was re-wrapped by another library; ours stays inert", owner, attribute)
 
 
 # -- the explicit transport ------------------------------------------------------------------------

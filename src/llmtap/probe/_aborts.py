@@ -19,7 +19,16 @@ from ._report import AbortResult
 from ._session import Session
 from ._words import plural
 
-__all__ = ["MODES", "AbortMode", "run"]
+__all__ = ["ENDED_FIRST", "MODES", "SHORT_ANSWERS", "AbortMode", "run"]
+
+
+ENDED_FIRST = "the answer ended before the abort could happen"
+SHORT_ANSWERS = (
+    "some aborts were not tested: the answers ended before the abort could happen; ask for longer ones "
+    "(--max-tokens), and start `llmtap simulate` with --scenario fill,count_input,ttft=0.05,gap=0.004 "
+    "(without fill it ignores max_tokens and answers 5 tokens in ~2 ms)"
+)
+"""The probe's note when an answer was too short to abort (``llmtap simulate``'s default answer is)."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,8 @@ def run(s: Session, model: str, min_ttft: float | None) -> list[AbortResult]:
         timeout = s.driver.timeout(read, total) if mode.read_timeout else total
         results.append(_one(s, mode, model, timeout, mode.how.format(read_ms=read * 1000, why=why)))
     s.progress("aborts", len(MODES), len(MODES))
+    if any(r.ended_first for r in results):
+        s.notes.append(SHORT_ANSWERS)
     return results
 
 
@@ -96,6 +107,8 @@ def _one(s: Session, mode: AbortMode, model: str, timeout: Any, how: str) -> Abo
     final_usage = bool(record.stop_reasons)
     status = record.status_code
     parts = [f"llmtap outcome {record.outcome.value}"]
+    if record.outcome is Outcome.COMPLETED and mode.expected is not Outcome.COMPLETED:
+        parts.insert(0, ENDED_FIRST)
     parts.append(f"status {status}" if status is not None else "no HTTP status (no response headers)")
     parts.append(f"client saw {exc_name}" if exc_name else "client saw no exception")
     parts.append("final usage arrived" if final_usage else "no final usage (the stream ended before message end)")

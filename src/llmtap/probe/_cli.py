@@ -143,7 +143,13 @@ def main(args: argparse.Namespace) -> int:
     try:
         report = run_probe(options, progress=bar)
     except ImportError as exc:
-        print(f"llmtap probe drives the official SDKs: pip install 'llmtap[probe]' ({exc})", file=sys.stderr)
+        said = str(exc)  # one hint: the one the missing piece already gives (llmtap.testing names its extra)
+        hint = (
+            said
+            if "pip install" in said
+            else f"the probe drives the official SDKs: pip install 'llmtap[probe]' ({said})"
+        )
+        print(f"llmtap probe: {hint}", file=sys.stderr)
         return ExitStatus.USAGE
     except (RuntimeError, ValueError) as exc:
         print(f"llmtap probe: {exc}", file=sys.stderr)

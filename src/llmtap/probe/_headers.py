@@ -13,7 +13,7 @@ __all__ = ["MEANINGS", "HeaderLog"]
 
 #: header name (lowercase) or regex → meaning. Order is the report's order.
 MEANINGS: tuple[tuple[str, str], ...] = (
-    ("request-id", "the provider's id for this request (Anthropic); quote it in support tickets"),
+    ("request-id", "the server's id for this request (the name Anthropic gives it); quote it in support tickets"),
     ("x-request-id", "the provider's id for this request (OpenAI and most compatible servers)"),
     ("anthropic-ratelimit-requests-limit", "requests allowed per window (Anthropic rate limit)"),
     ("anthropic-ratelimit-requests-remaining", "requests left in the current window"),

@@ -81,13 +81,28 @@ def _warm_up(s: Session, sdk: Sdk, model: str) -> None:
             why = f"{connect_cause(exc)} (no HTTP response to {tries}; nothing else was sent)"
             raise CannotProbe(f"cannot reach {clean_url(s.driver.base_url)}: {why}") from exc
         if status in _REFUSED:
+            said = _server_said(exc) if status == 404 else None  # a 404 often lists what the server serves
             raise CannotProbe(
-                f"the endpoint answered the warm-up request with {status} ({exception_name(exc)}): "
-                "check the API key, the base URL and the model; nothing else was sent"
+                f"the endpoint answered the warm-up request with {status} ({exception_name(exc)}"
+                + (f": {said!r}" if said else "")
+                + "): check the API key, the base URL and the model; nothing else was sent"
             ) from exc
         s.notes.append(f"warm-up request ({model}): {exception_name(exc)}")
     else:
         s.calls_since(calls)
+
+
+def _server_said(exc: BaseException, limit: int = 240) -> str | None:
+    """The error message in the body of an SDK's status error (``{"error": {"message": ...}}``), shortened;
+    ``None`` without one. Only a 404's is shown: a 401's may echo part of the key."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error")
+        message = inner.get("message") if isinstance(inner, dict) else body.get("message")
+        if isinstance(message, str) and message.strip():
+            text = " ".join(message.split())
+            return text if len(text) <= limit else text[: limit - 1] + "…"
+    return None
 
 
 def _sample(s: Session, model: str, max_tokens: int, words: int, r: AttemptRecord) -> Sample:

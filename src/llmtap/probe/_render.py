@@ -48,9 +48,24 @@ def _fmt(value: float, is_time: bool) -> str:
     return _ms(value) if is_time else f"{value:.0f}"
 
 
-def _fit_text(fit: LinearFit | None, x: str, unit: str) -> str:
+def _unfit(report: ProbeReport, model: str, x: str) -> str:
+    """Why a fit of duration or TTFT against ``x`` (``output_tokens`` / ``input_tokens``) is not identifiable."""
+    done = [s for s in report.samples if s.model == model and s.outcome == Outcome.COMPLETED.value]
+    values = [v for s in done if (v := getattr(s, x)) is not None]
+    if len(values) < 3:
+        return f"not identifiable: {plural(len(values), 'completed request')} with {x}, 3 needed"
+    if len(set(values)) == 1:
+        return (
+            f"not identifiable: all {len(values)} completed requests had {x} = {values[0]}, no slope to fit "
+            "(the endpoint gave one length whatever was asked; `llmtap simulate` does unless started with "
+            "--scenario fill,count_input,...)"
+        )
+    return "not identifiable"
+
+
+def _fit_text(fit: LinearFit | None, x: str, unit: str, unfit: str = "not identifiable") -> str:
     if fit is None:
-        return "not identifiable (too few completed requests or a single length)"
+        return unfit
     a_lo, a_hi = fit.a_ci
     b_lo, b_hi = fit.b_ci
     return (
@@ -107,8 +122,8 @@ def render_text(report: ProbeReport) -> str:
             cells = "".join(f"{_fmt(v, is_time):>10}" for v in (s.p50, s.p90, s.p99, s.mean, s.stdev, s.jitter))
             lo, hi = s.p50_ci
             w(f"  {label:<22}{cells}   {_fmt(lo, is_time)} .. {_fmt(hi, is_time)}")
-        w(f"  duration ≈ {_fit_text(m.duration_fit, 'output_tokens', 's')}")
-        w(f"  TTFT     ≈ {_fit_text(m.ttft_fit, 'input_tokens', 's')}")
+        w(f"  duration ≈ {_fit_text(m.duration_fit, 'output_tokens', 's', _unfit(report, m.model, 'output_tokens'))}")
+        w(f"  TTFT     ≈ {_fit_text(m.ttft_fit, 'input_tokens', 's', _unfit(report, m.model, 'input_tokens'))}")
         if m.truth is not None:
             tr = m.truth
             w(
@@ -123,7 +138,12 @@ def render_text(report: ProbeReport) -> str:
         w("")
         w("Aborts (what the client and the server really produce)")
         for a in report.aborts:
-            mark = "as expected" if a.as_expected else f"EXPECTED {a.expected}"
+            if a.as_expected:
+                mark = "as expected"
+            elif a.ended_first:
+                mark = f"not tested: expected {a.expected}"
+            else:
+                mark = f"EXPECTED {a.expected}"
             w(f"  {a.mode:<8} → {a.outcome:<15} ({mark}); {a.how}")
             w(f"           {a.finding}")
 
@@ -138,9 +158,10 @@ def render_text(report: ProbeReport) -> str:
                 f"  waited {_ms(step.waited)}"
             )
 
-    w("")
-    w("What a client cannot see, and what stands in for it")
-    for u in report.unseen:
+    if report.cannot_probe is None:  # with nothing measured, every stand-in would read 0
+        w("")
+        w("What a client cannot see, and what stands in for it")
+    for u in report.unseen if report.cannot_probe is None else ():
         w(f"  {u.what}: {u.why}.")
         w(f"      stand-in: {u.stand_in}" + (f": {u.measured}" if u.measured else ""))
 
@@ -396,8 +417,9 @@ def render_html(report: ProbeReport) -> str:
                 f"{_fmt(s.p50_ci[1], is_time)}</td></tr>"
             )
         w("</table>")
-        w(f"<p>duration ≈ {_e(_fit_text(m.duration_fit, 'output_tokens', 's'))}<br>")
-        w(f"TTFT ≈ {_e(_fit_text(m.ttft_fit, 'input_tokens', 's'))}</p>")
+        unfit_d, unfit_t = _unfit(report, m.model, "output_tokens"), _unfit(report, m.model, "input_tokens")
+        w(f"<p>duration ≈ {_e(_fit_text(m.duration_fit, 'output_tokens', 's', unfit_d))}<br>")
+        w(f"TTFT ≈ {_e(_fit_text(m.ttft_fit, 'input_tokens', 's', unfit_t))}</p>")
         if m.truth is not None:
             w(
                 f"<p class='small'>simulator truth: injected TTFT median {_ms(m.truth.injected_ttft_p50)}, "
@@ -424,7 +446,7 @@ def render_html(report: ProbeReport) -> str:
     if report.aborts:
         w("<h2>Aborts</h2><table><tr><th>abort</th><th>outcome</th><th>how</th><th>what happened</th></tr>")
         for a in report.aborts:
-            cls = "holds" if a.as_expected else "fails"
+            cls = "holds" if a.as_expected else "untested" if a.ended_first else "fails"
             w(
                 f"<tr><td>{_e(a.mode)}</td><td class='{cls}'>{_e(a.outcome)}</td><td>{_e(a.how)}</td>"
                 f"<td>{_e(a.finding)}</td></tr>"
@@ -440,11 +462,12 @@ def render_html(report: ProbeReport) -> str:
                     f"<td class='n'>{_ms(s2.advised)}</td><td class='n'>{_ms(s2.waited)}</td></tr>"
                 )
             w("</table>")
-    w("<h2>What a client cannot see</h2><table><tr><th>not visible</th><th>why</th><th>stand-in</th></tr>")
-    for u in report.unseen:
-        measured = f": {_e(u.measured)}" if u.measured else ""
-        w(f"<tr><td>{_e(u.what)}</td><td>{_e(u.why)}</td><td>{_e(u.stand_in)}{measured}</td></tr>")
-    w("</table>")
+    if report.cannot_probe is None:  # with nothing measured, every stand-in would read 0
+        w("<h2>What a client cannot see</h2><table><tr><th>not visible</th><th>why</th><th>stand-in</th></tr>")
+        for u in report.unseen:
+            measured = f": {_e(u.measured)}" if u.measured else ""
+            w(f"<tr><td>{_e(u.what)}</td><td>{_e(u.why)}</td><td>{_e(u.stand_in)}{measured}</td></tr>")
+        w("</table>")
     if report.metrics:
         w("<h2>The probe's own traffic in llmtap's metrics</h2><table>")
         for name, value in report.metrics.items():

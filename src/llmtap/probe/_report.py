@@ -186,6 +186,11 @@ class AbortResult:
     def as_expected(self) -> bool:
         return self.outcome == self.expected
 
+    @property
+    def ended_first(self) -> bool:
+        """The answer was complete before the abort could happen (too short to abort): untested, not wrong."""
+        return self.outcome == "completed" and self.expected != "completed"
+
 
 @dataclass(frozen=True)
 class RetryStep:
@@ -255,6 +260,7 @@ class ProbeReport:
         data = dataclasses.asdict(self)
         for abort, raw in zip(self.aborts, data["aborts"], strict=True):
             raw["as_expected"] = abort.as_expected
+            raw["ended_first"] = abort.ended_first
         result: dict[str, Any] = _finite(
             {"schema_version": SCHEMA_VERSION, "exit_status": int(self.exit_status), **data}
         )

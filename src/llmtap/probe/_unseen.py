@@ -35,8 +35,8 @@ def unseen(
             span = m.ttft_drift.x_max - m.ttft_drift.x_min
             lo, hi = m.ttft_drift.b_ci
             drift = (
-                f"TTFT changed by {m.ttft_drift.b * span * 1000:+.1f} ms over the {span:.0f} s of the latency phase "
-                f"(95% CI {lo * span * 1000:+.1f} to {hi * span * 1000:+.1f} ms; input-token effect removed; "
+                f"TTFT changed by {m.ttft_drift.b * span * 1000:+.1f} ms over the {_seconds(span)} of the latency "
+                f"phase (95% CI {lo * span * 1000:+.1f} to {hi * span * 1000:+.1f} ms; input-token effect removed; "
                 f"{m.model})"
             )
         if m.tokens_per_second is not None and tps is None:
@@ -90,3 +90,8 @@ def metric_summary(registry: CollectorRegistry) -> dict[str, float]:
             key = f"{sample.name}{{{labels}}}" if labels else sample.name
             out[key] = out.get(key, 0.0) + sample.value
     return dict(sorted(out.items()))
+
+
+def _seconds(span: float) -> str:
+    """``0.35 s``, ``4.2 s``, ``63 s``: a short phase is not "0 s"."""
+    return f"{span:.2f} s" if span < 1 else f"{span:.1f} s" if span < 10 else f"{span:.0f} s"
