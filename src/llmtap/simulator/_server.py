@@ -259,6 +259,7 @@ class Simulator:
         self._served_cond = threading.Condition()
         self._generation = 0  # bumped by clear(); a request is recorded only in the generation it started in
         self._in_flight = 0
+        self._count = 0  # requests ended, for --verbose
         self._lock = threading.Lock()
         self._server: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -390,7 +391,11 @@ class Simulator:
             self._in_flight -= 1
             if served is not None and generation == self._generation:
                 bisect.insort(self.served, served, key=lambda s: s.received_at)
+            self._count += 1
+            count = self._count
             self._served_cond.notify_all()
+        if self.verbose and served is not None:
+            print(served_line(count, served), file=sys.stderr, flush=True)
 
     def _register(self, handler: _Handler) -> None:
         with self._conns_lock:
@@ -578,6 +583,16 @@ class Simulator:
 def _shutdown_socket(conn: socket.socket) -> None:
     with contextlib.suppress(OSError):
         conn.shutdown(socket.SHUT_RDWR)
+
+
+def served_line(count: int, served: Served) -> str:
+    """``--verbose``'s line for one request: how many so far, what was asked, how it was answered and ended,
+    the resend count the ``fail`` knob compares with, and the scenario in the header's syntax."""
+    scenario = served.scenario.to_header() or "default"
+    return (
+        f"llmtap simulate: #{count} {served.method} {served.path} -> {served.status} {served.outcome_sent} "
+        f"after {served.deltas_sent} deltas (retry count {served.retry_count}; scenario {scenario})"
+    )
 
 
 def serve_forever(host: str, port: int, default: Scenario | None = None, *, verbose: bool = False) -> None:
