@@ -25,6 +25,7 @@ import random
 import threading
 import time
 import tracemalloc
+import warnings
 import weakref
 from collections import Counter
 from collections.abc import Iterator
@@ -293,8 +294,13 @@ class SoakResult:
 
 
 def _drain(registry: CollectorRegistry) -> None:
-    """Find what the app abandoned in cycles, then scrape (the latest point at which llmtap counts it)."""
-    gc.collect()
+    """Find what the app abandoned in cycles, then scrape (the latest point at which llmtap counts it). The
+    collection may close a client connection an abandoned stream held (the soak's, or one an earlier test's
+    client left to the collector): its ``ResourceWarning`` is ignored, as the conftest's collections ignore it
+    (llmtap opens no client sockets)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
     for _ in registry.collect():
         pass
 
