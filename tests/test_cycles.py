@@ -78,6 +78,10 @@ def _is_span(obj: object) -> bool:
 def test_what_an_attempt_leaves_to_the_garbage_collector(
     sim: Simulator, cap: Capture, sdk: str, mode: Mode, transport: str | None, case: Case
 ) -> None:
+    if sys.version_info >= (3, 12) and case.name == "abandoned" and sdk in ("aiobotocore", "aiobotocore-invoke"):
+        # from 3.12 aiobotocore's stream dropped unread is in a reference cycle of its own: only the collector
+        # ends its attempt, and under DEBUG_SAVEALL the collector keeps it instead (test_sdk_cases checks its end)
+        pytest.skip("aiobotocore's dropped stream ends only when the collector frees its cycle (Python 3.12+)")
     model = fresh_model(SDKS[sdk].model)
     spans: list[object] = []
     with warnings.catch_warnings(), cycles_of_llmtap() as ours:
