@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import abc
 import enum
+import re
 from typing import Any, NamedTuple
+from urllib.parse import unquote
 
-__all__ = ["MAX_COUNT", "Facts", "Header", "Output", "Provider", "RequestInfo", "as_int"]
+__all__ = ["MAX_COUNT", "Facts", "Header", "Output", "Provider", "RequestInfo", "as_int", "model_in_path"]
 
 MAX_COUNT = (1 << 63) - 1
 """The largest token count accepted: an OTLP int attribute is a signed 64-bit integer."""
@@ -208,3 +210,15 @@ class Provider(abc.ABC):
     @abc.abstractmethod
     def on_body(self, facts: Facts, body: object, status: int) -> None:
         """A whole non-streaming JSON body (success or error), already decoded."""
+
+
+MAX_PATH_MODEL = 256
+"""Characters kept of a model a URL path names (the label bounds cut further)."""
+
+
+def model_in_path(pattern: re.Pattern[str], path: str) -> str | None:
+    """The model a URL path names in ``pattern``'s first group (Bedrock's ``/model/{id}/...``, Vertex's
+    ``/models/{id}:...``): URL-decoded (a path may come decoded already: decoding it again changes nothing an id
+    holds), cut to :data:`MAX_PATH_MODEL`; ``None`` when the path names none."""
+    match = pattern.search(path)
+    return None if match is None else unquote(match.group(1))[:MAX_PATH_MODEL] or None

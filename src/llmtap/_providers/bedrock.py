@@ -29,7 +29,7 @@ import json
 import re
 from urllib.parse import unquote
 
-from llmtap._providers._base import Facts, Header, Output
+from llmtap._providers._base import Facts, Header, Output, model_in_path
 from llmtap._providers._catalog import BEDROCK
 from llmtap._providers.anthropic import QUIET_DATA, AnthropicMessages
 
@@ -38,7 +38,6 @@ __all__ = ["PROVIDER", "AnthropicBedrock"]
 # the model segment may be decoded already (httpx's and yarl's paths are): an ARN's "/" is then in it
 _PATH = re.compile(r"/model/(.+)/(invoke|invoke-with-response-stream)$")
 _BYTES = re.compile(rb'"bytes"\s*:\s*"([A-Za-z0-9+/=]*)"')
-_MAX_MODEL = 256
 _METRICS = b"amazon-bedrock-invocationMetrics"
 
 HEADERS: dict[bytes, tuple[Header, str]] = {
@@ -87,10 +86,7 @@ class AnthropicBedrock(AnthropicMessages):
         return model.startswith("arn:") or "anthropic." in model or "claude" in model
 
     def model_from_path(self, path: str) -> str | None:
-        match = _PATH.search(path)
-        if match is None:
-            return None
-        return unquote(match.group(1))[:_MAX_MODEL] or None
+        return model_in_path(_PATH, path)
 
     def stream_from_path(self, path: str) -> bool | None:
         return path.endswith("/invoke-with-response-stream")

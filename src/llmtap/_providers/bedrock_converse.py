@@ -28,9 +28,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
-from urllib.parse import unquote
 
-from llmtap._providers._base import Facts, Output, Provider
+from llmtap._providers._base import Facts, Output, Provider, model_in_path
 from llmtap._providers._catalog import BEDROCK_CONVERSE
 from llmtap._providers.bedrock import HEADERS
 
@@ -38,7 +37,6 @@ __all__ = ["EXCEPTION", "PROVIDER", "BedrockConverse"]
 
 # the model segment may be decoded already (httpx's and yarl's paths are): an ARN's "/" is then in it
 _PATH = re.compile(r"/model/(.+)/(converse|converse-stream)$")
-_MAX_MODEL = 256
 EXCEPTION = b":exception"
 """The event :meth:`BedrockConverse.event_from_frame` makes of an ``exception`` / ``error`` message (its data:
 the exception's type)."""
@@ -113,10 +111,7 @@ class BedrockConverse(Provider):
         return _PATH.search(path) is not None
 
     def model_from_path(self, path: str) -> str | None:
-        match = _PATH.search(path)
-        if match is None:
-            return None
-        return unquote(match.group(1))[:_MAX_MODEL] or None
+        return model_in_path(_PATH, path)
 
     def stream_from_path(self, path: str) -> bool | None:
         return path.endswith("/converse-stream")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
-from llmtap._providers._base import Facts
+from llmtap._providers._base import Facts, model_in_path
 from llmtap._providers._catalog import VERTEX_ANTHROPIC
 from llmtap._providers.anthropic import AnthropicMessages
 
@@ -27,7 +27,6 @@ __all__ = ["PROVIDER", "AnthropicVertex"]
 
 _PATH = re.compile(r"/publishers/anthropic/models/([^/:]+):(rawPredict|streamRawPredict)$")
 _NOT_GENERATION = frozenset({"count-tokens"})
-_MAX_MODEL = 256
 
 
 class AnthropicVertex(AnthropicMessages):
@@ -42,10 +41,7 @@ class AnthropicVertex(AnthropicMessages):
         return match is not None and unquote(match.group(1)) not in _NOT_GENERATION
 
     def model_from_path(self, path: str) -> str | None:
-        match = _PATH.search(path)
-        if match is None:
-            return None
-        return unquote(match.group(1))[:_MAX_MODEL] or None
+        return model_in_path(_PATH, path)
 
     def stream_from_path(self, path: str) -> bool | None:
         return path.endswith(":streamRawPredict")
