@@ -33,7 +33,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import sdk  # benchmarks/sdk.py: the same configurations and workloads
 
-OURS = ("/llmtap/", "/prometheus_client/", "/opentelemetry/")
+
+def ours() -> dict[str, str]:
+    """Directory -> package, for the packages whose functions are profiled: by the imported packages' own
+    directories, never a name fragment (``/llmtap/`` also matches a virtualenv in a clone named ``llmtap``)."""
+    import opentelemetry
+    import prometheus_client
+
+    import llmtap
+
+    roots = {os.path.dirname(os.path.abspath(llmtap.__file__)): "llmtap"}
+    roots[os.path.dirname(os.path.abspath(prometheus_client.__file__))] = "prometheus_client"
+    roots.update({os.path.abspath(path): "opentelemetry" for path in opentelemetry.__path__})
+    return {root + os.sep: name for root, name in roots.items()}
 
 
 def profile(kind: str, config: str, base_url: str, top: int) -> None:
@@ -55,9 +67,11 @@ def profile(kind: str, config: str, base_url: str, top: int) -> None:
     stats = pstats.Stats(profiler)
     rows = []
     total_ours = 0.0
+    roots = ours()
     for (filename, line, name), (_cc, ncalls, tottime, cumtime, _callers) in stats.stats.items():  # type: ignore[attr-defined]
-        if any(part in filename for part in OURS):
-            rows.append((tottime, cumtime, ncalls, f"{short(filename)}:{line}({name})"))
+        where = short(filename, roots)
+        if where is not None:
+            rows.append((tottime, cumtime, ncalls, f"{where}:{line}({name})"))
             total_ours += tottime
     rows.sort(reverse=True)
     unit = "request" if kind == "request" else "event"
@@ -68,11 +82,13 @@ def profile(kind: str, config: str, base_url: str, top: int) -> None:
     print(f"{total_ours / units * 1e6:12.2f} µs/{unit} in those functions altogether")
 
 
-def short(filename: str) -> str:
-    for part in OURS:
-        if part in filename:
-            return part.strip("/") + "/" + filename.split(part, 1)[1]
-    return filename
+def short(filename: str, roots: dict[str, str]) -> str | None:
+    """``package/relative/path.py`` for a file under one of ``roots``; ``None`` for any other file."""
+    path = os.path.abspath(filename)
+    for root, package in roots.items():
+        if path.startswith(root):
+            return f"{package}/{path[len(root) :]}"
+    return None
 
 
 def imports(config: str, base_url: str) -> None:
