@@ -29,6 +29,7 @@ API = [
     "ModelPrice",
     "Outcome",
     "RateLimit",
+    "RawRateLimits",
     "Settings",
     "Tap",
     "Usage",

@@ -17,7 +17,7 @@ Defaults ``llmtap run`` adds when the variable is unset (it never overrides one 
 - ``OTEL_LOGS_EXPORTER``: ``none``;
 - ``OTEL_EXPORTER_OTLP_PROTOCOL``: ``http/protobuf`` (the exporter ``llmtap[run]`` installs);
 - one metric path, so nobody pays for (or double counts) both by accident: the OpenTelemetry meter
-  (``LLMTAP_METRICS=false``) when its provider exports (``OTEL_METRICS_EXPORTER`` is not ``none``) and
+  (``LLMTAP_PROMETHEUS=false``) when its provider exports (``OTEL_METRICS_EXPORTER`` is not ``none``) and
   no ``/metrics`` port is asked for; Prometheus (``LLMTAP_OTEL_METRICS=false``) otherwise. Both stay on
   only when both variables say so, and then one log line says that metrics are exported twice.
 
@@ -117,18 +117,18 @@ def prepare(
     env.setdefault("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
     exporting = _exports(env, "OTEL_METRICS_EXPORTER")
     if exporting and not env.get("LLMTAP_METRICS_PORT", "").strip():
-        env.setdefault("LLMTAP_METRICS", "false")  # the meter path
+        env.setdefault("LLMTAP_PROMETHEUS", "false")  # the meter path
     else:
         env.setdefault("LLMTAP_OTEL_METRICS", "false")  # the Prometheus path
     # fail here, with the variable named, rather than inside the program; unknown LLMTAP_* variables are
     # left to the program's own instrumentation to warn about, once
     with quiet():
         settings = Settings.from_env(env)
-    if settings.metrics and settings.otel_metrics and exporting:
+    if settings.prometheus and settings.otel_metrics is not False and exporting:
         served = f"/metrics on port {settings.metrics_port}" if settings.metrics_port is not None else "Prometheus"
         logger.warning(
             "llmtap run: metrics are exported twice, to %s and over the OpenTelemetry meter "
-            "(OTEL_METRICS_EXPORTER=%s), as LLMTAP_METRICS and LLMTAP_OTEL_METRICS are both on; "
+            "(OTEL_METRICS_EXPORTER=%s), as LLMTAP_PROMETHEUS and LLMTAP_OTEL_METRICS are both on; "
             "a dashboard that sums both double counts",
             served,
             env["OTEL_METRICS_EXPORTER"],
@@ -144,7 +144,7 @@ def prepare(
     executable = shutil.which(command[0], path=env.get("PATH"))
     if executable is None:
         raise RunError(f"llmtap run: command not found: {command[0]}")
-    if settings.metrics and settings.metrics_port is not None:
+    if settings.prometheus and settings.metrics_port is not None:
         _check_port(settings.metrics_addr, settings.metrics_port, env)
     if settings.metrics_port is None and not exporting and not _exports(env, "OTEL_TRACES_EXPORTER"):
         logger.warning("%s", NOTHING_EXPORTED)

@@ -1,7 +1,9 @@
 """Per-request machinery shared by every simulated API: timed socket writes and the fault script.
 
-Each API module (``_anthropic``, ``_openai``) subclasses :class:`Api` and only says what the
-events and bodies look like; :func:`run` decides when to send them and which fault to inject.
+Each API module (``_anthropic``, ``_openai``) subclasses :class:`Api`, named ``<Format>Api``
+(``OpenAIChatApi``: the parser of that format is ``_providers``' ``OpenAIChat``, its SDK driver
+``_drive``'s ``OpenAIChatSdk``), and only says what the events and bodies look like; :func:`run` decides
+when to send them and which fault to inject.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 from ._exchange import Api, Context, json_bytes, rand_id
 from ._scenario import Scenario
 
-__all__ = ["GEMINI_PATH", "GeminiGenerate", "google_error_body"]
+__all__ = ["GEMINI_PATH", "GeminiGenerateApi", "google_error_body"]
 
 #: ``/v1beta/models/gemini-2.5-flash:streamGenerateContent`` -> version, model, method
 GEMINI_PATH = re.compile(r"^/(v1|v1beta)/models/([^/:]+):(generateContent|streamGenerateContent)$")
@@ -86,7 +86,7 @@ def finish_reason(scenario: Scenario) -> str:
     return _FINISH[scenario.stop_reason]
 
 
-class GeminiGenerate(Api):
+class GeminiGenerateApi(Api):
     name: ClassVar[str] = "gemini"
     default_model: ClassVar[str] = "gemini-2.5-flash"
 

@@ -17,9 +17,16 @@ from types import TracebackType
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from ._anthropic import AnthropicMessages, anthropic_error_body
-from ._clouds import BEDROCK_CONVERSE_PATH, BEDROCK_PATH, VERTEX_PATH, BedrockConverse, BedrockInvoke, VertexRawPredict
-from ._cohere import CohereChat
+from ._anthropic import AnthropicMessagesApi, anthropic_error_body
+from ._clouds import (
+    BEDROCK_CONVERSE_PATH,
+    BEDROCK_PATH,
+    VERTEX_PATH,
+    BedrockConverseApi,
+    BedrockInvokeApi,
+    VertexRawPredictApi,
+)
+from ._cohere import CohereChatApi
 from ._exchange import (
     Api,
     ClientGone,
@@ -34,31 +41,31 @@ from ._exchange import (
     rand_id,
     run,
 )
-from ._gemini import GEMINI_PATH, GeminiGenerate
-from ._ollama import OllamaChat, OllamaGenerate
-from ._openai import OpenAIChat, OpenAIResponses
+from ._gemini import GEMINI_PATH, GeminiGenerateApi
+from ._ollama import OllamaChatApi, OllamaGenerateApi
+from ._openai import OpenAIChatApi, OpenAIResponsesApi
 from ._scenario import SCENARIO_HEADER, Scenario, ScenarioError
 
 __all__ = ["Served", "Simulator", "serve_forever"]
 
 ROUTES: dict[str, type[Api]] = {
-    "/v1/messages": AnthropicMessages,
-    "/v1/chat/completions": OpenAIChat,  # OpenAI, Mistral
-    "/openai/v1/chat/completions": OpenAIChat,  # Groq
-    "/v1/responses": OpenAIResponses,
-    "/v2/chat": CohereChat,
-    "/api/chat": OllamaChat,  # ollama's native API
-    "/api/generate": OllamaGenerate,
+    "/v1/messages": AnthropicMessagesApi,
+    "/v1/chat/completions": OpenAIChatApi,  # OpenAI, Mistral
+    "/openai/v1/chat/completions": OpenAIChatApi,  # Groq
+    "/v1/responses": OpenAIResponsesApi,
+    "/v2/chat": CohereChatApi,
+    "/api/chat": OllamaChatApi,  # ollama's native API
+    "/api/generate": OllamaGenerateApi,
 }
 #: routes matched by pattern, after the exact ones
 PATTERN_ROUTES: tuple[tuple[re.Pattern[str], str, type[Api]], ...] = (
-    (GEMINI_PATH, "/v1beta/models/{model}:generateContent|streamGenerateContent", GeminiGenerate),
-    (BEDROCK_PATH, "/model/{model}/invoke|invoke-with-response-stream", BedrockInvoke),
-    (BEDROCK_CONVERSE_PATH, "/model/{model}/converse|converse-stream", BedrockConverse),
+    (GEMINI_PATH, "/v1beta/models/{model}:generateContent|streamGenerateContent", GeminiGenerateApi),
+    (BEDROCK_PATH, "/model/{model}/invoke|invoke-with-response-stream", BedrockInvokeApi),
+    (BEDROCK_CONVERSE_PATH, "/model/{model}/converse|converse-stream", BedrockConverseApi),
     (
         VERTEX_PATH,
         "/v1/projects/{p}/locations/{l}/publishers/anthropic/models/{model}:rawPredict|streamRawPredict",
-        VertexRawPredict,
+        VertexRawPredictApi,
     ),
 )
 
@@ -477,9 +484,9 @@ class Simulator:
             problem = problem or api_cls.request_problem(path, url.query, body_obj)
             family = (
                 "anthropic"
-                if issubclass(api_cls, AnthropicMessages)
+                if issubclass(api_cls, AnthropicMessagesApi)
                 else "gemini"
-                if api_cls is GeminiGenerate
+                if api_cls is GeminiGenerateApi
                 else "openai"
             )
             ok = problem is None and retry_count >= scenario.fail
