@@ -58,7 +58,8 @@ class Sdk:
     path: ClassVar[str | None] = None
     #: the SDK links its retries into one logical call (llmtap hooks its retry loop)
     linked_retries: ClassVar[bool] = True
-    #: the SDK sends ``x-stainless-retry-count``, so the simulator's ``fail=N`` fails N attempts only
+    #: the SDK numbers its attempts (``x-stainless-retry-count``, ``amz-sdk-request``); without, the simulator's
+    #: ``fail=N`` counts the requests of one model and scenario, across calls
     retry_header: ClassVar[bool] = True
     #: the transports the tests drive it through, per mode (None: the SDK's default)
     transports: ClassVar[Mapping[Mode, tuple[str | None, ...]]] = {"sync": (None,), "async": (None,)}

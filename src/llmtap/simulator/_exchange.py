@@ -335,12 +335,12 @@ def retry_after_headers(sc: Scenario) -> list[tuple[str, str]]:
     ]
 
 
-def run(api: Api, ex: Exchange, retry_count: int) -> RunResult:
+def run(api: Api, ex: Exchange, attempt: int) -> RunResult:
     """Answer one routed, parsed request according to its scenario."""
     ctx = api.ctx
     sc = ctx.scenario
 
-    if retry_count < sc.fail:
+    if attempt < sc.fail:
         ex.sleep(sc.headers_delay)
         status = sc.fail_status
         hs = [("content-type", "application/json"), *api.error_headers(status), *retry_after_headers(sc)]
@@ -348,7 +348,7 @@ def run(api: Api, ex: Exchange, retry_count: int) -> RunResult:
             hs.append(("x-should-retry", "true"))
         body = json_bytes(api.error_body(status, _fail_message(status)))
         ex.send_full(status, [*api.common_headers(), *hs], body, gzip=sc.gzip)
-        return RunResult("error_status", f"fail {retry_count + 1}/{sc.fail}")
+        return RunResult("error_status", f"fail {attempt + 1}/{sc.fail}")
 
     if not ctx.stream:
         return _run_unary(api, ex)

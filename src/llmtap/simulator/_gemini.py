@@ -15,11 +15,9 @@ Simulator specifics:
 
 * :class:`Served` ``input_tokens`` is ``promptTokenCount`` (``input + cache_read``) and
   ``output_tokens`` is ``candidatesTokenCount + thoughtsTokenCount`` (``tokens + reasoning``).
-* ``fail`` counts attempts with the ``x-stainless-retry-count`` request header, which google-genai
-  never sends, and its retries resend byte-identical requests: with ``fail > 0`` every attempt
-  of a Gemini request is answered with ``fail_status`` (google-genai does not retry by default;
-  with ``HttpRetryOptions`` each of its attempts fails). A client that numbers its attempts in
-  that header gets the usual fail-then-succeed behaviour.
+* google-genai numbers no attempt in a header (it does not retry by default; ``HttpRetryOptions``
+  resends byte-identical requests), so ``fail`` counts the requests of the same path, model and
+  scenario the simulator has seen (:attr:`Scenario.fail`).
 * ``fail_status=529`` (the Scenario default) has no Google equivalent: it is sent as HTTP 529
   with status ``UNAVAILABLE``; use ``fail_status=503`` for what Gemini really sends when overloaded.
 * ``:streamGenerateContent`` without ``alt=sse`` (a streamed JSON array) is answered with 400.

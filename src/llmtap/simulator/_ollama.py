@@ -13,8 +13,8 @@ Simulator specifics: the request's ``stream`` defaults to true, as on the server
 the output cap ``fill`` uses; ollama sends no request id and no rate-limit headers; with ``tool_call``
 (``/api/chat``) delta 0 carries the whole tool call (``message.tool_calls``, its arguments an object, as
 ollama sends one) and the later deltas no output; ``reasoning`` and the cache counts are not simulated
-(ollama reports no cache counts); ``fail`` counts
-attempts by ``x-stainless-retry-count``, which the ollama client never sends (it never retries).
+(ollama reports no cache counts); the ollama client numbers no attempt (it never retries), so ``fail``
+counts the requests of the same path, model and scenario (:attr:`Scenario.fail`).
 """
 
 from __future__ import annotations
