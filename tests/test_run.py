@@ -156,6 +156,33 @@ def test_otlp_endpoint_without_port_takes_the_meter_path(tmp_path: Path) -> None
         assert "'llmtap_attempts'" in out.stdout and "exported twice" in out.stderr, (out.stdout, out.stderr)
 
 
+def test_plain_opentelemetry_instrument_exports_over_the_installed_otlp_exporter(tmp_path: Path) -> None:
+    """``opentelemetry-instrument python app.py`` with nothing but an endpoint set: llmtap's distro (the only
+    one installed) defaults the protocol to the HTTP exporter llmtap[run] ships, so the spans arrive and no
+    traceback is printed. Control: asked for gRPC, whose exporter is not installed, OpenTelemetry's own
+    start-up fails as it did with opentelemetry-distro's default, and nothing arrives."""
+    app = tmp_path / "app.py"
+    app.write_text(SYNC_APP)
+    instrument = str(Path(sys.executable).with_name("opentelemetry-instrument"))
+    with Simulator() as sim, otlp_receiver() as receiver:
+        env = _env(sim, receiver, "plain", free_port())
+        del env["LLMTAP_METRICS_PORT"]
+        out = subprocess.run(
+            [instrument, sys.executable, str(app)], env=env, input="\n", capture_output=True, text=True, timeout=120
+        )
+        assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+        assert [name for name, _, _ in spans(receiver, "chat ")] == ["chat claude-x"] * 4
+        assert histogram_count(receiver, "gen_ai.client.operation.duration") == 4
+    with Simulator() as sim, otlp_receiver() as receiver:
+        env = {**_env(sim, receiver, "plain", free_port()), "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+        del env["LLMTAP_METRICS_PORT"]
+        out = subprocess.run(
+            [instrument, sys.executable, str(app)], env=env, input="\n", capture_output=True, text=True, timeout=120
+        )
+        assert "Requested component 'otlp_proto_grpc' not found" in out.stderr, out.stderr
+        assert spans(receiver, "chat ") == []
+
+
 def test_without_otlp_endpoint_nothing_is_sent_and_metrics_still_served(tmp_path: Path) -> None:
     app = tmp_path / "app.py"
     app.write_text(SYNC_APP)
@@ -249,7 +276,7 @@ def test_prepare_defaults_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     real_import = builtins.__import__
 
     def no_distro(name: str, *args: object, **kwargs: object) -> object:
-        if name.startswith("opentelemetry.distro"):
+        if name.startswith("opentelemetry.exporter.otlp"):
             raise ImportError(f"No module named {name!r}")
         return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
 

@@ -6,7 +6,7 @@ In your application, call :func:`setup` once at start-up.
 
 The same as environment variables only (``opentelemetry-instrument`` finds llmtap by its entry point):
 ``OTEL_SERVICE_NAME=my-llm-app OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318
-OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf LLMTAP_PROMETHEUS=false opentelemetry-instrument python app.py``.
+LLMTAP_PROMETHEUS=false opentelemetry-instrument python app.py`` (llmtap's distro exports over OTLP/HTTP).
 """
 
 from __future__ import annotations
