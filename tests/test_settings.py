@@ -171,3 +171,30 @@ def test_otel_metrics_takes_a_boolean_or_auto() -> None:
         llmtap.Settings.from_env({"LLMTAP_OTEL_METRICS": "sometimes"})
     with pytest.raises(ValidationError, match=r"any case\) \[type"):
         llmtap.Settings.from_env({"LLMTAP_TRACES": "auto"})  # control: a plain boolean takes no auto
+
+
+def test_every_llmtap_variable_the_repository_names_is_a_setting() -> None:
+    """Docs, examples, dashboards, the Makefile, CI and the library name only settings' variables (and
+    ``LLMTAP_RUN``, llmtap's own): a renamed setting leaves no stale name behind, and the suite's knobs are
+    ``LLMTAPTEST_*``, outside the namespace. Test modules are left out: they spell wrong names on purpose."""
+    import re
+    import subprocess
+    from pathlib import Path
+
+    from llmtap._settings import ENV_PREFIX, INTERNAL_ENV
+
+    root = Path(__file__).resolve().parents[1]
+    tracked = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
+    known = {ENV_PREFIX + name.upper() for name in llmtap.Settings.model_fields} | INTERNAL_ENV
+    named: dict[str, set[str]] = {}
+    for path in tracked:
+        if re.match(r"tests/test_\w+\.py$", path) or path == "CHANGELOG.md" or not (root / path).is_file():
+            continue
+        try:
+            text = (root / path).read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        for variable in re.findall(r"\bLLMTAP_[A-Z0-9_]*[A-Z0-9]\b", text):
+            named.setdefault(variable, set()).add(path)
+    assert "LLMTAP_METRICS_PORT" in named and "LLMTAP_RUN" in named  # control: the files were read
+    assert {v: sorted(p) for v, p in named.items() if v not in known} == {}
