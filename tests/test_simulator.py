@@ -888,14 +888,16 @@ def test_jitter_and_prefill_land_in_served() -> None:
 
 def test_verbose_says_how_each_request_ended_and_counts_them(capfd: pytest.CaptureFixture[str]) -> None:
     """``llmtap simulate --verbose``: per request, a running count, the status and how the answer ended, the
-    resend count ``fail`` compares with, and the scenario; control: not verbose, nothing is printed."""
+    attempt number ``fail`` compares, and the scenario; control: not verbose, nothing is printed."""
     body = {"model": "m", "max_tokens": 8, "stream": True, "messages": [{"role": "user", "content": "x"}]}
     headers = Scenario(tokens=3, fail=1, fail_status=529).headers()
     with Simulator(verbose=True) as sim, httpx2.Client() as client:
         for retry in ("0", "1"):
             client.post(sim.base_url + "/v1/messages", json=body, headers={**headers, "x-stainless-retry-count": retry})
         sim.wait_served(2)
-    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("llmtap simulate: #")]
+    err = capfd.readouterr().err
+    assert '"POST /v1/messages HTTP/1.1"' not in err, err  # one line a request: no access log beside it
+    lines = [line for line in err.splitlines() if line.startswith("llmtap simulate: #")]
     assert lines == [
         "llmtap simulate: #1 POST /v1/messages -> 529 error_status after 0 deltas (attempt 0; "
         "scenario tokens=3,fail=1)",

@@ -224,6 +224,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PATCH(self) -> None:
         self.server.sim._handle(self, "PATCH")
 
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        pass  # --verbose prints served_line() per request instead of the access log
+
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.sim.verbose:
             super().log_message(format, *args)
