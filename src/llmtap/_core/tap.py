@@ -28,8 +28,9 @@ from llmtap._core import handoff as _handoff
 from llmtap._core.bounds import RecordBounds, sanitize
 from llmtap._core.calls import CURRENT_CALL, Call, call_record
 from llmtap._core.endpoints import EndpointMatcher, UnobservedHosts, sdk_endpoint
+from llmtap._core.metrics import WINDOW_KEYS, resolve_names
 from llmtap._core.observer import AttemptObserver, Ending, ObserverConfig
-from llmtap._core.record import AttemptStart, CallRecord, Usage
+from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord, Usage
 from llmtap._core.request import UNKNOWN, info_from_content, info_from_options
 from llmtap._log import internal_error, log_once
 from llmtap._providers._base import RequestInfo
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     import weakref
 
     from llmtap._core.cost import Pricer
+    from llmtap._core.windows import ContextWindows
     from llmtap._exporters._base import Sink
     from llmtap._exporters.prometheus import PrometheusExporter
     from llmtap._exporters.tracing import TracingExporter
@@ -140,6 +142,12 @@ class Tap:
             from llmtap._core.cost import Pricer
 
             self._pricer = Pricer(settings.prices)  # ImportError naming the extra when there is no price table
+        self._windows: ContextWindows | None = None
+        if WINDOW_KEYS - resolve_names(settings.exclude_metrics):  # not both utilisation instruments excluded
+            from llmtap._core.windows import ContextWindows
+
+            table = None if self._pricer is None else self._pricer.table  # cost's table, loaded already
+            self._windows = ContextWindows(settings.context_windows, table)
         self._instrumentation_enabled = None if _PRIVATE_SUPPRESS_KEY is not None else _public_suppression_check()
         """Where the API's private key is gone: the public check of suppression, asked after the plain key."""
         # the span's context goes on the record for the sinks' exemplars: none without a span or a sink
@@ -316,9 +324,8 @@ class Tap:
             attempt.finalizer = None
         try:
             record = self._bounds.apply(record)  # every wire-valued label bounded before any sink
-            if self._pricer is not None and record.usage != _NO_USAGE:
-                model = record.response_model or record.request_model
-                record = record._replace(cost=self._pricer.price(record.provider, model, record.usage))
+            if record.usage != _NO_USAGE and (self._pricer is not None or self._windows is not None):
+                record = self._model_facts(record)
         except Exception as exc:
             internal_error("other", "internal error bounding labels or pricing: %r", exc)
         span, states = attempt.span, attempt.states
@@ -350,6 +357,16 @@ class Tap:
             return
         if ended is not None:
             self._call_ended(ended)
+
+    def _model_facts(self, record: AttemptRecord) -> AttemptRecord:
+        """What the tables say of the attempt's model (the response's, else the requested one): its price
+        (``Settings.cost``) and its context window, set on the record in one replace."""
+        model = record.response_model or record.request_model
+        window = None if self._windows is None else self._windows.window(record.provider, model)
+        if self._pricer is None:
+            return record if window is None else record._replace(context_window=window)
+        cost = self._pricer.price(record.provider, model, record.usage)
+        return record._replace(cost=cost, context_window=window)
 
     # -- logical calls (the SDK hook) ------------------------------------------------------------
 

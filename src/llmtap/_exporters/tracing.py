@@ -152,6 +152,10 @@ class TracingExporter:
             attrs["gen_ai.usage.cost.amount"] = cost.total
             attrs["gen_ai.usage.cost.currency"] = "USD"
             attrs["gen_ai.usage.cost.source"] = "local"
+        if record.context_window:  # input tokens over the model's context window (llmtap_context_window_utilization)
+            utilization = record.context_utilization
+            if utilization is not None:
+                attrs["llmtap.context_window.utilization"] = utilization
         if self._detail:
             _add_detail(attrs, record)
         span.set_attributes(attrs)
