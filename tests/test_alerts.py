@@ -36,6 +36,7 @@ EXPECTED_ALERTS = {
     "LlmtapCallFailureRatioHigh",
     "LlmtapBadRequestRatioHigh",
     "LlmtapPromptCacheHitRatioDrop",
+    "LlmtapContextWindowOver90PctRatioHigh",
 }
 
 
