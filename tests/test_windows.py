@@ -112,7 +112,8 @@ SCENARIO = Scenario(tokens=5, input=2_000, cache_read=1_000, cache_write=500)
 def windowed(sim: Simulator) -> Iterator[tuple[Capture, InMemoryMetricReader]]:
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])
-    settings = llmtap.Settings(base_urls=(sim.base_url,), context_windows={"claude-ctx": WINDOW, "gpt-ctx": WINDOW})
+    windows = {"claude-ctx": WINDOW, "gpt-ctx": WINDOW}
+    settings = llmtap.Settings(base_urls=(sim.base_url,), context_windows=windows, span_detail=True)
     with capture(settings, meter_provider=provider) as cap:  # the table: imported by this module
         yield cap, reader
     provider.shutdown()
@@ -170,7 +171,7 @@ def test_each_attempt_observes_its_input_over_the_window(
         assert point.count == 1 and point.sum == pytest.approx(ratio), model
     unknown = _otel_points(reader, "llmtap.context_window.unknown")
     assert {m: p.value for m, p in unknown.items() if p.value} == {"claude-nowhere": 1}
-    # and on each span
+    # and on each span (Settings.span_detail: it repeats the metric)
     spans = {str((s.attributes or {})["gen_ai.request.model"]): dict(s.attributes or {}) for s in cap.spans}
     for model, ratio in expected.items():
         assert spans[model]["llmtap.context_window.utilization"] == pytest.approx(ratio), model

@@ -189,9 +189,10 @@ class Settings(BaseModel):
     """Also put on each span the HTTP attributes (``http.request.method``, ``url.path``,
     ``http.response.status_code``, ``gen_ai.request.stream`` also when false) and those that repeat a
     metric: ``llmtap.time_to_first_token``, ``llmtap.time_to_headers``, ``llmtap.server.processing_time``,
-    ``llmtap.retry_after``, ``llmtap.stream.chunks`` / ``max_gap`` / ``stalls``, ``llmtap.parse_errors``.
-    Off by default: the OpenTelemetry SDK cleans and copies every attribute of every span (about 1 µs each
-    inside an SDK call), and the GenAI attributes, the outcome and the metrics already say these."""
+    ``llmtap.retry_after``, ``llmtap.stream.chunks`` / ``max_gap`` / ``stalls``, ``llmtap.parse_errors``,
+    ``llmtap.context_window.utilization``. Off by default: the OpenTelemetry SDK cleans and copies every
+    attribute of every span (about 1 µs each inside an SDK call), and the GenAI attributes, the outcome and the
+    metrics already say these."""
 
     slim_spans: bool = False
     """Hand your span processors llmtap's ended spans with plain containers, to save memory while a

@@ -152,10 +152,6 @@ class TracingExporter:
             attrs["gen_ai.usage.cost.amount"] = cost.total
             attrs["gen_ai.usage.cost.currency"] = "USD"
             attrs["gen_ai.usage.cost.source"] = "local"
-        if record.context_window:  # input tokens over the model's context window (llmtap_context_window_utilization)
-            utilization = record.context_utilization
-            if utilization is not None:
-                attrs["llmtap.context_window.utilization"] = utilization
         if self._detail:
             _add_detail(attrs, record)
         span.set_attributes(attrs)
@@ -189,3 +185,6 @@ def _add_detail(attrs: dict[str, Any], record: AttemptRecord) -> None:
             attrs["llmtap.stream.stalls"] = record.stalls
     if record.parse_errors:
         attrs["llmtap.parse_errors"] = record.parse_errors
+    utilization = record.context_utilization  # llmtap_context_window_utilization's observation
+    if utilization is not None:
+        attrs["llmtap.context_window.utilization"] = utilization
