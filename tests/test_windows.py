@@ -63,10 +63,10 @@ def test_the_lookup_returns_the_tables_own_window_for_its_entries() -> None:
 
 
 def test_overrides_win_and_unknown_models_are_never_guessed(caplog: pytest.LogCaptureFixture) -> None:
-    windows = ContextWindows({"my-llama": 8_192, "claude-sonnet-4-5": 1_000_000}, TABLE)
+    windows = ContextWindows({"my-llama": 8_192, "claude-sonnet-4-5": SONNET_WINDOW + 1}, TABLE)
     assert windows.window("vllm", "my-llama") == 8_192  # self-hosted: no table entry
-    assert windows.window("anthropic", "claude-sonnet-4-5") == 1_000_000  # over the table's
-    assert SONNET_WINDOW != 1_000_000  # control: the override changed what the table says
+    assert windows.window("anthropic", "claude-sonnet-4-5") == SONNET_WINDOW + 1  # over the table's
+    assert ContextWindows({}, TABLE).window("anthropic", "claude-sonnet-4-5") == SONNET_WINDOW  # control
     with caplog.at_level("INFO", logger="llmtap"):
         assert windows.window("openai", "no-such-model-anywhere") is None
         assert windows.window("openai", None) is None

@@ -74,6 +74,7 @@ def _aws_resend(value: object) -> str | None:
     return None if match is None else str(max(int(match.group(1)) - 1, 0))
 
 
+_WINDOW = AttemptRecord._fields.index("context_window")
 _get_context = otel_context.get_current
 _perf_counter = time.perf_counter
 _time_ns = time.time_ns
@@ -364,7 +365,10 @@ class Tap:
         model = record.response_model or record.request_model
         window = None if self._windows is None else self._windows.window(record.provider, model)
         if self._pricer is None:
-            return record if window is None else record._replace(context_window=window)
+            if window is None:
+                return record
+            # a new tuple with the one field changed: a fifth of what _replace's keyword machinery costs (~1 µs)
+            return _new(AttemptRecord, (*record[:_WINDOW], window, *record[_WINDOW + 1 :]))
         cost = self._pricer.price(record.provider, model, record.usage)
         return record._replace(cost=cost, context_window=window)
 

@@ -58,21 +58,25 @@ class ContextWindows:
             return None
         key = (provider, model)
         found = self._found.get(key, _MISSING)
-        if found is not _MISSING:
+        # an unknown one is looked up again once the application has imported the table
+        if found is not _MISSING and (found is not None or self._table is not None or _TABLE_MODULE not in sys.modules):
             return found  # type: ignore[return-value]
         window = self._overrides.get(model)
         if window is None:
-            table = self._table
-            if table is None:
-                table = self._imported_table()
-                if table is None:
-                    self._log_unknown(provider, model)
-                    return None  # not kept: the application may import the table later
-            window = _window_of(modeltable.find(table, provider, model))
+            table = self._table if self._table is not None else self._imported_table()
+            window = None if table is None else _window_of(modeltable.find(table, provider, model))
         with self._lock:
             self._found[key] = window
         if window is None:
-            self._log_unknown(provider, model)
+            log_once(
+                f"no-window-{provider}-{model}",
+                "no context window for %s model %r: its attempts are counted in "
+                "llmtap_context_window_unknown_total (give it in Settings.context_windows%s)",
+                provider,
+                model,
+                "" if self._table is not None else ", or turn on Settings.cost to read genai-prices' table too",
+                level=logging.INFO,  # on by default: a model of its own is no fault to warn about
+            )
         return window
 
     def _imported_table(self) -> Any:
@@ -84,17 +88,6 @@ class ContextWindows:
         except Exception:
             return None
         return self._table
-
-    def _log_unknown(self, provider: str, model: str) -> None:
-        log_once(
-            f"no-window-{provider}-{model}",
-            "no context window for %s model %r: its attempts are counted in llmtap_context_window_unknown_total "
-            "(give it in Settings.context_windows%s)",
-            provider,
-            model,
-            "" if self._table is not None else ", or turn on Settings.cost to read genai-prices' table too",
-            level=logging.INFO,  # on by default: a model of its own is no fault to warn about
-        )
 
 
 def _window_of(model_info: Any) -> int | None:
