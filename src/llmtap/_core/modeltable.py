@@ -3,7 +3,7 @@
 The price of an attempt (:mod:`llmtap._core.cost`, ``Settings.cost``) and the context window its input is
 measured against (:mod:`llmtap._core.windows`) come from the same entry of the table: the one
 :func:`find` returns for the attempt's provider and model. Importing the table costs (genai-prices 0.2.5:
-~0.2-0.35 s and ~5.3 MiB of RSS), so nothing here imports it at module level; :func:`load` does.
+~170 ms and ~6 MiB of RSS), so nothing here imports it at module level; :func:`load` does.
 """
 
 from __future__ import annotations

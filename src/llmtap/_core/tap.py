@@ -328,7 +328,7 @@ class Tap:
             if record.usage != _NO_USAGE and (self._pricer is not None or self._windows is not None):
                 record = self._model_facts(record)
         except Exception as exc:
-            internal_error("other", "internal error bounding labels or pricing: %r", exc)
+            internal_error("other", "internal error bounding labels, pricing or finding the context window: %r", exc)
         span, states = attempt.span, attempt.states
         # nothing of the ended span or of the sinks' states is read again: let them go now, not with the
         # attempt (which a response in its HTTP client's reference cycle, or a traceback the app keeps, can

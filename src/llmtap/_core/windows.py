@@ -5,9 +5,9 @@ then the ``context_window`` of the genai-prices entry that :func:`llmtap._core.m
 the model (the entry that prices it with ``Settings.cost``). A model neither knows has no window: its
 attempts are counted as unknown (``llmtap_context_window_unknown_total``), never guessed.
 
-The table is read whenever the process has it, and llmtap never imports it for windows alone: importing
-genai-prices costs every process ~0.2-0.35 s of CPU and ~5.3 MiB of RSS (0.2.5, measured in the docs' cost
-guide), more than twice llmtap's whole share. So the table is ``Settings.cost``'s (loaded for the prices
+The table is read whenever the process has it, and llmtap never imports it for windows alone: it would add
+~170 ms and ~6 MiB of RSS to ``instrument()`` (genai-prices 0.2.5; docs/guides/context-window.md has the
+command), more than three times llmtap's own share. So the table is ``Settings.cost``'s (loaded for the prices
 anyway and handed over), or the one the application imported itself (found in ``sys.modules``, then free);
 otherwise only the overrides count.
 
