@@ -218,6 +218,7 @@ def exported(sim: Simulator, receiver: Receiver) -> Iterator[Exported]:
         genai_semconv="both",  # every instrument on: both generations of the semconv token histograms,
         cost=True,  # one model priced (cache included), the others unpriced
         prices={"m-completed": llmtap.ModelPrice(input=3.0, output=15.0, cache_read=0.3)},
+        context_windows={"m-completed": 100_000},  # one model's window known, the others' unknown
     )
     llmtap.instrument(settings, registry=registry, meter_provider=provider)
     try:

@@ -141,3 +141,18 @@ def test_a_misspelt_keyword_gets_did_you_mean() -> None:
         "zzz": "no such setting",
     }
     assert llmtap.Settings(base_urls=("http://x",)).base_urls == ("http://x",)
+
+
+def test_context_windows_in_code_and_from_the_environment() -> None:
+    """Tokens by model: ``key=value`` pairs or JSON from ``LLMTAP_CONTEXT_WINDOWS``; a window that is not a
+    positive whole number is refused at the variable. Control: the default is empty."""
+    assert llmtap.Settings().context_windows == {}
+    env = {"LLMTAP_CONTEXT_WINDOWS": "my-llama=131072, ft:gpt-4o-mini:org::x=128000"}
+    assert llmtap.Settings.from_env(env).context_windows == {"my-llama": 131_072, "ft:gpt-4o-mini:org::x": 128_000}
+    assert llmtap.Settings.from_env({"LLMTAP_CONTEXT_WINDOWS": '{"a": 8192}'}).context_windows == {"a": 8_192}
+    for bad in ("a=0", "a=-1", "a=1.5", "a=lots"):
+        with pytest.raises(ValidationError) as raised:
+            llmtap.Settings.from_env({"LLMTAP_CONTEXT_WINDOWS": bad})
+        assert [e["loc"] for e in raised.value.errors()] == [("LLMTAP_CONTEXT_WINDOWS",)], bad
+    with pytest.raises(ValidationError, match="positive numbers of tokens"):
+        llmtap.Settings(context_windows={"a": 0})
