@@ -407,11 +407,17 @@ class Series:
     """The series those points become in Prometheus (``target_info`` included), by aggregation."""
 
 
-def _prometheus_series(request: Any) -> tuple[int, int]:
+RULE_HISTOGRAMS = frozenset({"llmtap.call.duration", "llmtap.call.time_to_first_token"})
+"""The histograms the shipped alert and SLO rules read (``_count``, ``_bucket{le=...}``): kept explicit in the
+fleet guide's mixed recipe, every other one exponential (``tests/test_scale.py`` checks it against the rules)."""
+
+
+def _prometheus_series(request: Any, native: frozenset[str] = frozenset()) -> tuple[int, int]:
     """The data points of an OTLP ``ExportMetricsServiceRequest`` and the Prometheus series they become (the
     Collector's and Prometheus' OTLP translation: a sum or gauge point is one series, an explicit-bucket
     histogram point one ``_bucket`` per bucket plus ``_sum`` and ``_count``, an exponential one a native
-    histogram; one ``target_info`` per resource)."""
+    histogram; one ``target_info`` per resource). ``native``: explicit-bucket histograms counted as if they
+    were exponential (one series a point)."""
     points = series = 0
     for resource_metrics in request.resource_metrics:
         series += 1  # target_info
@@ -420,7 +426,8 @@ def _prometheus_series(request: Any) -> tuple[int, int]:
                 kind = metric.WhichOneof("data")
                 for point in getattr(metric, kind).data_points:
                     points += 1
-                    series += len(point.bucket_counts) + 2 if kind == "histogram" else 1
+                    classic = kind == "histogram" and metric.name not in native
+                    series += len(point.bucket_counts) + 2 if classic else 1
     return points, series
 
 
@@ -467,9 +474,15 @@ def measure_series(models: int, sdks: Sequence[str]) -> Series:
             for aggregation, reader in readers.items():
                 data = reader.get_metrics_data()
                 assert data is not None
-                points, series = _prometheus_series(encode_metrics(data))
-                report.otlp_points[aggregation] = points
-                report.otlp_series[aggregation] = series
+                request = encode_metrics(data)
+                report.otlp_points[aggregation], report.otlp_series[aggregation] = _prometheus_series(request)
+                if aggregation == "explicit":  # the mixed recipe: every histogram exponential but the rules'
+                    histograms = {
+                        m.name for rm in request.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+                    }
+                    _, report.otlp_series["mixed"] = _prometheus_series(
+                        request, frozenset(histograms - RULE_HISTOGRAMS)
+                    )
         finally:
             llmtap.uninstrument()
             provider.shutdown()
@@ -492,13 +505,14 @@ def print_series(reports: Sequence[Series], workers: int = 1000, per_host: int =
             f"({r.exposition_histogram_samples:,} of them histograms', {r.exposition_bytes:,} B); "
             f"OTLP explicit {r.otlp_points['explicit']:,} points -> "
             f"{r.otlp_series['explicit']:,} series; OTLP exponential {r.otlp_points['exponential']:,} points -> "
-            f"{r.otlp_series['exponential']:,} series"
+            f"{r.otlp_series['exponential']:,} series; mixed (the rules' two explicit) {r.otlp_series['mixed']:,}"
         )
         hosts = -(-workers // per_host)
         print(
             f"  x {workers:,} workers: per process {workers * r.exposition_samples:,} (/metrics), "
             f"{workers * r.otlp_series['explicit']:,} (OTLP explicit), {workers * r.otlp_series['exponential']:,} "
-            f"(OTLP exponential); multiprocess mode, {hosts} hosts of {per_host}: {hosts * r.exposition_samples:,}"
+            f"(OTLP exponential), {workers * r.otlp_series['mixed']:,} (mixed); "
+            f"multiprocess mode, {hosts} hosts of {per_host}: {hosts * r.exposition_samples:,}"
         )
 
 

@@ -7,13 +7,16 @@ the simulator in a child process: llmtap's totals equal what the simulator serve
 from __future__ import annotations
 
 import fnmatch
+import re
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from llmtap._core import stream as _stream
+from llmtap._core.metrics import HISTOGRAM, INSTRUMENTS
 from tests.support.own import PACKAGE, is_own_file
+from tests.support.prom import ALERTS, ROOT, SLO_RULES, rules
 from tests.support.scripts import load_script
 
 
@@ -59,3 +62,64 @@ def test_memory_attribution_is_by_directory_not_name(tmp_path: Path) -> None:
     assert counted(own_file)  # positive control
     assert not counted(venv_file)
     assert not counted(str(PACKAGE / "simulator" / "_server.py"))
+
+
+# -- series per process (benchmarks/scale.py --series) and the fleet guide that states them ---------------
+
+FLEET_GUIDE = ROOT / "docs" / "guides" / "fleet.md"
+_FIGURES = re.compile(r"^\| (1 model, 1 provider|10 models \u00d7 3 providers) \|((?: [\d,]+ \|){4})$", re.M)
+
+
+def stated_series() -> dict[int, tuple[int, ...]]:
+    """Models -> the fleet guide's series per process: /metrics, OTLP explicit, exponential, mixed."""
+    rows = {
+        int(label.split()[0]): tuple(int(c.strip().replace(",", "")) for c in cells.strip(" |").split("|"))
+        for label, cells in _FIGURES.findall(FLEET_GUIDE.read_text())
+    }
+    assert set(rows) == {1, 10}, "docs/guides/fleet.md: the series table is missing a row"
+    return rows
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_the_fleet_guide_states_the_series_measured_now() -> None:
+    """The fleet guide's series per process are what ``benchmarks/scale.py --series`` measures: a change that
+    adds series fails here until the guide (and so the fleet figures) says so; its 1,000-worker figures are
+    those times 1,000."""
+    scale = _load_scale()
+    stated = stated_series()
+    for models, sdks in ((1, scale.SERIES_SDKS[:1]), (10, scale.SERIES_SDKS)):
+        r = scale.measure_series(models, sdks)
+        measured = (
+            r.exposition_samples,
+            r.otlp_series["explicit"],
+            r.otlp_series["exponential"],
+            r.otlp_series["mixed"],
+        )
+        assert measured == stated[models], f"{models} model(s): update docs/guides/fleet.md on purpose"
+        # what was counted: one exponential point a series, fewer series than explicit buckets make
+        assert r.otlp_points["exponential"] == r.otlp_points["explicit"] > 0
+        assert r.otlp_series["exponential"] < r.otlp_series["mixed"] < r.otlp_series["explicit"]
+    text = FLEET_GUIDE.read_text()
+    metrics, explicit, exponential, mixed = stated[10]
+    for figure in (metrics, explicit, exponential, mixed):
+        assert f"| {figure * 1000:,} |" in text, f"the 1,000-worker row for {figure:,} a process"
+
+
+def _mixed_recipe() -> list[str]:
+    m = re.search(r"^MIXED = \[\n(.*?)^\]", FLEET_GUIDE.read_text(), re.M | re.S)
+    assert m, "docs/guides/fleet.md: the mixed recipe is missing"
+    return re.findall(r'"([a-z_.]+)"', m.group(1))
+
+
+def test_the_mixed_recipe_leaves_every_rule_its_classic_histograms() -> None:
+    """The guide's mixed recipe makes every histogram exponential but those the shipped alert and SLO rules
+    read (``_bucket``, ``_count``, ``_sum``), which are ``scale.RULE_HISTOGRAMS``."""
+    scale = _load_scale()
+    histograms = {i.name: i.prometheus() for i in INSTRUMENTS if i.kind == HISTOGRAM}
+    recipe = _mixed_recipe()
+    assert sorted(recipe) == sorted(set(histograms) - scale.RULE_HISTOGRAMS)
+    exprs = [r["expr"] for path in (ALERTS, SLO_RULES) for r in rules(path)]
+    read = {
+        name for name, family in histograms.items() for e in exprs if re.search(rf"\b{family}_(bucket|count|sum)\b", e)
+    }
+    assert read == scale.RULE_HISTOGRAMS  # the kept ones are read (positive control), the recipe's are not
