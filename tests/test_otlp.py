@@ -45,6 +45,7 @@ from llmtap._core.metrics import (
     INSTRUMENTS,
     SEMCONV_ATTRIBUTES,
     UP_DOWN,
+    by_key,
     label_name,
 )
 from llmtap._exporters.otel_metrics import spread
@@ -992,21 +993,31 @@ def _exponential_provider(route: str, receiver: Receiver, monkeypatch: pytest.Mo
             "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION", "base2_exponential_bucket_histogram"
         )
         views: list[View] = []
-    else:  # llmtap's histograms only: the app's own keep their aggregation
+    elif route == "view":  # llmtap's histograms only: the app's own keep their aggregation
         views = [
             View(instrument_type=Histogram, meter_name="llmtap", aggregation=ExponentialBucketHistogramAggregation())
         ]
+    else:  # the fleet guide's mixed recipe: all but the histograms the shipped rules read
+        exponential = ExponentialBucketHistogramAggregation()
+        names = {i.name for i in INSTRUMENTS if i.kind == HISTOGRAM} - RULE_HISTOGRAMS
+        views = [View(instrument_name=name, meter_name="llmtap", aggregation=exponential) for name in sorted(names)]
     exporter = OTLPMetricExporter(endpoint=receiver.endpoint + "/v1/metrics", timeout=10)
     reader = PeriodicExportingMetricReader(exporter, export_interval_millis=3_600_000)
     return MeterProvider(metric_readers=[reader], views=views)
 
 
-@pytest.mark.parametrize("route", ["exporter variable", "view"])
+RULE_HISTOGRAMS = {"llmtap.call.duration", "llmtap.call.time_to_first_token"}
+"""What the shipped rules read of the histograms (kept explicit by the fleet guide's mixed recipe; checked
+against the rules in ``test_scale.py``)."""
+
+
+@pytest.mark.parametrize("route", ["exporter variable", "view", "mixed"])
 def test_exponential_histograms_arrive_with_count_sum_and_scale(
     route: str, sim: Simulator, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the OTLP exporter's standard variable or a view on llmtap's meter, every llmtap histogram arrives
-    as an exponential histogram: the input tokens of three calls (known from the simulator) land in the
+    as an exponential histogram (with the fleet guide's mixed views, every one but the two the rules read,
+    which keep their buckets): the input tokens of three calls (known from the simulator) land in the
     buckets the specification's mapping gives them at the scale it chooses; count and sum of the duration
     equal the native exporter's, fed the same records; the counters stay counters."""
     sim.clear()
@@ -1024,7 +1035,10 @@ def test_exponential_histograms_arrive_with_count_sum_and_scale(
                 messages=[{"role": "user", "content": "hi"}],
                 extra_headers=Scenario(tokens=4, input=n).headers(),
             )
-        served = sim.wait_served(len(EXPONENTIAL_INPUTS), timeout=10)
+        hi: Any = [{"role": "user", "content": "hi"}]
+        for _ in client.messages.create(model="m-exp-stream", max_tokens=16, messages=hi, stream=True):
+            pass  # a call's time to first token
+        served = sim.wait_served(len(EXPONENTIAL_INPUTS) + 1, timeout=10)
         assert provider.force_flush(10_000)
         native = {  # before uninstrument() unregisters the families
             s.name: s.value
@@ -1040,10 +1054,15 @@ def test_exponential_histograms_arrive_with_count_sum_and_scale(
     metrics = {m.name: m for sm in rm.scope_metrics for m in sm.metrics}
     histograms = {i.name for i in INSTRUMENTS if i.kind == HISTOGRAM} & set(metrics)
     assert {"gen_ai.client.token.usage", "gen_ai.client.operation.duration", "llmtap.call.duration"} <= histograms
-    assert {metrics[name].WhichOneof("data") for name in histograms} == {"exponential_histogram"}
+    kept = RULE_HISTOGRAMS if route == "mixed" else set()
+    assert {metrics[name].WhichOneof("data") for name in histograms - kept} == {"exponential_histogram"}
+    assert {metrics[name].WhichOneof("data") for name in kept} <= {"histogram"}
+    if kept:  # the rules' histograms keep the buckets the SLO and the alert count under
+        (ttft,) = metrics["llmtap.call.time_to_first_token"].histogram.data_points
+        assert list(ttft.explicit_bounds) == [float(b) for b in by_key()["call_ttft"].buckets]
     assert metrics["llmtap.attempts"].WhichOneof("data") == "sum"  # positive control: a view for histograms only
 
-    inputs = tuple(float(s.input_tokens) for s in served)
+    inputs = tuple(float(s.input_tokens) for s in served if s.model == "m-exp")
     assert sorted(inputs) == sorted(EXPONENTIAL_INPUTS)  # the simulator's truth, what llmtap must have recorded
     (point,) = [
         p
