@@ -16,8 +16,9 @@ in-process simulator; per model one completed stream and one non-streaming call,
 baseline). Counted: the samples of the ``/metrics`` exposition (each is a series), and the data points of
 the OTLP request the OTLP exporter would send (``encode_metrics``), once with the SDK's explicit-bucket
 histograms and once with exponential ones, with the series each becomes in Prometheus (an explicit-bucket
-point: a ``_bucket`` per bucket, ``_sum``, ``_count``; an exponential point: one native histogram).
-``tests/test_scale.py`` checks the figures the fleet guide states.
+point: a ``_bucket`` per bucket, ``_sum``, ``_count``; an exponential point: one native histogram); and
+the ``/metrics`` of one host in prometheus-client's multiprocess mode, two worker processes with that
+traffic. ``tests/test_scale.py`` checks the figures the fleet guide states.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from llmtap._drive import Sdk
+    from llmtap.simulator import Simulator
 
 STREAMS_PER_CLIENT = 200
 CONNECTIONS_PER_SIMULATOR = 2500
@@ -405,6 +407,14 @@ class Series:
     """OTLP data points by histogram aggregation (``explicit``, ``exponential``)."""
     otlp_series: dict[str, int] = field(default_factory=dict)
     """The series those points become in Prometheus (``target_info`` included), by aggregation."""
+    host_samples: int = 0
+    """The samples of one host's ``/metrics`` in prometheus-client's multiprocess mode, :data:`HOST_WORKERS`
+    worker processes each with the same traffic (0: not measured)."""
+
+
+HOST_WORKERS = 2
+"""Worker processes of the multiprocess-mode host ``--series`` measures (each one's label sets are the same:
+more workers add no series, only time)."""
 
 
 RULE_HISTOGRAMS = frozenset({"llmtap.call.duration", "llmtap.call.time_to_first_token"})
@@ -431,6 +441,60 @@ def _prometheus_series(request: Any, native: frozenset[str] = frozenset()) -> tu
     return points, series
 
 
+def drive_series(sim: Simulator, models: int, sdks: Sequence[str]) -> None:
+    """``--series``' traffic: per SDK of ``sdks`` and model, one completed stream and one non-streaming call."""
+    from llmtap._drive import Config, adapter, run
+
+    for name in sdks:
+        sdk = adapter(name, Config(base_url=sim.base_url))
+        try:
+            for m in range(models):
+                for action in ("stream", "create"):
+                    result = run(sdk, action, f"model-{m}", headers=_scenario(4))
+                    if result.error is not None:
+                        raise result.error
+        finally:
+            sdk.close()
+    sim.wait_served(len(sdks) * models * 2)
+
+
+_SERIES_WORKER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import llmtap, scale
+from llmtap.simulator import Simulator
+with Simulator() as sim:
+    llmtap.instrument(llmtap.Settings(base_urls=(sim.base_url,), traces=False))
+    try:
+        scale.drive_series(sim, int(sys.argv[2]), scale.SERIES_SDKS[: int(sys.argv[3])])
+    finally:
+        llmtap.uninstrument()
+"""
+"""One worker of a host in prometheus-client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR`` set before it
+starts, as the mode requires), driving ``--series``' traffic."""
+
+
+def measure_host_series(workers: int, models: int, sdks: int) -> int:
+    """The series of one host's ``/metrics`` in prometheus-client's multiprocess mode, ``workers`` worker
+    processes each driving ``models`` models through the first ``sdks`` of :data:`SERIES_SDKS` (as one scrape
+    of the example's ``/metrics`` sees them: ``MultiProcessCollector`` over the directory)."""
+    import subprocess
+    import tempfile
+
+    from prometheus_client import CollectorRegistry, generate_latest, multiprocess
+
+    with tempfile.TemporaryDirectory() as directory:
+        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": directory}
+        here = os.path.dirname(os.path.abspath(__file__))
+        for _ in range(workers):
+            argv = [sys.executable, "-c", _SERIES_WORKER, here, str(models), str(sdks)]
+            subprocess.run(argv, env=env, check=True, timeout=300)
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+        text = generate_latest(registry).decode()
+    return sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+
+
 def measure_series(models: int, sdks: Sequence[str]) -> Series:
     """Drive ``models`` models through each SDK of ``sdks`` (one completed stream and one non-streaming call
     each) with the Prometheus exporter and the OpenTelemetry one on (two readers: explicit-bucket and
@@ -444,7 +508,6 @@ def measure_series(models: int, sdks: Sequence[str]) -> Series:
 
     import llmtap
     from llmtap._core.metrics import HISTOGRAM, INSTRUMENTS
-    from llmtap._drive import Config, adapter, run
     from llmtap.simulator import Simulator
 
     readers = {
@@ -459,17 +522,7 @@ def measure_series(models: int, sdks: Sequence[str]) -> Series:
             llmtap.Settings(base_urls=(sim.base_url,), traces=False), registry=registry, meter_provider=provider
         )
         try:
-            for name in sdks:
-                sdk = adapter(name, Config(base_url=sim.base_url))
-                try:
-                    for m in range(models):
-                        for action in ("stream", "create"):
-                            result = run(sdk, action, f"model-{m}", headers=_scenario(4))
-                            if result.error is not None:
-                                raise result.error
-                finally:
-                    sdk.close()
-            sim.wait_served(len(sdks) * models * 2)
+            drive_series(sim, models, sdks)
             text = generate_latest(registry)
             for aggregation, reader in readers.items():
                 data = reader.get_metrics_data()
@@ -509,10 +562,11 @@ def print_series(reports: Sequence[Series], workers: int = 1000, per_host: int =
         )
         hosts = -(-workers // per_host)
         print(
-            f"  x {workers:,} workers: per process {workers * r.exposition_samples:,} (/metrics), "
+            f"  one host of {HOST_WORKERS} workers in multiprocess mode: /metrics {r.host_samples:,} series"
+            f"\n  x {workers:,} workers: per process {workers * r.exposition_samples:,} (/metrics), "
             f"{workers * r.otlp_series['explicit']:,} (OTLP explicit), {workers * r.otlp_series['exponential']:,} "
             f"(OTLP exponential), {workers * r.otlp_series['mixed']:,} (mixed); "
-            f"multiprocess mode, {hosts} hosts of {per_host}: {hosts * r.exposition_samples:,}"
+            f"multiprocess mode, {hosts} hosts of {per_host}: {hosts * r.host_samples:,}"
         )
 
 
@@ -526,7 +580,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--traced", type=int, default=1000, help="streams opened under tracemalloc (default 1,000)")
     args = parser.parse_args(argv)
     if args.series:
-        print_series([measure_series(1, SERIES_SDKS[:1]), measure_series(10, SERIES_SDKS)])
+        reports = [measure_series(1, SERIES_SDKS[:1]), measure_series(10, SERIES_SDKS)]
+        for r in reports:
+            r.host_samples = measure_host_series(HOST_WORKERS, r.models, r.providers)
+        print_series(reports)
         return 0
     print(f"fd limit {raise_fd_limit()}; {args.streams:,} async streams, {args.threads} threads x {args.calls} calls")
     report = run(args.streams, args.threads, args.calls, args.tokens, traced=args.traced)

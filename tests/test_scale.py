@@ -67,11 +67,12 @@ def test_memory_attribution_is_by_directory_not_name(tmp_path: Path) -> None:
 # -- series per process (benchmarks/scale.py --series) and the fleet guide that states them ---------------
 
 FLEET_GUIDE = ROOT / "docs" / "guides" / "fleet.md"
-_FIGURES = re.compile(r"^\| (1 model, 1 provider|10 models \u00d7 3 providers) \|((?: [\d,]+ \|){4})$", re.M)
+_FIGURES = re.compile(r"^\| (1 model, 1 provider|10 models \u00d7 3 providers) \|((?: [\d,]+ \|){5})$", re.M)
 
 
 def stated_series() -> dict[int, tuple[int, ...]]:
-    """Models -> the fleet guide's series per process: /metrics, OTLP explicit, exponential, mixed."""
+    """Models -> the fleet guide's series per process (/metrics, OTLP explicit, exponential, mixed) and per
+    multiprocess host."""
     rows = {
         int(label.split()[0]): tuple(int(c.strip().replace(",", "")) for c in cells.strip(" |").split("|"))
         for label, cells in _FIGURES.findall(FLEET_GUIDE.read_text())
@@ -95,14 +96,17 @@ def test_the_fleet_guide_states_the_series_measured_now() -> None:
             r.otlp_series["exponential"],
             r.otlp_series["mixed"],
         )
-        assert measured == stated[models], f"{models} model(s): update docs/guides/fleet.md on purpose"
+        assert measured == stated[models][:4], f"{models} model(s): update docs/guides/fleet.md on purpose"
         # what was counted: one exponential point a series, fewer series than explicit buckets make
         assert r.otlp_points["exponential"] == r.otlp_points["explicit"] > 0
         assert r.otlp_series["exponential"] < r.otlp_series["mixed"] < r.otlp_series["explicit"]
+    # one host in multiprocess mode (the 10 x 3 host is left to `benchmarks/scale.py --series`: ~40 s)
+    assert scale.measure_host_series(scale.HOST_WORKERS, 1, 1) == stated[1][4]
     text = FLEET_GUIDE.read_text()
-    metrics, explicit, exponential, mixed = stated[10]
+    metrics, explicit, exponential, mixed, host = stated[10]
     for figure in (metrics, explicit, exponential, mixed):
         assert f"| {figure * 1000:,} |" in text, f"the 1,000-worker row for {figure:,} a process"
+    assert f"| {host * 125:,} |" in text, "the multiprocess row: 125 hosts of 8 workers"
 
 
 def _mixed_recipe() -> list[str]:
