@@ -2,12 +2,23 @@
 
     python benchmarks/scale.py                      # 10,000 async streams + 64 threads x 20 calls (make scale)
     python benchmarks/scale.py --streams 1000 --calls 3
+    python benchmarks/scale.py --series             # series per process: 1 model x 1 provider, 10 x 3
 
 Everything goes through the real ``anthropic`` SDK against ``llmtap.simulator`` in a child process, with
 llmtap instrumented (Prometheus, spans and OTel metrics on). Checked: llmtap's totals (attempts, streams by
 outcome, tokens) equal what the simulator served, exactly; the in-flight gauge is back to 0; and while every
 async stream is open at once, the memory held by allocations in llmtap's own code (tracemalloc), per stream.
 ``tests/test_scale.py`` runs a reduced version in ``make test``.
+
+``--series`` answers another question, the series one process adds (docs/guides/fleet.md): one model on one
+provider, then ten models on each of three providers (the anthropic, openai and google-genai SDKs against the
+in-process simulator; per model one completed stream and one non-streaming call, the series budget's
+baseline). Counted: the samples of the ``/metrics`` exposition (each is a series), and the data points of
+the OTLP request the OTLP exporter would send (``encode_metrics``), once with the SDK's explicit-bucket
+histograms and once with exponential ones, with the series each becomes in Prometheus (an explicit-bucket
+point: a ``_bucket`` per bucket, ``_sum``, ``_count``; an exponential point: one native histogram); and
+the ``/metrics`` of one host in prometheus-client's multiprocess mode, two worker processes with that
+traffic. ``tests/test_scale.py`` checks the figures the fleet guide states.
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import resource
 import sys
 import threading
@@ -34,6 +46,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from llmtap._drive import Sdk
+    from llmtap.simulator import Simulator
 
 STREAMS_PER_CLIENT = 200
 CONNECTIONS_PER_SIMULATOR = 2500
@@ -375,14 +388,203 @@ def compare(report: Report, expected: int) -> list[str]:
     return problems
 
 
+SERIES_SDKS = ("anthropic", "openai-chat", "gemini")
+"""The three providers of ``--series`` (keys of ``llmtap._drive.SDKS``)."""
+
+
+@dataclass
+class Series:
+    """What one process exports after a traffic mix (see ``--series``)."""
+
+    models: int
+    providers: int
+    exposition_samples: int = 0
+    """Lines of the ``/metrics`` text exposition that are samples: each is one series."""
+    exposition_bytes: int = 0
+    exposition_histogram_samples: int = 0
+    """Of those, the histograms' (``_bucket``, ``_sum``, ``_count``)."""
+    otlp_points: dict[str, int] = field(default_factory=dict)
+    """OTLP data points by histogram aggregation (``explicit``, ``exponential``)."""
+    otlp_series: dict[str, int] = field(default_factory=dict)
+    """The series those points become in Prometheus (``target_info`` included), by aggregation."""
+    host_samples: int = 0
+    """The samples of one host's ``/metrics`` in prometheus-client's multiprocess mode, :data:`HOST_WORKERS`
+    worker processes each with the same traffic (0: not measured)."""
+
+
+HOST_WORKERS = 2
+"""Worker processes of the multiprocess-mode host ``--series`` measures (each one's label sets are the same:
+more workers add no series, only time)."""
+
+
+RULE_HISTOGRAMS = frozenset({"llmtap.call.duration", "llmtap.call.time_to_first_token"})
+"""The histograms the shipped alert and SLO rules read (``_count``, ``_bucket{le=...}``): kept explicit in the
+fleet guide's mixed recipe, every other one exponential (``tests/test_scale.py`` checks it against the rules)."""
+
+
+def _prometheus_series(request: Any, native: frozenset[str] = frozenset()) -> tuple[int, int]:
+    """The data points of an OTLP ``ExportMetricsServiceRequest`` and the Prometheus series they become (the
+    Collector's and Prometheus' OTLP translation: a sum or gauge point is one series, an explicit-bucket
+    histogram point one ``_bucket`` per bucket plus ``_sum`` and ``_count``, an exponential one a native
+    histogram; one ``target_info`` per resource). ``native``: explicit-bucket histograms counted as if they
+    were exponential (one series a point)."""
+    points = series = 0
+    for resource_metrics in request.resource_metrics:
+        series += 1  # target_info
+        for scope in resource_metrics.scope_metrics:
+            for metric in scope.metrics:
+                kind = metric.WhichOneof("data")
+                for point in getattr(metric, kind).data_points:
+                    points += 1
+                    classic = kind == "histogram" and metric.name not in native
+                    series += len(point.bucket_counts) + 2 if classic else 1
+    return points, series
+
+
+def drive_series(sim: Simulator, models: int, sdks: Sequence[str]) -> None:
+    """``--series``' traffic: per SDK of ``sdks`` and model, one completed stream and one non-streaming call."""
+    from llmtap._drive import Config, adapter, run
+
+    for name in sdks:
+        sdk = adapter(name, Config(base_url=sim.base_url))
+        try:
+            for m in range(models):
+                for action in ("stream", "create"):
+                    result = run(sdk, action, f"model-{m}", headers=_scenario(4))
+                    if result.error is not None:
+                        raise result.error
+        finally:
+            sdk.close()
+    sim.wait_served(len(sdks) * models * 2)
+
+
+_SERIES_WORKER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import llmtap, scale
+from llmtap.simulator import Simulator
+with Simulator() as sim:
+    llmtap.instrument(llmtap.Settings(base_urls=(sim.base_url,), traces=False))
+    try:
+        scale.drive_series(sim, int(sys.argv[2]), scale.SERIES_SDKS[: int(sys.argv[3])])
+    finally:
+        llmtap.uninstrument()
+"""
+"""One worker of a host in prometheus-client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR`` set before it
+starts, as the mode requires), driving ``--series``' traffic."""
+
+
+def measure_host_series(workers: int, models: int, sdks: int) -> int:
+    """The series of one host's ``/metrics`` in prometheus-client's multiprocess mode, ``workers`` worker
+    processes each driving ``models`` models through the first ``sdks`` of :data:`SERIES_SDKS` (as one scrape
+    of the example's ``/metrics`` sees them: ``MultiProcessCollector`` over the directory)."""
+    import subprocess
+    import tempfile
+
+    from prometheus_client import CollectorRegistry, generate_latest, multiprocess
+
+    with tempfile.TemporaryDirectory() as directory:
+        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": directory}
+        here = os.path.dirname(os.path.abspath(__file__))
+        for _ in range(workers):
+            argv = [sys.executable, "-c", _SERIES_WORKER, here, str(models), str(sdks)]
+            subprocess.run(argv, env=env, check=True, timeout=300)
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+        text = generate_latest(registry).decode()
+    return sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def measure_series(models: int, sdks: Sequence[str]) -> Series:
+    """Drive ``models`` models through each SDK of ``sdks`` (one completed stream and one non-streaming call
+    each) with the Prometheus exporter and the OpenTelemetry one on (two readers: explicit-bucket and
+    exponential histograms), and count what one process exports."""
+    from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+    from opentelemetry.sdk.metrics import Histogram, MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.metrics.view import ExponentialBucketHistogramAggregation
+    from opentelemetry.sdk.resources import Resource
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    import llmtap
+    from llmtap._core.metrics import HISTOGRAM, INSTRUMENTS
+    from llmtap.simulator import Simulator
+
+    readers = {
+        "explicit": InMemoryMetricReader(),
+        "exponential": InMemoryMetricReader(preferred_aggregation={Histogram: ExponentialBucketHistogramAggregation()}),
+    }
+    provider = MeterProvider(metric_readers=list(readers.values()), resource=Resource.create({"service.name": "w"}))
+    registry = CollectorRegistry()
+    report = Series(models, len(sdks))
+    with Simulator() as sim:
+        llmtap.instrument(
+            llmtap.Settings(base_urls=(sim.base_url,), traces=False), registry=registry, meter_provider=provider
+        )
+        try:
+            drive_series(sim, models, sdks)
+            text = generate_latest(registry)
+            for aggregation, reader in readers.items():
+                data = reader.get_metrics_data()
+                assert data is not None
+                request = encode_metrics(data)
+                report.otlp_points[aggregation], report.otlp_series[aggregation] = _prometheus_series(request)
+                if aggregation == "explicit":  # the mixed recipe: every histogram exponential but the rules'
+                    histograms = {
+                        m.name for rm in request.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+                    }
+                    _, report.otlp_series["mixed"] = _prometheus_series(
+                        request, frozenset(histograms - RULE_HISTOGRAMS)
+                    )
+        finally:
+            llmtap.uninstrument()
+            provider.shutdown()
+    report.exposition_bytes = len(text)
+    lines = [line for line in text.decode().splitlines() if line and not line.startswith("#")]
+    report.exposition_samples = len(lines)
+    histograms = {i.prometheus() for i in INSTRUMENTS if i.kind == HISTOGRAM}
+    report.exposition_histogram_samples = sum(
+        1 for line in lines if re.sub(r"_(bucket|sum|count)$", "", line.split("{")[0].split()[0]) in histograms
+    )
+    return report
+
+
+def print_series(reports: Sequence[Series], workers: int = 1000, per_host: int = 8) -> None:
+    """The measured series per process, and what a fleet of ``workers`` adds (one series per process, or per
+    host of ``per_host`` workers where prometheus-client's multiprocess mode sums a host's workers)."""
+    for r in reports:
+        print(
+            f"{r.models} model(s) x {r.providers} provider(s): /metrics {r.exposition_samples:,} series "
+            f"({r.exposition_histogram_samples:,} of them histograms', {r.exposition_bytes:,} B); "
+            f"OTLP explicit {r.otlp_points['explicit']:,} points -> "
+            f"{r.otlp_series['explicit']:,} series; OTLP exponential {r.otlp_points['exponential']:,} points -> "
+            f"{r.otlp_series['exponential']:,} series; mixed (the rules' two explicit) {r.otlp_series['mixed']:,}"
+        )
+        hosts = -(-workers // per_host)
+        print(
+            f"  one host of {HOST_WORKERS} workers in multiprocess mode: /metrics {r.host_samples:,} series"
+            f"\n  x {workers:,} workers: per process {workers * r.exposition_samples:,} (/metrics), "
+            f"{workers * r.otlp_series['explicit']:,} (OTLP explicit), {workers * r.otlp_series['exponential']:,} "
+            f"(OTLP exponential), {workers * r.otlp_series['mixed']:,} (mixed); "
+            f"multiprocess mode, {hosts} hosts of {per_host}: {hosts * r.host_samples:,}"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--series", action="store_true", help="count the series one process exports, and exit")
     parser.add_argument("--streams", type=int, default=10_000, help="concurrent async streams (default 10,000)")
     parser.add_argument("--threads", type=int, default=64, help="threads sharing one sync client (default 64)")
     parser.add_argument("--calls", type=int, default=20, help="calls per thread (default 20)")
     parser.add_argument("--tokens", type=int, default=20, help="content deltas per response (default 20)")
     parser.add_argument("--traced", type=int, default=1000, help="streams opened under tracemalloc (default 1,000)")
     args = parser.parse_args(argv)
+    if args.series:
+        reports = [measure_series(1, SERIES_SDKS[:1]), measure_series(10, SERIES_SDKS)]
+        for r in reports:
+            r.host_samples = measure_host_series(HOST_WORKERS, r.models, r.providers)
+        print_series(reports)
+        return 0
     print(f"fd limit {raise_fd_limit()}; {args.streams:,} async streams, {args.threads} threads x {args.calls} calls")
     report = run(args.streams, args.threads, args.calls, args.tokens, traced=args.traced)
     served = report.served

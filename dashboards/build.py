@@ -177,6 +177,14 @@ def token_quantile(q: float) -> str:
     return f"histogram_quantile({q}, {legacy} or {latest[0]} or {latest[1]})"
 
 
+def context_over(bound: float, by: str = BY) -> str:
+    """The share of the attempts measured against their model's context window whose input was above ``bound`` of
+    it (a bucket boundary): all of them minus those at or under it, over all of them."""
+    count = sum_rate(NAME["context_utilization"] + "_count", by=by)
+    under = sum_rate(NAME["context_utilization"] + "_bucket", f'le="{bound}"', by=by)
+    return f"({count} - {under})\n/\n({count} > 0)"
+
+
 def eq(label: str, value: str) -> str:
     """An equality matcher, ``label="value"``."""
     return f'{label}="{value}"'
@@ -1232,6 +1240,37 @@ def tokens() -> Json:
             minimum=0,
             maximum=1,
         ),
+        row("Context window"),
+        Panel(
+            "Attempts with input over 90% of the context window, share by provider / model",
+            "Of the attempts whose model's context window llmtap knows, the share whose input tokens (cache reads "
+            "and writes included) were above 90% of it. Alert LlmtapContextWindowOver90PctRatioHigh fires above "
+            "10% for 15 minutes.",
+            [Target(context_over(0.9), PM_LEGEND)],
+            unit="percentunit",
+            steps=[("yellow", 0.05), ("red", 0.1)],
+            show_thresholds=True,
+            minimum=0,
+        ),
+        Panel(
+            "Context window used per attempt (p50 / p95 / p99) by provider / model",
+            "Input tokens (cache reads and writes included) over the model's context window (genai-prices' table "
+            "with Settings.cost, or Settings.context_windows); the buckets resolve 50-100%, above 1 is over the "
+            "window.",
+            [
+                Target(quantile(q, NAME["context_utilization"]), f"p{int(q * 100)} {PM_LEGEND}")
+                for q in (0.5, 0.95, 0.99)
+            ],
+            unit="percentunit",
+            minimum=0,
+        ),
+        Panel(
+            "Attempts whose model's context window is unknown per second by provider / model",
+            "Attempts that reported input tokens for a model in neither Settings.context_windows nor the table "
+            "llmtap reads: not measured above, never guessed. Give their window in Settings.context_windows.",
+            [Target(sum_rate(NAME["context_unknown"]), PM_LEGEND)],
+            unit="reqps",
+        ),
         row("Cost (Settings.cost)"),
         Panel(
             "Cost per hour (USD) by provider / model",
@@ -1294,8 +1333,8 @@ def tokens() -> Json:
     return dashboard(
         "llmtap-tokens",
         "llmtap / Tokens",
-        "Token volume by type (input, output, cache_read, cache_write, reasoning), cache hit ratio, stop "
-        "reasons and max_tokens truncation.",
+        "Token volume by type (input, output, cache_read, cache_write, reasoning), cache hit ratio, context window, "
+        "stop reasons and max_tokens truncation.",
         panels,
     )
 

@@ -36,6 +36,7 @@ EXPECTED_ALERTS = {
     "LlmtapCallFailureRatioHigh",
     "LlmtapBadRequestRatioHigh",
     "LlmtapPromptCacheHitRatioDrop",
+    "LlmtapContextWindowOver90PctRatioHigh",
 }
 
 
@@ -101,6 +102,24 @@ def test_promtool_unit_tests_catch_rejections_counted_as_aborts(tmp_path: Path) 
     result = run(tool, "test", "rules", str(tmp_path / "tests" / "outcomes_test.yaml"))
     assert result.returncode != 0
     assert "retried to success pages nothing critical" in result.stdout + result.stderr
+
+
+def test_promtool_unit_tests_catch_a_wrong_context_window_bound(tmp_path: Path) -> None:
+    """Mutation check: with the share measured over 95% of the window instead of 90%, the context-window cases
+    fail (the bound is the bucket the rule subtracts, not a threshold of its own)."""
+    tool = promtool()
+    (tmp_path / "tests").mkdir()
+    text = ALERTS.read_text()
+    mutated = text.replace(
+        'llmtap_context_window_utilization_bucket{le="0.9"}', 'llmtap_context_window_utilization_bucket{le="0.95"}'
+    )
+    assert mutated != text
+    (tmp_path / "alerts.yaml").write_text(mutated)
+    case = DASHBOARDS / "tests" / "context_window_test.yaml"
+    (tmp_path / "tests" / case.name).write_text(case.read_text())
+    result = run(tool, "test", "rules", str(tmp_path / "tests" / case.name))
+    assert result.returncode != 0
+    assert "LlmtapContextWindowOver90PctRatioHigh" in result.stdout + result.stderr
 
 
 # ---------------------------------------------------------------------------------------------

@@ -327,6 +327,7 @@ def test_tokens_content() -> None:
         len(r) == 2 and 'gen_ai_token_type="cache_read"' in r[0] and r[1].count('gen_ai_token_type="input"') == 1
         for r in ratios
     ), "no cache hit ratio (cache_read / input) panel"
+    assert "llmtap_context_window_utilization_bucket{" in text and 'le="0.9"' in text, "no context-window share panel"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from llmtap._core import stream as _stream
 from llmtap._core.bounds import RecordBounds
 from llmtap._core.observer import AttemptObserver
 from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
+from llmtap._core.windows import ContextWindows
 from llmtap._exporters.otel_metrics import OtelMetricsExporter
 from llmtap._exporters.prometheus import PrometheusExporter
 from llmtap._exporters.tracing import TracingExporter
@@ -123,6 +124,7 @@ FAULTS: dict[str, tuple[Any, str, str]] = {
     "parser.on_event": (AnthropicMessages, "on_event", "parser"),
     "clock": (_stream, "_clock", "stream"),
     "bounds": (RecordBounds, "apply", "other"),
+    "context_windows": (ContextWindows, "window", "other"),
 }
 
 

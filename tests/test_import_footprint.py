@@ -25,6 +25,7 @@ ON_DEMAND = (
     "llmtap._instrumentor",  # only opentelemetry-instrument / llmtap run / llmtap.LlmtapInstrumentor
     "opentelemetry.instrumentation",
     "llmtap._core.cost",  # only with Settings.cost
+    "genai_prices",  # only with Settings.cost: the context windows read its table only when it is loaded
     "llmtap._core.eventstream",  # only with the first Bedrock stream (AWS event-stream framing)
     "opentelemetry.baggage",  # only with Settings.baggage_attributes
     "queue",  # the hand-off takes SimpleQueue from _queue, without queue.py's classes

@@ -58,7 +58,7 @@ def record(**changes: Any) -> AttemptRecord:
         gap_bucket_counts=GAPS, gap_sum=3.05, usage=Usage(100, 20, 30, 40, 5), stop_reasons=("end_turn",),
         response_id="r", response_model="m-2025", request_id="q", retry_after=1.5, server_time=None,
         rate_limit_headers=RAW_LIMITS,
-        parse_errors=2, cost=Cost(0.1, 0.2, 0.03, 0.04, 0.05),
+        parse_errors=2, cost=Cost(0.1, 0.2, 0.03, 0.04, 0.05), context_window=400,
     )  # fmt: skip
     fields.update(changes)
     return AttemptRecord(**fields)
@@ -74,12 +74,13 @@ def call(**changes: Any) -> CallRecord:
 
 
 def everything(mapping: Mapping) -> list[Measurement]:
-    """What a retried stream, its record (priced), an unpriced record and its call make."""
+    """What a retried stream, its record (priced, its model's window known), an unpriced record of a model
+    without a known window and its call make."""
     return [
         *mapping.start(start(retry_reason="429")),
         *mapping.end(record(), in_flight=True),
         *mapping.rate_limits(record()),
-        *mapping.end(record(cost=None)),
+        *mapping.end(record(cost=None, context_window=None)),
         *mapping.call_end(call()),
     ]
 
@@ -169,10 +170,32 @@ def test_pre_created_series() -> None:
         ("stalls", ()),
         ("parse_errors", ()),
         ("unpriced", ()),
+        ("context_unknown", ()),
     }
     assert len(Mapping().initial) == len(initial)
     unpriced = {name for name, _, _ in Mapping(["cost"]).initial}
     assert "unpriced" not in unpriced and "attempts" in unpriced  # cost off: no unpriced series
+
+
+def test_an_attempt_with_input_tokens_is_measured_against_its_window_or_counted_unknown() -> None:
+    """Exactly one of the two, whatever the ending; nothing without input tokens."""
+    mapping = Mapping()
+
+    def window_measurements(r: AttemptRecord) -> list[Measurement]:
+        return [m for m in mapping.end(r) if m[0] in ("context_utilization", "context_unknown")]
+
+    assert window_measurements(record()) == [("context_utilization", 0.25, ())]  # 100 input tokens of 400
+    assert window_measurements(record(context_window=None)) == [("context_unknown", 1, ())]
+    aborted = record(outcome=Outcome.CLIENT_CLOSED, usage=Usage(300, None, None, None, None))  # message_start's
+    assert window_measurements(aborted) == [("context_utilization", 0.75, ())]
+    assert window_measurements(record(context_window=50)) == [("context_utilization", 2.0, ())]  # over: +Inf
+    for nothing in (Usage(), Usage(0, 5, None, None, None)):
+        assert window_measurements(record(usage=nothing)) == []
+        assert window_measurements(record(usage=nothing, context_window=None)) == []
+    assert record().context_utilization == 0.25 and record(context_window=None).context_utilization is None
+    off = Mapping(["llmtap.context_window.utilization", "llmtap_context_window_unknown_total"])
+    assert not off.windowed and mapping.windowed
+    assert not [m for m in off.end(record()) + off.end(record(context_window=None)) if m[0].startswith("context")]
 
 
 def test_excluded_instruments_make_no_measurements() -> None:

@@ -71,6 +71,9 @@ SETUPS: dict[str, Setup] = {
     "a view with other bounds, no min and max": _with_views(
         View(instrument_name="h", aggregation=ExplicitBucketHistogramAggregation([0.2, 3.0], record_min_max=False))
     ),
+    "exponential, the reader's preferred aggregation": _one_reader(
+        preferred_aggregation={Histogram: ExponentialBucketHistogramAggregation()}
+    ),
     "two views, one exponential": _with_views(
         View(instrument_name="h"),
         View(instrument_name="h", name="h.exp", aggregation=ExponentialBucketHistogramAggregation()),

@@ -17,6 +17,7 @@ on in the same tap. The decoded payload is checked against
 from __future__ import annotations
 
 import bisect
+import math
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,8 +28,9 @@ import httpx2
 import pytest
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality, Metric
-from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics import Histogram, MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.view import ExponentialBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
 from prometheus_client import CollectorRegistry
 
@@ -43,6 +45,7 @@ from llmtap._core.metrics import (
     INSTRUMENTS,
     SEMCONV_ATTRIBUTES,
     UP_DOWN,
+    by_key,
     label_name,
 )
 from llmtap._exporters.otel_metrics import spread
@@ -218,6 +221,7 @@ def exported(sim: Simulator, receiver: Receiver) -> Iterator[Exported]:
         genai_semconv="both",  # every instrument on: both generations of the semconv token histograms,
         cost=True,  # one model priced (cache included), the others unpriced
         prices={"m-completed": llmtap.ModelPrice(input=3.0, output=15.0, cache_read=0.3)},
+        context_windows={"m-completed": 100_000},  # one model's window known, the others' unknown
     )
     llmtap.instrument(settings, registry=registry, meter_provider=provider)
     try:
@@ -959,3 +963,125 @@ def test_the_extras_require_the_sdk_llmtap_s_metrics_are_right_on() -> None:
     assert set(pins) == {"ANTHROPIC", "OPENAI", "PROMETHEUS_CLIENT", "HTTPX", "HTTPX2", "GENAI_PRICES", "AIOHTTP"}
     for name, pinned in pins.items():
         assert floors[name.lower().replace("_", "-")] == {version(pinned)}, name
+
+
+# ---------------------------------------------------------------------------------------------
+# Exponential histograms (docs/guides/fleet.md): chosen where the meter provider is built
+# ---------------------------------------------------------------------------------------------
+
+EXPONENTIAL_INPUTS = (50, 120, 1000)
+"""The input tokens of three calls of one model: 1,000/50 needs a coarser scale than the SDK's first (20)."""
+
+
+def _exponential_index(value: float, scale: int) -> int:
+    """The bucket of ``value`` at ``scale`` (OpenTelemetry's exponential histogram: bucket ``i`` holds
+    ``(base**i, base**(i+1)]``, ``base = 2**(2**-scale)``); ``value`` not a power of two."""
+    return math.ceil(math.log2(value) * 2.0**scale) - 1
+
+
+def _exponential_scale(values: tuple[float, ...], max_size: int = 160) -> int:
+    """The finest scale (at most 20, the SDK's start) at which ``values`` fit ``max_size`` buckets (the SDK's
+    default), as the OpenTelemetry specification has the aggregation choose it."""
+    for scale in range(20, -11, -1):
+        indices = [_exponential_index(v, scale) for v in values]
+        if max(indices) - min(indices) + 1 <= max_size:
+            return scale
+    raise AssertionError(values)
+
+
+def _exponential_provider(route: str, receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> MeterProvider:
+    """A meter provider exporting OTLP to ``receiver``, llmtap's histograms made exponential by ``route``."""
+    if route == "exporter variable":  # what the distro (llmtap run) and any OTLP exporter read
+        monkeypatch.setenv(
+            "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION", "base2_exponential_bucket_histogram"
+        )
+        views: list[View] = []
+    elif route == "view":  # llmtap's histograms only: the app's own keep their aggregation
+        views = [
+            View(instrument_type=Histogram, meter_name="llmtap", aggregation=ExponentialBucketHistogramAggregation())
+        ]
+    else:  # the fleet guide's mixed recipe: all but the histograms the shipped rules read
+        exponential = ExponentialBucketHistogramAggregation()
+        names = {i.name for i in INSTRUMENTS if i.kind == HISTOGRAM} - RULE_HISTOGRAMS
+        views = [View(instrument_name=name, meter_name="llmtap", aggregation=exponential) for name in sorted(names)]
+    exporter = OTLPMetricExporter(endpoint=receiver.endpoint + "/v1/metrics", timeout=10)
+    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=3_600_000)
+    return MeterProvider(metric_readers=[reader], views=views)
+
+
+RULE_HISTOGRAMS = {"llmtap.call.duration", "llmtap.call.time_to_first_token"}
+"""What the shipped rules read of the histograms (kept explicit by the fleet guide's mixed recipe; checked
+against the rules in ``test_scale.py``)."""
+
+
+@pytest.mark.parametrize("route", ["exporter variable", "view", "mixed"])
+def test_exponential_histograms_arrive_with_count_sum_and_scale(
+    route: str, sim: Simulator, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the OTLP exporter's standard variable or a view on llmtap's meter, every llmtap histogram arrives
+    as an exponential histogram (with the fleet guide's mixed views, every one but the two the rules read,
+    which keep their buckets): the input tokens of three calls (known from the simulator) land in the
+    buckets the specification's mapping gives them at the scale it chooses; count and sum of the duration
+    equal the native exporter's, fed the same records; the counters stay counters."""
+    sim.clear()
+    registry = CollectorRegistry()
+    provider = _exponential_provider(route, receiver, monkeypatch)
+    llmtap.instrument(
+        llmtap.Settings(base_urls=(sim.base_url,), traces=False), registry=registry, meter_provider=provider
+    )
+    client = anthropic.Anthropic(base_url=sim.base_url, api_key="sk-test", max_retries=0)
+    try:
+        for n in EXPONENTIAL_INPUTS:
+            client.messages.create(
+                model="m-exp",
+                max_tokens=16,
+                messages=[{"role": "user", "content": "hi"}],
+                extra_headers=Scenario(tokens=4, input=n).headers(),
+            )
+        hi: Any = [{"role": "user", "content": "hi"}]
+        for _ in client.messages.create(model="m-exp-stream", max_tokens=16, messages=hi, stream=True):
+            pass  # a call's time to first token
+        served = sim.wait_served(len(EXPONENTIAL_INPUTS) + 1, timeout=10)
+        assert provider.force_flush(10_000)
+        native = {  # before uninstrument() unregisters the families
+            s.name: s.value
+            for m in registry.collect()
+            for s in m.samples
+            if s.labels.get("gen_ai_request_model") == "m-exp" and s.name.startswith("gen_ai_client_operation_duration")
+        }
+    finally:
+        client.close()
+        llmtap.uninstrument()
+        provider.shutdown()
+    (rm,) = receiver.metrics()[-1].resource_metrics
+    metrics = {m.name: m for sm in rm.scope_metrics for m in sm.metrics}
+    histograms = {i.name for i in INSTRUMENTS if i.kind == HISTOGRAM} & set(metrics)
+    assert {"gen_ai.client.token.usage", "gen_ai.client.operation.duration", "llmtap.call.duration"} <= histograms
+    kept = RULE_HISTOGRAMS if route == "mixed" else set()
+    assert {metrics[name].WhichOneof("data") for name in histograms - kept} == {"exponential_histogram"}
+    assert {metrics[name].WhichOneof("data") for name in kept} <= {"histogram"}
+    if kept:  # the rules' histograms keep the buckets the SLO and the alert count under
+        (ttft,) = metrics["llmtap.call.time_to_first_token"].histogram.data_points
+        assert list(ttft.explicit_bounds) == [float(b) for b in by_key()["call_ttft"].buckets]
+    assert metrics["llmtap.attempts"].WhichOneof("data") == "sum"  # positive control: a view for histograms only
+
+    inputs = tuple(float(s.input_tokens) for s in served if s.model == "m-exp")
+    assert sorted(inputs) == sorted(EXPONENTIAL_INPUTS)  # the simulator's truth, what llmtap must have recorded
+    (point,) = [
+        p
+        for p in metrics["gen_ai.client.token.usage"].exponential_histogram.data_points
+        if attrs_of(p)["gen_ai.token.type"] == "input" and attrs_of(p)["gen_ai.request.model"] == "m-exp"
+    ]
+    scale = _exponential_scale(inputs)
+    assert scale < 20  # the values made the aggregation rescale: the check below is not the trivial case
+    assert (point.count, point.sum, point.min, point.max, point.zero_count) == (3, sum(inputs), 50, 1000, 0)
+    assert point.scale == scale
+    landed = {point.positive.offset + i: c for i, c in enumerate(point.positive.bucket_counts) if c}
+    assert landed == Counter(_exponential_index(v, scale) for v in inputs)
+
+    durations = [
+        p for p in metrics["gen_ai.client.operation.duration"].exponential_histogram.data_points
+        if attrs_of(p)["gen_ai.request.model"] == "m-exp"
+    ]  # fmt: skip
+    assert sum(p.count for p in durations) == native["gen_ai_client_operation_duration_seconds_count"] == 3
+    assert math.isclose(sum(p.sum for p in durations), native["gen_ai_client_operation_duration_seconds_sum"])

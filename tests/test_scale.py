@@ -7,13 +7,19 @@ the simulator in a child process: llmtap's totals equal what the simulator serve
 from __future__ import annotations
 
 import fnmatch
+import json
+import re
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
 from llmtap._core import stream as _stream
+from llmtap._core.metrics import HISTOGRAM, INSTRUMENTS
 from tests.support.own import PACKAGE, is_own_file
+from tests.support.prom import ALERTS, DASHBOARDS, ROOT, SLO_RULES, rules
 from tests.support.scripts import load_script
 
 
@@ -59,3 +65,95 @@ def test_memory_attribution_is_by_directory_not_name(tmp_path: Path) -> None:
     assert counted(own_file)  # positive control
     assert not counted(venv_file)
     assert not counted(str(PACKAGE / "simulator" / "_server.py"))
+
+
+# -- series per process (benchmarks/scale.py --series) and the fleet guide that states them ---------------
+
+FLEET_GUIDE = ROOT / "docs" / "guides" / "fleet.md"
+_FIGURES = re.compile(r"^\| (1 model, 1 provider|10 models \u00d7 3 providers) \|((?: [\d,]+ \|){5})$", re.M)
+
+
+def stated_series() -> dict[int, tuple[int, ...]]:
+    """Models -> the fleet guide's series per process (/metrics, OTLP explicit, exponential, mixed) and per
+    multiprocess host."""
+    rows = {
+        int(label.split()[0]): tuple(int(c.strip().replace(",", "")) for c in cells.strip(" |").split("|"))
+        for label, cells in _FIGURES.findall(FLEET_GUIDE.read_text())
+    }
+    assert set(rows) == {1, 10}, "docs/guides/fleet.md: the series table is missing a row"
+    return rows
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_the_fleet_guide_states_the_series_measured_now() -> None:
+    """The fleet guide's series per process are what ``benchmarks/scale.py --series`` measures: a change that
+    adds series fails here until the guide (and so the fleet figures) says so; its 1,000-worker figures are
+    those times 1,000."""
+    scale = _load_scale()
+    stated = stated_series()
+    for models, sdks in ((1, scale.SERIES_SDKS[:1]), (10, scale.SERIES_SDKS)):
+        r = scale.measure_series(models, sdks)
+        measured = (
+            r.exposition_samples,
+            r.otlp_series["explicit"],
+            r.otlp_series["exponential"],
+            r.otlp_series["mixed"],
+        )
+        assert measured == stated[models][:4], f"{models} model(s): update docs/guides/fleet.md on purpose"
+        # what was counted: one exponential point a series, fewer series than explicit buckets make
+        assert r.otlp_points["exponential"] == r.otlp_points["explicit"] > 0
+        assert r.otlp_series["exponential"] < r.otlp_series["mixed"] < r.otlp_series["explicit"]
+    # one host in multiprocess mode (the 10 x 3 host is left to `benchmarks/scale.py --series`: ~40 s)
+    assert scale.measure_host_series(scale.HOST_WORKERS, 1, 1) == stated[1][4]
+    text = FLEET_GUIDE.read_text()
+    metrics, explicit, exponential, mixed, host = stated[10]
+    for figure in (metrics, explicit, exponential, mixed):
+        assert f"| {figure * 1000:,} |" in text, f"the 1,000-worker row for {figure:,} a process"
+    assert f"| {host * 125:,} |" in text, "the multiprocess row: 125 hosts of 8 workers"
+
+
+def _mixed_recipe() -> list[str]:
+    m = re.search(r"^MIXED = \[\n(.*?)^\]", FLEET_GUIDE.read_text(), re.M | re.S)
+    assert m, "docs/guides/fleet.md: the mixed recipe is missing"
+    return re.findall(r'"([a-z_.]+)"', m.group(1))
+
+
+def test_the_mixed_recipe_leaves_every_rule_its_classic_histograms() -> None:
+    """The guide's mixed recipe makes every histogram exponential but those the shipped alert and SLO rules
+    read (``_bucket``, ``_count``, ``_sum``), which are ``scale.RULE_HISTOGRAMS``."""
+    scale = _load_scale()
+    histograms = {i.name: i.prometheus() for i in INSTRUMENTS if i.kind == HISTOGRAM}
+    recipe = _mixed_recipe()
+    assert sorted(recipe) == sorted(set(histograms) - scale.RULE_HISTOGRAMS)
+    exprs = [r["expr"] for path in (ALERTS, SLO_RULES) for r in rules(path)]
+    read = {
+        name for name, family in histograms.items() for e in exprs if re.search(rf"\b{family}_(bucket|count|sum)\b", e)
+    }
+    assert read == scale.RULE_HISTOGRAMS  # the kept ones are read (positive control), the recipe's are not
+
+
+def _panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for panel in panels:
+        yield panel
+        yield from _panels(panel.get("panels", []))
+
+
+def test_the_fleet_guide_names_the_panels_the_mixed_recipe_empties() -> None:
+    """The panels the guide says go empty under the mixed recipe are exactly those whose queries read one of the
+    recipe's histograms (``_bucket``, ``_count``, ``_sum``: the classic series an exponential one has not)."""
+    families = {i.prometheus() for i in INSTRUMENTS if i.name in _mixed_recipe()}
+    reading: set[tuple[str, str]] = set()
+    for path in sorted(DASHBOARDS.glob("llmtap-*.json")):
+        for panel in _panels(json.loads(path.read_text())["panels"]):
+            exprs = " ".join(t.get("expr", "") for t in panel.get("targets", []))
+            if any(re.search(rf"\b{f}_(bucket|count|sum)\b", exprs) for f in families):
+                reading.add((path.name, panel["title"]))
+    listed = {
+        (name, title)
+        for name, titles in re.findall(
+            r"^- `(llmtap-[a-z-]+\.json)`: (.*?)(?=^- |^$)", FLEET_GUIDE.read_text(), re.M | re.S
+        )
+        for title in re.findall(r'"([^"]+)"', " ".join(titles.split()))
+    }
+    assert listed == reading
+    assert ("llmtap-tokens.json", "Tokens per request (p50 / p95) by type") in reading  # positive control

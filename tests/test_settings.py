@@ -198,3 +198,18 @@ def test_every_llmtap_variable_the_repository_names_is_a_setting() -> None:
             named.setdefault(variable, set()).add(path)
     assert "LLMTAP_METRICS_PORT" in named and "LLMTAP_RUN" in named  # control: the files were read
     assert {v: sorted(p) for v, p in named.items() if v not in known} == {}
+
+
+def test_context_windows_in_code_and_from_the_environment() -> None:
+    """Tokens by model: ``key=value`` pairs or JSON from ``LLMTAP_CONTEXT_WINDOWS``; a window that is not a
+    positive whole number is refused at the variable. Control: the default is empty."""
+    assert llmtap.Settings().context_windows == {}
+    env = {"LLMTAP_CONTEXT_WINDOWS": "my-llama=131072, ft:gpt-4o-mini:org::x=128000"}
+    assert llmtap.Settings.from_env(env).context_windows == {"my-llama": 131_072, "ft:gpt-4o-mini:org::x": 128_000}
+    assert llmtap.Settings.from_env({"LLMTAP_CONTEXT_WINDOWS": '{"a": 8192}'}).context_windows == {"a": 8_192}
+    for bad in ("a=0", "a=-1", "a=1.5", "a=lots"):
+        with pytest.raises(ValidationError) as raised:
+            llmtap.Settings.from_env({"LLMTAP_CONTEXT_WINDOWS": bad})
+        assert [e["loc"] for e in raised.value.errors()] == [("LLMTAP_CONTEXT_WINDOWS",)], bad
+    with pytest.raises(ValidationError, match="positive numbers of tokens"):
+        llmtap.Settings(context_windows={"a": 0})

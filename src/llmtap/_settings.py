@@ -153,13 +153,26 @@ class Settings(BaseModel):
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     """USD per million tokens by model name, over the price table (negotiated prices, self-hosted
     models): ``{"my-model": {"input": 0.5, "output": 1.5}}`` (``LLMTAP_PRICES`` takes this JSON)."""
+    context_windows: dict[str, int] = Field(default_factory=dict)
+    """Context windows in tokens by model name, over genai-prices' table (self-hosted and fine-tuned models,
+    or a window the table has wrong): ``{"my-llama": 131072}`` (``LLMTAP_CONTEXT_WINDOWS=my-llama=131072``,
+    or that JSON). Each attempt's input tokens over its model's window are ``llmtap_context_window_utilization``;
+    a model neither here nor in the table is counted as unknown, never guessed."""
     max_servers: int = Field(default=50, ge=1, le=10_000)
     """Distinct (``server.address``, ``server.port``) pairs before new ones map to (``overflow_value``,
     0). Only matters with ``match_any_host``, many ``base_urls`` or SDK clients pointed at many hosts: a
     fleet of self-hosted servers."""
     overflow_value: str = Field(default="_other", min_length=1, max_length=64)
     """The value every bounded label takes past its limit; each replacement is counted in
-    ``llmtap_label_overflows_total{label}``. (Named for its first use; it applies to all bounded labels.)"""
+    ``llmtap_label_overflows_total{label}``."""
+
+    @field_validator("context_windows")
+    @classmethod
+    def _check_windows(cls, windows: dict[str, int]) -> dict[str, int]:
+        bad = {model: window for model, window in windows.items() if window < 1 or not model}
+        if bad:
+            raise ValueError(f"context windows are positive numbers of tokens by model name, got {bad}")
+        return windows
 
     @field_validator("overflow_value")
     @classmethod
@@ -187,9 +200,10 @@ class Settings(BaseModel):
     """Also put on each span the HTTP attributes (``http.request.method``, ``url.path``,
     ``http.response.status_code``, ``gen_ai.request.stream`` also when false) and those that repeat a
     metric: ``llmtap.time_to_first_token``, ``llmtap.time_to_headers``, ``llmtap.server.processing_time``,
-    ``llmtap.retry_after``, ``llmtap.stream.chunks`` / ``max_gap`` / ``stalls``, ``llmtap.parse_errors``.
-    Off by default: the OpenTelemetry SDK cleans and copies every attribute of every span (about 1 µs each
-    inside an SDK call), and the GenAI attributes, the outcome and the metrics already say these."""
+    ``llmtap.retry_after``, ``llmtap.stream.chunks`` / ``max_gap`` / ``stalls``, ``llmtap.parse_errors``,
+    ``llmtap.context_window.utilization``. Off by default: the OpenTelemetry SDK cleans and copies every
+    attribute of every span (about 1 µs each inside an SDK call), and the GenAI attributes, the outcome and the
+    metrics already say these."""
 
     slim_spans: bool = False
     """Hand your span processors llmtap's ended spans with plain containers, to save memory while a

@@ -91,5 +91,6 @@ def build_record(
             parse_errors + facts.rejected,
             None,  # cost: priced by the tap (Settings.cost)
             span_context,
+            None,  # context_window: looked up by the tap
         ),
     )

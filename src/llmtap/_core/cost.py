@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from llmtap._core import modeltable
 from llmtap._core.record import Cost, Usage
 from llmtap._log import log_once
 from llmtap._settings import ModelPrice
@@ -31,15 +32,6 @@ __all__ = ["COST_TYPES", "Pricer", "price_table_version"]
 COST_TYPES = ("input", "output", "cache_read", "cache_write")
 """Values of the ``gen_ai.token.type`` attribute on ``llmtap.cost.usd``; ``input`` is uncached input."""
 
-# llmtap's gen_ai.provider.name -> genai-prices' provider id (the others are looked up by model only)
-# (Claude on Vertex is in the table's "google" prices; Bedrock's model ids only in its "aws" ones)
-_TABLE_PROVIDERS = {
-    "anthropic": "anthropic",
-    "openai": "openai",
-    "gcp.gemini": "google",
-    "gcp.vertex_ai": "google",
-    "aws.bedrock": "aws",
-}
 _PER = 1_000_000  # prices are per million tokens
 _KEYS = ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok")
 
@@ -66,9 +58,8 @@ class Pricer:
         self._table: Any = None
         try:
             import genai_prices.types as table_types
-            from genai_prices import data_snapshot
 
-            self._table = data_snapshot.get_snapshot()
+            self._table = modeltable.load()
             self._unit_price = table_types.calc_unit_price
         except ImportError as exc:
             if not self._overrides:
@@ -78,6 +69,11 @@ class Pricer:
                 ) from exc
         self._found: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
+
+    @property
+    def table(self) -> Any:
+        """genai-prices' snapshot (``None`` without genai-prices: ``Settings.prices`` only)."""
+        return self._table
 
     def price(self, provider: str, model: str | None, usage: Usage) -> Cost | None:
         """What ``usage`` cost on ``model`` (``None``: the model has no price)."""
@@ -136,11 +132,8 @@ class Pricer:
 
     def _lookup(self, provider: str, model: str) -> Any | None:
         """The table's current prices for the model, or ``None``."""
-        try:
-            _, model_info = self._table.find_provider_model(model, None, _TABLE_PROVIDERS.get(provider), None)
-        except Exception:  # LookupError when unknown; anything else from the table is treated the same
-            return None
-        return self._lookup_model(model_info)
+        model_info = modeltable.find(self._table, provider, model)
+        return None if model_info is None else self._lookup_model(model_info)
 
     def _lookup_model(self, model_info: Any) -> Any | None:
         try:

@@ -22,6 +22,7 @@ from llmtap._core.record import ALL_OUTCOMES, AttemptRecord, AttemptStart, CallR
 __all__ = [
     "BASE_ATTRIBUTES",
     "CHUNK_GAP_BUCKETS",
+    "CONTEXT_WINDOW_BUCKETS",
     "COST_TYPES",
     "COUNTER",
     "DURATION_BUCKETS",
@@ -33,6 +34,7 @@ __all__ = [
     "TOKEN_BUCKETS",
     "TOKEN_TYPES",
     "UP_DOWN",
+    "WINDOW_KEYS",
     "Buckets",
     "Instrument",
     "Mapping",
@@ -51,6 +53,9 @@ TOKEN_BUCKETS = (
     1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
 )  # fmt: skip
 RETRY_AFTER_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+CONTEXT_WINDOW_BUCKETS = (0.25, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 1.0)
+"""Shares of the model's context window: coarse below half, fine from 50 % to 100 % (over 1: +Inf, a
+window the table states smaller than the model's)."""
 
 TOKEN_TYPES = ("input", "output", "cache_read", "cache_write", "reasoning")
 """Values of ``gen_ai.token.type`` on ``llmtap.tokens``; input includes cache_read and cache_write."""
@@ -235,6 +240,16 @@ INSTRUMENTS: tuple[Instrument, ...] = (
         "Response data llmtap could not parse (malformed SSE, bad encoding, oversized events).",
     ),
     Instrument(
+        "context_utilization", "llmtap.context_window.utilization", HISTOGRAM, "1", (),
+        "Input tokens per attempt (cache reads and writes included) over the model's context window "
+        "(Settings.context_windows, then genai-prices' table).", CONTEXT_WINDOW_BUCKETS,
+    ),
+    Instrument(
+        "context_unknown", "llmtap.context_window.unknown", COUNTER, "{attempt}", (),
+        "Attempts that reported input tokens for a model whose context window is not known (not in "
+        "llmtap.context_window.utilization).",
+    ),
+    Instrument(
         "cost", "llmtap.cost.usd", COUNTER, "{USD}", ("gen_ai.token.type",),
         "USD the attempts cost by token type (input is uncached input), priced from the reported tokens.",
         requires="cost",
@@ -273,6 +288,10 @@ def resolve_names(names: tuple[str, ...] | list[str]) -> frozenset[str]:
     if unknown:
         raise ValueError(f"unknown metric name(s) {unknown}; known: {sorted(i.prometheus() for i in INSTRUMENTS)}")
     return frozenset(table[n] for n in names)
+
+
+WINDOW_KEYS = frozenset({"context_utilization", "context_unknown"})
+"""The instruments that need each model's context window: the tap looks windows up unless both are off."""
 
 
 # -- from a record to measurements -------------------------------------------------------------------
@@ -334,7 +353,9 @@ class Mapping:
         ValueError: an excluded name is not one of :data:`INSTRUMENTS`.
     """
 
-    __slots__ = ("_all_on", "_sc", "attributes", "initial", "instruments", "on", "priced", "rate_limited")
+    __slots__ = (
+        "_all_on", "_sc", "attributes", "initial", "instruments", "on", "priced", "rate_limited", "windowed",
+    )  # fmt: skip
 
     def __init__(self, exclude: Iterable[str] = (), *, semconv_attributes: bool = False) -> None:
         keys = {i.key for i in INSTRUMENTS}
@@ -352,6 +373,8 @@ class Mapping:
         """Names of each instrument's :data:`Labels`, by key."""
         self.priced = "cost" in self.on
         """``Settings.cost``: attempts are priced (or counted as unpriced)."""
+        self.windowed = bool(WINDOW_KEYS & self.on)
+        """Attempts' input is measured against their model's context window (or counted as unknown)."""
         self.rate_limited = any(k in self.on for k in _RATE_LIMIT_KEYS)
         """Some rate-limit gauge is on: records with rate limits are worth keeping."""
         initial: list[Measurement] = [
@@ -363,6 +386,7 @@ class Mapping:
             ("in_flight", 0, ()),
             ("stalls", 0, ()),
             ("parse_errors", 0, ()),
+            ("context_unknown", 0, ()),  # at 0: a model without a window shows up as a rate, not as "no data"
         ]
         if self.priced:
             initial.append(("unpriced", 0, ()))  # at 0: an unknown model shows up as a rate, not as "no data"
@@ -434,6 +458,14 @@ class Mapping:
             add(("tokens", usage.reasoning_tokens, ("reasoning",)))
         for reason in record.stop_reasons:
             add(("stop_reasons", 1, (reason,)))
+        # every attempt that reported input tokens, whatever its ending: the input's size is known in full when
+        # reported (Anthropic's message_start says it), unlike the output's; it lands in exactly one of the two
+        if self.windowed and usage.input_tokens:
+            window = record.context_window
+            if window:
+                add(("context_utilization", usage.input_tokens / window, ()))
+            else:
+                add(("context_unknown", 1, ()))
         if self.priced:
             cost = record.cost
             if cost is not None:

@@ -195,6 +195,9 @@ class AttemptRecord(NamedTuple):
     span_context: "SpanContext | None" = None
     """The attempt's sampled span (``Settings.exemplars``): the metric exporters attach it to their
     histograms as an exemplar, so a dashboard jumps from a latency spike to the trace."""
+    context_window: int | None = None
+    """The model's context window in tokens (``Settings.context_windows``, then genai-prices' table; ``None``:
+    unknown, or the attempt reported no usage): :attr:`context_utilization` is measured against it."""
 
     @property
     def rate_limits(self) -> tuple[RateLimit, ...]:
@@ -211,6 +214,14 @@ class AttemptRecord(NamedTuple):
         limits = tuple(RateLimit(resource, *values) for resource, values in _convert_rate_limits(raw, at_unix))
         _last_converted = (raw, at_unix, limits)
         return limits
+
+    @property
+    def context_utilization(self) -> float | None:
+        """Input tokens (cache reads and writes included) over :attr:`context_window`; ``None`` when either
+        is unknown (or no input tokens were reported)."""
+        window = self.context_window
+        tokens = self.usage.input_tokens
+        return tokens / window if window and tokens else None
 
     @property
     def stop_reason(self) -> str | None:

@@ -185,3 +185,6 @@ def _add_detail(attrs: dict[str, Any], record: AttemptRecord) -> None:
             attrs["llmtap.stream.stalls"] = record.stalls
     if record.parse_errors:
         attrs["llmtap.parse_errors"] = record.parse_errors
+    utilization = record.context_utilization  # llmtap_context_window_utilization's observation
+    if utilization is not None:
+        attrs["llmtap.context_window.utilization"] = utilization
