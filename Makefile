@@ -62,7 +62,7 @@ docs: $(STAMP)
 
 ## test: ruff, mypy --strict, the dashboards and docs checks and pytest (real SDKs, simulator, real Prometheus)
 test: $(STAMP) prometheus lint typecheck dashboards docs
-	LLMTAP_REQUIRE_PROMETHEUS=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
+	LLMTAPTEST_REQUIRE_PROMETHEUS=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## bench: llmtap's cost inside the real SDKs (anthropic, openai, boto3's ConverseStream) vs the issue's targets
 ## and the peers (the Anthropic SDK's tracing, OpenInference's Bedrock), ~5 min (BENCH_ARGS=--quick: ~1 min;
@@ -115,7 +115,7 @@ compat:
 	  opentelemetry-semantic-conventions==$(COMPAT_OTEL_CONTRIB) opentelemetry-instrumentation==$(COMPAT_OTEL_CONTRIB) \
 	  opentelemetry-exporter-prometheus==$(COMPAT_OTEL_CONTRIB) opentelemetry-instrumentation-httpx==$(COMPAT_OTEL_CONTRIB)
 	$(COMPAT_VENV)/bin/python -c "import opentelemetry.sdk.version as v; assert v.__version__ == '$(COMPAT_OTEL)', v.__version__"
-	LLMTAP_REQUIRE_PROMETHEUS=1 $(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	LLMTAPTEST_REQUIRE_PROMETHEUS=1 $(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider \
 	  -m 'not current_otel and not budget' $(COMPAT_TESTS)
 	$(COMPAT_VENV)/bin/python -m pip install --quiet --no-deps httpx2==$(COMPAT_HTTPX2) httpcore2==$(COMPAT_HTTPX2) \
 	  aiohttp==$(COMPAT_AIOHTTP)
@@ -134,7 +134,7 @@ COMPAT_LEGACY_OPENAI ?= 2.54.0
 COMPAT_LEGACY_OPENAI_1 ?= 1.109.1
 COMPAT_LEGACY_TESTS = tests/test_anthropic_sdk.py tests/test_openai_sdk.py tests/test_clouds.py tests/test_sdk_cases.py \
   tests/test_transports.py tests/test_ttft_accuracy.py
-COMPAT_LEGACY_RUN = LLMTAP_REQUIRE_PROMETHEUS=1 $(COMPAT_LEGACY_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+COMPAT_LEGACY_RUN = LLMTAPTEST_REQUIRE_PROMETHEUS=1 $(COMPAT_LEGACY_VENV)/bin/python -m pytest -q -p no:cacheprovider \
   -m 'not current_otel and not budget' -k 'not gemini and not groq and not mistral and not cohere and not aiobotocore and not litellm' $(COMPAT_LEGACY_TESTS)
 compat-legacy:
 	[ -x $(COMPAT_LEGACY_VENV)/bin/python ] || $(PYTHON) -m venv $(COMPAT_LEGACY_VENV)
@@ -171,15 +171,15 @@ pythons:
 	  $$venv/bin/python -m pytest -q -p no:cacheprovider $(PYTHONS_TESTS); \
 	done
 
-## fuzz: long differential fuzz of the real SDKs with and without llmtap (LLMTAP_FUZZ_EXAMPLES, default 5000)
+## fuzz: long differential fuzz of the real SDKs with and without llmtap (LLMTAPTEST_FUZZ_EXAMPLES, default 5000)
 fuzz: $(STAMP)
-	LLMTAP_FUZZ_EXAMPLES=$${LLMTAP_FUZZ_EXAMPLES:-5000} LLMTAP_REQUIRE_FIXTURES=1 $(BIN)/python -m pytest tests/test_fuzz.py -q -s
+	LLMTAPTEST_FUZZ_EXAMPLES=$${LLMTAPTEST_FUZZ_EXAMPLES:-5000} LLMTAPTEST_REQUIRE_FIXTURES=1 $(BIN)/python -m pytest tests/test_fuzz.py -q -s
 
 ## soak: >= 10,000 mixed streams against the simulator, exact accounting, under garbage-collector pressure with
-## streams abandoned in reference cycles and a stall watchdog (LLMTAP_SOAK_STREAMS, default 10000; _THREADS 12;
+## streams abandoned in reference cycles and a stall watchdog (LLMTAPTEST_SOAK_STREAMS, default 10000; _THREADS 12;
 ## _STALL 60 s without progress; _GC thresholds 200,2,2)
 soak: $(STAMP)
-	LLMTAP_SOAK_STREAMS=$${LLMTAP_SOAK_STREAMS:-10000} $(BIN)/python -m pytest tests/test_soak.py -q -s
+	LLMTAPTEST_SOAK_STREAMS=$${LLMTAPTEST_SOAK_STREAMS:-10000} $(BIN)/python -m pytest tests/test_soak.py -q -s
 
 clean:
 	rm -rf site $(VENV) $(COMPAT_VENV) $(COMPAT_LEGACY_VENV) .venv-py3.* .mypy_cache .ruff_cache .pytest_cache

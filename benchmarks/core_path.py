@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--requests", type=int, default=3000)
     args = parser.parse_args(argv)
-    llmtap.instrument(llmtap.Settings(metrics=False, traces=False, otel_metrics=False, base_urls=(BASE,)))
+    llmtap.instrument(llmtap.Settings(prometheus=False, traces=False, otel_metrics=False, base_urls=(BASE,)))
     installation = _installation.current
     unit = _unit()
     times: dict[bool, list[float]] = {True: [], False: []}

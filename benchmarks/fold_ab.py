@@ -36,7 +36,7 @@ def main() -> None:
     with sdk.ChildSimulator() as sim:
         registry = CollectorRegistry()
         llmtap.instrument(
-            llmtap.Settings(metrics=True, traces=False, otel_metrics=False, base_urls=(sim.base_url,)),
+            llmtap.Settings(prometheus=True, traces=False, otel_metrics=False, base_urls=(sim.base_url,)),
             registry=registry,
         )
         client = anthropic.Anthropic(

@@ -35,7 +35,7 @@ from llmtap._exporters.tracing import TracingExporter
 from llmtap._providers._base import Provider
 from llmtap._providers._catalog import ENTRIES, parser
 from llmtap._settings import CHUNK_GAP_BUCKETS
-from llmtap.simulator._anthropic import AnthropicMessages
+from llmtap.simulator._anthropic import AnthropicMessagesApi
 from llmtap.simulator._clouds import _chunk, _sse_data
 from llmtap.simulator._exchange import Context, RateLimitSnapshot
 from llmtap.simulator._scenario import Scenario, delta_text
@@ -68,7 +68,7 @@ def stream_events(deltas: int) -> list[bytes]:
         received_at=time.perf_counter(),
         ratelimit=RateLimitSnapshot(4000, 3999, 2_400_000, 2_398_000, 2_000_000, 1_999_000, 400_000, 399_000, 7.0, now),
     )
-    api = AnthropicMessages(ctx)
+    api = AnthropicMessagesApi(ctx)
     events = api.preamble_events() + [api.delta_event(i, delta_text(i)) for i in range(deltas)]
     return events + api.close_events() + api.stop_events()
 
@@ -132,7 +132,7 @@ def a_json_record() -> AttemptRecord:
         received_at=time.perf_counter(),
         ratelimit=RateLimitSnapshot(4000, 3999, 2_400_000, 2_398_000, 2_000_000, 1_999_000, 400_000, 399_000, 7.0, now),
     )
-    api = AnthropicMessages(ctx)
+    api = AnthropicMessagesApi(ctx)
     headers = [(b"content-type", b"application/json")]
     headers += [(k.encode(), v.encode()) for k, v in api.common_headers()]
     observer = AttemptObserver(JSON_START, PROVIDER, CONFIG)
@@ -161,7 +161,7 @@ def sink_time(sink: object, record: AttemptRecord) -> Callable[[int], float]:
 
 
 def passthrough_time() -> Callable[[int], float]:
-    tap = llmtap.Tap(llmtap.Settings(metrics=False, traces=False, otel_metrics=False))
+    tap = llmtap.Tap(llmtap.Settings(prometheus=False, traces=False, otel_metrics=False))
     request = httpx2.Request("GET", "https://api.github.com/repos/octo/hello/issues", headers={"accept": "*/*"})
     assert tap._begin(request) is None  # not an LLM API: the hook passes it through
 
@@ -177,7 +177,7 @@ def passthrough_time() -> Callable[[int], float]:
 
 def handoff_time() -> Callable[[int], float]:
     """What a dropped stream costs inside the garbage collector: one hand-off (drained outside the timing)."""
-    tap = llmtap.Tap(llmtap.Settings(metrics=False, traces=False, otel_metrics=False))
+    tap = llmtap.Tap(llmtap.Settings(prometheus=False, traces=False, otel_metrics=False))
 
     def run(loops: int) -> float:
         attempts = [tap._begin(httpx2.Request("POST", "https://api.anthropic.com/v1/messages")) for _ in range(loops)]
@@ -213,7 +213,7 @@ def aiohttp_read_time(observed: bool) -> Callable[[int], float]:
     from llmtap._hooks.aiohttp_session import ObservedContent
 
     event = stream_events(1)[3]  # one content_block_delta
-    tap = llmtap.Tap(llmtap.Settings(metrics=False, traces=False, otel_metrics=False))
+    tap = llmtap.Tap(llmtap.Settings(prometheus=False, traces=False, otel_metrics=False))
 
     async def reads(loops: int) -> float:
         reader = StreamReader(_Protocol(), 1 << 30, loop=asyncio.get_running_loop())  # type: ignore[arg-type]
@@ -257,7 +257,7 @@ def shell_time(events: Sequence[bytes], is_async: bool, observed: bool) -> Calla
     from llmtap._core.stream import shells_for
 
     shell = shells_for(httpx2)[1 if is_async else 0]
-    tap = llmtap.Tap(llmtap.Settings(metrics=False, traces=False, otel_metrics=False))
+    tap = llmtap.Tap(llmtap.Settings(prometheus=False, traces=False, otel_metrics=False))
 
     def body() -> object:
         stream = _Body(events)

@@ -47,7 +47,7 @@ def main() -> None:
 
     n = args.requests
     with sdk.ChildSimulator() as sim:
-        settings = llmtap.Settings(metrics=False, traces=False, otel_metrics=False, base_urls=(sim.base_url,))
+        settings = llmtap.Settings(prometheus=False, traces=False, otel_metrics=False, base_urls=(sim.base_url,))
         tap = llmtap.instrument(settings)
         exclude = tuple(sorted(switched_off(llmtap.Settings())))
         wl = sdk.Workloads(sim.base_url, 300)

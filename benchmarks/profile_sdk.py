@@ -8,7 +8,7 @@
     python benchmarks/profile_sdk.py held-records --config prometheus  # bytes ended records hold until a scrape
     python benchmarks/profile_sdk.py cycle-garbage --config prom_spans  # bytes a request leaves in reference cycles
 
-Start it with the simulator URL in ``LLMTAP_BENCH_URL`` or let it start a child simulator. The profile lists
+Start it with the simulator URL in ``LLMTAPTEST_BENCH_URL`` or let it start a child simulator. The profile lists
 only functions in llmtap, prometheus_client and opentelemetry (the time llmtap adds), with µs per request or
 per event (cProfile's own overhead inflates small functions: read the ranking, then confirm with
 ``benchmarks/sdk.py``).
@@ -118,7 +118,7 @@ def _group(name: str) -> str:
 def _child(args: list[str], base_url: str) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, os.path.abspath(__file__), *args],
-        env={**os.environ, "LLMTAP_BENCH_URL": base_url},
+        env={**os.environ, "LLMTAPTEST_BENCH_URL": base_url},
         capture_output=True,
         text=True,
         check=True,
@@ -334,7 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import warnings
 
         warnings.simplefilter("ignore")
-        child_url = os.environ["LLMTAP_BENCH_URL"]
+        child_url = os.environ["LLMTAPTEST_BENCH_URL"]
         if argv[0] == "--imports-child":
             imports_child(argv[1], child_url)
         elif argv[0] == "--span-memory-child":
@@ -346,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     args = parser.parse_args(argv)
     sdk.ensure_bytecode()  # as installed: no child compiles llmtap from source
-    url = os.environ.get("LLMTAP_BENCH_URL")
+    url = os.environ.get("LLMTAPTEST_BENCH_URL")
     if url:
         run(args, url)
         return 0

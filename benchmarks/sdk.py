@@ -306,7 +306,7 @@ def llmtap_settings(config: str, base_url: str) -> Any:
     import llmtap
 
     return llmtap.Settings.from_env(
-        metrics=config in ("prometheus", "prom_spans", "all"),
+        prometheus=config in ("prometheus", "prom_spans", "all"),
         traces=config in ("spans", "prom_spans", "otlp", "all"),
         otel_metrics=config in ("otel_metrics", "otlp", "all"),
         base_urls=(base_url,),

@@ -1,10 +1,11 @@
 """Write the reference pages that the code is the source of, or check that they are up to date.
 
-    python docs/gen_reference.py           # (re)write docs/reference/{metrics,settings,cli,api}.md
+    python docs/gen_reference.py           # (re)write docs/reference/{metrics,settings,simulator,cli,api}.md
     python docs/gen_reference.py --check   # exit 1, naming the stale pages, when one differs (make docs)
 
 - ``metrics.md``: the instrument table, ``llmtap._core.metrics.INSTRUMENTS``, and the two health counters;
 - ``settings.md``: the fields of ``llmtap.Settings`` (type, default, ``LLMTAP_*`` variable, the field's docstring);
+- ``simulator.md``: the knobs of ``llmtap.simulator.Scenario`` (type, default, the field's docstring);
 - ``cli.md``: the ``--help`` of every ``llmtap`` subcommand, from the parser ``llmtap._cli.main.parser()`` builds;
 - ``api.md``: the public API (``__all__`` of ``llmtap``, ``llmtap.testing``, ``llmtap.simulator``,
   ``llmtap.probe``): signatures and docstrings.
@@ -109,12 +110,13 @@ def _num(value: float) -> str:
 # -- settings ----------------------------------------------------------------------------------------------
 
 
-def _field_docs() -> dict[str, str]:
-    """Field -> its attribute docstring, read from the source of ``llmtap._settings.Settings``."""
-    import llmtap._settings as module
-
-    tree = ast.parse(Path(inspect.getfile(module)).read_text(encoding="utf-8"))
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Settings")
+def _field_docs(cls_object: type = object) -> dict[str, str]:
+    """Field -> its attribute docstring, read from the source of a class (``llmtap.Settings`` by default)."""
+    if cls_object is object:
+        from llmtap._settings import Settings as cls_object
+    module = inspect.getmodule(cls_object)
+    tree = ast.parse(Path(inspect.getfile(module)).read_text(encoding="utf-8"))  # type: ignore[arg-type]
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls_object.__name__)
     docs: dict[str, str] = {}
     body = cls.body
     for node, after in zip(body, [*body[1:], None], strict=True):
@@ -177,6 +179,39 @@ def _default(name: str, info: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1 << 20 and value % (1 << 20) == 0:
         return f"`{value}` ({value >> 20} MiB)"
     return f"`{value!r}`"
+
+
+# -- the simulator's knobs ---------------------------------------------------------------------------------
+
+
+def simulator_page() -> str:
+    import dataclasses
+
+    from llmtap.simulator import SCENARIO_HEADER, Scenario
+
+    docs = _field_docs(Scenario)
+    lines = [
+        "# Simulator scenarios",
+        "",
+        GENERATED.strip(),
+        "",
+        "What `llmtap simulate` and `llmtap.simulator.Simulator` do for one request comes from its "
+        f"`{SCENARIO_HEADER}` header (`extra_headers=` in the SDKs; `llmtap simulate --scenario` sets the "
+        "default for requests without one), or from `llmtap.simulator.Scenario(...).headers()` in Python: "
+        "`key=value` pairs separated by commas, semicolons or spaces "
+        "(`ttft=0.5,gap=0.02,tokens=50,fail=2,fail_status=529,retry_after=1`); a boolean may be given bare "
+        "(`gzip`), a dash reads as an underscore (`no-stop`). `Served.scenario` records the values each "
+        "request really got. The [simulator guide](../guides/simulator.md) shows it in use.",
+        "",
+        "| key | type | default | what |",
+        "|---|---|---|---|",
+    ]
+    for field in dataclasses.fields(Scenario):
+        doc = _md(_first_paragraph(docs.get(field.name, ""))).replace("\n", " ").replace("|", "\\|")
+        kind = str(field.type).replace("|", "\\|")
+        lines.append(f"| `{field.name}` | `{kind}` | `{field.default!r}` | {' '.join(doc.split())} |")
+    lines.append("")
+    return "\n".join(lines)
 
 
 # -- CLI ---------------------------------------------------------------------------------------------------
@@ -367,6 +402,7 @@ def _md(text: str) -> str:
 PAGES: dict[str, Callable[[], str]] = {
     "metrics.md": metrics_page,
     "settings.md": settings_page,
+    "simulator.md": simulator_page,
     "cli.md": cli_page,
     "api.md": api_page,
 }

@@ -4,7 +4,7 @@ whatever thread happens to allocate, possibly while that thread holds a lock llm
 own). Nothing of llmtap's ending may run inside the collector: ``gc.collect()`` holding any such lock
 must return, and the attempt must still be counted, exactly once, at the next scrape.
 
-Each case runs the collection on a thread with a join timeout (``LLMTAP_GC_STALL`` seconds, default
+Each case runs the collection on a thread with a join timeout (``LLMTAPTEST_GC_STALL`` seconds, default
 60: a deadlock is forever, so the timeout only has to be generous), and on a hang reports that
 thread's stack, then releases the lock from outside so the process (and its collector) recovers.
 """
@@ -32,7 +32,7 @@ from llmtap._exporters import build
 from llmtap.simulator import Scenario, Simulator
 from tests.support.gcwatch import InsideGc, LockedSink, collect_holding
 
-STALL = float(os.environ.get("LLMTAP_GC_STALL", "60"))
+STALL = float(os.environ.get("LLMTAPTEST_GC_STALL", "60"))
 # held after 3 deltas until the client has gone (2 s at most): the stream cannot end before it is
 # abandoned, and the simulator is done with it once the client's connections are closed
 SCENARIO = Scenario(tokens=20, stall_at=3, stall=2.0, stall_until_closed=True)

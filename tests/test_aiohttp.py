@@ -351,7 +351,7 @@ def test_patched_only_when_imported() -> None:
     """llmtap does not import aiohttp; the post-import hook patches it when the app does."""
     code = """
 import sys, llmtap
-llmtap.instrument(llmtap.Settings(metrics=False, traces=False))
+llmtap.instrument(llmtap.Settings(prometheus=False, traces=False))
 assert "aiohttp" not in sys.modules
 import aiohttp
 wrapped = aiohttp.ClientSession.__dict__["_request"]

@@ -1,6 +1,6 @@
 """dashboards/alerts.yaml: valid, unit-tested (one firing and one quiet case per alert), documented.
 
-The promtool checks skip when promtool is missing, unless ``LLMTAP_REQUIRE_PROMETHEUS=1`` is set,
+The promtool checks skip when promtool is missing, unless ``LLMTAPTEST_REQUIRE_PROMETHEUS=1`` is set,
 in which case they fail.
 """
 

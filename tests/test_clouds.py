@@ -16,7 +16,7 @@ import pytest
 
 from llmtap import Outcome, _drive
 from llmtap._drive import Action, Mode, Result, Sdk
-from llmtap._drive._sdks import Anthropic
+from llmtap._drive._sdks import AnthropicSdk
 from llmtap._providers.anthropic import AnthropicMessages
 from llmtap._providers.bedrock_converse import BedrockConverse
 from llmtap.simulator import Scenario, Served, Simulator
@@ -221,7 +221,7 @@ def test_model_from_the_url_is_decoded_and_bounded() -> None:
 def _other(name: str, **auth: Any) -> type[Sdk]:
     """An adapter of another cloud client class of the ``anthropic`` package."""
 
-    class Other(Anthropic):
+    class Other(AnthropicSdk):
         _class = name
 
         def _auth(self) -> dict[str, Any]:

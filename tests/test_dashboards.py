@@ -1,7 +1,7 @@
 """The Grafana dashboards in dashboards/: generated, importable, and querying only metrics llmtap exports.
 
 Checks that need ``promtool`` (every expression parses) skip when it is missing, unless
-``LLMTAP_REQUIRE_PROMETHEUS=1`` is set, in which case they fail.
+``LLMTAPTEST_REQUIRE_PROMETHEUS=1`` is set, in which case they fail.
 """
 
 from __future__ import annotations
@@ -435,7 +435,7 @@ def test_contract_matches_the_exporter() -> None:
     assert METRIC_KINDS["llmtap_streams_in_flight"] == "gauge"
 
 
-@pytest.mark.parametrize("generation", ["default", "latest", "both"])
+@pytest.mark.parametrize("generation", ["legacy", "latest", "both"])
 def test_token_panels_read_either_semconv_generation(generation: str, tmp_path: Path) -> None:
     """Settings.genai_semconv: the tokens-per-request panel answers the same from the legacy histogram
     (by gen_ai_token_type), from the latest per-direction ones, and from both at once (no double count)."""
@@ -453,7 +453,7 @@ def test_token_panels_read_either_semconv_generation(generation: str, tmp_path: 
         for le, rate in buckets:
             series.append({"series": f'{name}_bucket{{{labels}{extra}, le="{le}"}}', "values": f"0+{rate}x10"})
 
-    if generation in ("default", "both"):
+    if generation in ("legacy", "both"):
         histogram("gen_ai_client_token_usage", ', gen_ai_token_type="input"', low=True)
         histogram("gen_ai_client_token_usage", ', gen_ai_token_type="output"', low=True)
     # with both, the latest histograms disagree on purpose: a mix of the two would move the median to 16

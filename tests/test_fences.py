@@ -353,7 +353,7 @@ def test_spans_are_slimmed_only_when_asked() -> None:
     assert llmtap.Settings().slim_spans is False
     assert llmtap.Settings.from_env({"LLMTAP_SLIM_SPANS": "true"}).slim_spans is True
     for slim_spans in (False, True):
-        exporters = build(llmtap.Settings(metrics=False, otel_metrics=False, slim_spans=slim_spans))
+        exporters = build(llmtap.Settings(prometheus=False, otel_metrics=False, slim_spans=slim_spans))
         try:
             assert exporters.spans is not None and (exporters.spans._slimmer is not None) is slim_spans
         finally:

@@ -4,7 +4,7 @@ once without llmtap and once with it.
 Required for every input: the app's result (or exception) is identical with and without llmtap,
 nothing escapes from llmtap (no internal error counted), the attempt is recorded exactly once, and
 an input made malformed on purpose (bad usage numbers, garbage rate-limit headers) is counted as a
-parse error. ``make test`` runs a short profile; ``make fuzz`` a long one (``LLMTAP_FUZZ_EXAMPLES``
+parse error. ``make test`` runs a short profile; ``make fuzz`` a long one (``LLMTAPTEST_FUZZ_EXAMPLES``
 inputs, default 5,000) and prints how many inputs were tried.
 """
 
@@ -36,7 +36,7 @@ from tests.support.rawserver import RawServer, Reply, fixture_reply, http_respon
 
 pytestmark = pytest.mark.fixtures
 
-EXAMPLES = int(os.environ.get("LLMTAP_FUZZ_EXAMPLES", "300"))
+EXAMPLES = int(os.environ.get("LLMTAPTEST_FUZZ_EXAMPLES", "300"))
 settings.register_profile(
     "llmtap-fuzz",
     max_examples=EXAMPLES,
@@ -282,7 +282,7 @@ def _every_input(server: RawServer, case: Input) -> None:
 
 
 def test_mutated_responses_change_nothing_for_the_app(server: RawServer) -> None:
-    """The property, over ``LLMTAP_FUZZ_EXAMPLES`` inputs; then what was tried (``make fuzz`` prints it with
+    """The property, over ``LLMTAPTEST_FUZZ_EXAMPLES`` inputs; then what was tried (``make fuzz`` prints it with
     ``-s``), and the positive control that the run was not vacuous: inputs were checked, and some of them
     malformed on purpose, each of which was required to count a parse error."""
     before = dict(TRIED)

@@ -155,10 +155,10 @@ def test_incomplete_stream_reports_only_what_was_sent(sim: Simulator, cap: Captu
 def test_retry_options_attempts_are_separate_calls(
     sim: Simulator, cap: Capture, mode: str, status: int, error_type: str
 ) -> None:
-    """google-genai retries only with ``retry_options``; its attempts are not linked into one call, and
-    since it sends no ``x-stainless-retry-count``, the simulator's ``fail`` fails every attempt."""
+    """google-genai retries only with ``retry_options``; its attempts are not linked into one call (the
+    simulator's ``fail=9`` fails all three)."""
     model = _model()
-    scenario = Scenario(fail=1, fail_status=status, retry_after=0.01)
+    scenario = Scenario(fail=9, fail_status=status, retry_after=0.01)
     _, error = drive(sim, mode, "stream", scenario, model, max_retries=2)
     assert isinstance(error, errors.APIError) and error.code == status
     _check_common(cap, sim, model, [Outcome.REJECTED] * 3)

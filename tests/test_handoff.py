@@ -45,7 +45,7 @@ def tapped(sim: Simulator) -> Iterator[tuple[Capture, MeterProvider]]:
     sim.clear()
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])
-    settings = llmtap.Settings(base_urls=(sim.base_url,), otel_metrics=True, otel_chunk_gaps=True)
+    settings = llmtap.Settings(base_urls=(sim.base_url,), otel_metrics=True, otel_time_per_output_chunk=True)
     with capture(settings, meter_provider=provider) as cap:
         yield cap, provider
     provider.shutdown()

@@ -193,7 +193,7 @@ def test_sdks_are_patched_when_imported_not_imported_by_llmtap() -> None:
     and one imported after uninstrument() is not."""
     code = (
         "import sys, llmtap\n"
-        "llmtap.instrument(llmtap.Settings(metrics=False, traces=False, otel_metrics=False))\n"
+        "llmtap.instrument(llmtap.Settings(prometheus=False, traces=False, otel_metrics=False))\n"
         "print('openai' in sys.modules, 'anthropic' in sys.modules)\n"
         "import anthropic\n"
         "print(hasattr(anthropic._base_client.SyncAPIClient.request, '__wrapped__'))\n"
@@ -213,7 +213,7 @@ def test_instrument_loads_no_opentelemetry_instrumentation_machinery() -> None:
     asking for llmtap.LlmtapInstrumentor (opentelemetry-instrument does) loads it (positive control)."""
     code = (
         "import sys, llmtap\n"
-        "llmtap.instrument(llmtap.Settings(metrics=False, traces=False, otel_metrics=False))\n"
+        "llmtap.instrument(llmtap.Settings(prometheus=False, traces=False, otel_metrics=False))\n"
         "print('opentelemetry.instrumentation.instrumentor' in sys.modules, 'prometheus_client' in sys.modules)\n"
         "llmtap.LlmtapInstrumentor\n"
         "print('opentelemetry.instrumentation.instrumentor' in sys.modules)\n"
@@ -228,7 +228,7 @@ def test_instrument_cycles_register_one_import_hook_per_module() -> None:
     imported after the last instrument() is patched (positive control)."""
     code = (
         "import sys, llmtap._hooks._patching as p, llmtap\n"
-        "settings = llmtap.Settings(metrics=False, traces=False, otel_metrics=False)\n"
+        "settings = llmtap.Settings(prometheus=False, traces=False, otel_metrics=False)\n"
         "for _ in range(5):\n"
         "    llmtap.instrument(settings); llmtap.uninstrument()\n"
         "print(sys.meta_path.count(p._FINDER), p._pending['openai._base_client'].__name__)\n"

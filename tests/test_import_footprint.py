@@ -38,7 +38,7 @@ the OpenTelemetry SDK (and the semantic-convention constants and psutil its reso
 application's, handed to instrument() or set as the global provider; wrapt (15 modules, ~0.33 MiB) is
 OpenTelemetry's instrumentation machinery's, llmtap patches without it (``_hooks/_patching.py``)."""
 PROMETHEUS = ("prometheus_client", "llmtap._exporters.prometheus", "llmtap._exporters._health_prometheus")
-"""Loaded only when the Prometheus exporter is on (Settings.metrics)."""
+"""Loaded only when the Prometheus exporter is on (Settings.prometheus)."""
 
 _LOADED = """
 import json, sys
@@ -75,7 +75,7 @@ def clean_env() -> dict[str, str]:
 
 
 def test_instrument_loads_no_tool_and_nothing_on_demand(clean_env: dict[str, str]) -> None:
-    modules = _loaded({"metrics": True, "traces": True, "otel_metrics": True}, clean_env)
+    modules = _loaded({"prometheus": True, "traces": True, "otel_metrics": True}, clean_env)
     assert _found(modules, TOOLS + ON_DEMAND + FOREIGN) == []
     # positive control: the same check sees what instrument() does load
     assert _found(modules, ("llmtap._core.tap", "llmtap._hooks.httpx_transport", *PROMETHEUS)) == sorted(
@@ -85,7 +85,7 @@ def test_instrument_loads_no_tool_and_nothing_on_demand(clean_env: dict[str, str
 
 def test_otel_path_loads_no_prometheus_client(clean_env: dict[str, str]) -> None:
     """The OTLP configuration (OTel metrics + spans) does without prometheus-client (~1 MiB of modules)."""
-    otlp = _loaded({"metrics": False, "traces": True, "otel_metrics": True}, clean_env)
+    otlp = _loaded({"prometheus": False, "traces": True, "otel_metrics": True}, clean_env)
     assert _found(otlp, PROMETHEUS) == []
     assert _found(otlp, ("llmtap._exporters.otel_metrics", "llmtap._exporters._health")) == [
         "llmtap._exporters._health",
@@ -172,7 +172,7 @@ _MATCHED = """
 import json, sys
 import llmtap
 from llmtap._core.endpoints import EndpointMatcher
-llmtap.instrument(llmtap.Settings(metrics=False, traces=False, otel_metrics=False))
+llmtap.instrument(llmtap.Settings(prometheus=False, traces=False, otel_metrics=False))
 before = sorted(m for m in sys.modules if m.startswith("llmtap._providers."))
 endpoint = EndpointMatcher().match("generativelanguage.googleapis.com", 443, "/v1beta/models/g:generateContent")
 after = sorted(m for m in sys.modules if m.startswith("llmtap._providers."))
@@ -193,7 +193,7 @@ def test_a_parser_loads_with_the_first_path_of_its_api(clean_env: dict[str, str]
 def test_prometheus_multiprocess_store_loads_in_that_mode(clean_env: dict[str, str], tmp_path: Path) -> None:
     """Positive control of its absence above: with ``PROMETHEUS_MULTIPROC_DIR`` the exporter imports it."""
     env = {**clean_env, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
-    modules = _loaded({"metrics": True, "traces": False, "otel_metrics": False}, env)
+    modules = _loaded({"prometheus": True, "traces": False, "otel_metrics": False}, env)
     store = "llmtap._exporters._prometheus_multiprocess"
     assert _found(modules, (store,)) == [store]
 

@@ -66,7 +66,7 @@ def test_the_hook_control_reads_the_workloads_client() -> None:
     inproc = _load_inproc()
     workloads = ("anthropic_create", "anthropic_async_stream")
     assert [inproc.hooked(w) for w in workloads] == [False, False]
-    llmtap.instrument(llmtap.Settings(metrics=False, traces=False))
+    llmtap.instrument(llmtap.Settings(prometheus=False, traces=False))
     try:
         assert [inproc.hooked(w) for w in workloads] == [True, True]
     finally:

@@ -344,7 +344,7 @@ def test_reinstrumenting_on_one_meter_provider_reports_current_values(sim: Simul
     try:
         for remaining in (7, 3):
             llmtap.instrument(
-                llmtap.Settings(base_urls=(sim.base_url,), traces=False, metrics=False), meter_provider=provider
+                llmtap.Settings(base_urls=(sim.base_url,), traces=False, prometheus=False), meter_provider=provider
             )
             httpx2.post(
                 f"{sim.base_url}/v1/messages",

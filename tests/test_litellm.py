@@ -118,15 +118,25 @@ def test_each_attempt_is_counted_once_and_read_right(
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_litellm_retries_are_attempts_of_their_own(sim: Simulator, cap: Capture, mode: str) -> None:
-    """``num_retries=2`` against a server that refuses every attempt (LiteLLM sends no retry header, so the
-    simulator's ``fail`` refuses each): three attempts served, three ``rejected`` recorded."""
+    """``num_retries=2`` against a server that refuses every attempt: three attempts served, three
+    ``rejected`` recorded."""
     with pytest.raises(Exception):  # noqa: B017 (LiteLLM's own exception classes, whatever it wraps)
-        _call(sim, "anthropic", mode, False, Scenario(fail=1, fail_status=500), num_retries=2)
+        _call(sim, "anthropic", mode, False, Scenario(fail=9, fail_status=500), num_retries=2)
     served = sim.wait_served(3)
     cap.wait(3)
     assert len(served) == 3
     assert [r.outcome for r in cap.records] == [Outcome.REJECTED] * 3
     assert [r.status_code for r in cap.records] == [500] * 3
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_litellm_retries_get_past_the_simulators_failures(sim: Simulator, cap: Capture, mode: str) -> None:
+    """LiteLLM numbers no attempt in a header, so the simulator counts them: ``fail=1`` with ``num_retries=2``
+    is one 500, then the answer (the new-user trial's 3 x 529)."""
+    _call(sim, "anthropic", mode, False, Scenario(fail=1, fail_status=500), num_retries=2)
+    cap.wait(2)
+    assert [s.status for s in sim.wait_served(2)] == [500, 200]
+    assert [r.outcome for r in cap.records] == [Outcome.REJECTED, Outcome.COMPLETED]
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

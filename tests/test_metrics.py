@@ -221,7 +221,7 @@ def test_semconv_attributes_only_on_the_semconv_histograms() -> None:
 @pytest.mark.parametrize(
     ("generation", "present", "absent"),
     [
-        ("default", {"usage"}, {"inference_input", "inference_output"}),
+        ("legacy", {"usage"}, {"inference_input", "inference_output"}),
         ("latest", {"inference_input", "inference_output"}, {"usage"}),
         ("both", {"usage", "inference_input", "inference_output"}, set()),
     ],

@@ -217,7 +217,7 @@ def exported(sim: Simulator, receiver: Receiver) -> Iterator[Exported]:
         base_urls=(sim.base_url,),
         traces=False,
         stall_threshold_seconds=0.15,
-        otel_chunk_gaps=True,
+        otel_time_per_output_chunk=True,
         genai_semconv="both",  # every instrument on: both generations of the semconv token histograms,
         cost=True,  # one model priced (cache included), the others unpriced
         prices={"m-completed": llmtap.ModelPrice(input=3.0, output=15.0, cache_read=0.3)},
@@ -383,7 +383,7 @@ def test_spread_of_nothing() -> None:
 @pytest.mark.parametrize("namespace", ["", "acme"])
 def test_instrument_names_translate_to_the_native_names(namespace: str) -> None:
     """opentelemetry-exporter-prometheus turns every instrument into the native exporter's family,
-    with ``Settings.metric_prefix_namespace`` too."""
+    with ``Settings.metric_namespace`` too."""
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
 
     from llmtap._exporters._health import HEALTH_METRIC_NAMES
@@ -688,7 +688,7 @@ def test_a_forked_child_does_not_report_its_parents_pending_values(spied: _Spied
 
 def test_chunk_gaps_are_recorded_over_otel_only_when_asked() -> None:
     """The per-chunk gap histogram costs one SDK record() per chunk on the OTel path: off by default,
-    on with Settings.otel_chunk_gaps (the positive control), every other instrument either way."""
+    on with Settings.otel_time_per_output_chunk (the positive control), every other instrument either way."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
@@ -761,7 +761,7 @@ def test_delta_temporality_is_exact_per_export(
     )
     provider = MeterProvider(metric_readers=[reader], resource=Resource.create({"service.name": "llmtap-delta"}))
     settings = llmtap.Settings(
-        base_urls=(sim.base_url,), traces=False, stall_threshold_seconds=0.15, otel_chunk_gaps=True
+        base_urls=(sim.base_url,), traces=False, stall_threshold_seconds=0.15, otel_time_per_output_chunk=True
     )
     llmtap.instrument(settings, registry=registry, meter_provider=provider)
     natives = []
@@ -810,7 +810,7 @@ def test_delta_temporality_is_exact_per_export(
 @pytest.mark.parametrize(
     ("generation", "present", "absent"),
     [
-        ("default", {"gen_ai_client_token_usage"}, {"gen_ai_client_inference_operation_input_tokens"}),
+        ("legacy", {"gen_ai_client_token_usage"}, {"gen_ai_client_inference_operation_input_tokens"}),
         ("latest", {"gen_ai_client_inference_operation_input_tokens"}, {"gen_ai_client_token_usage"}),
         ("both", {"gen_ai_client_token_usage", "gen_ai_client_inference_operation_output_tokens"}, set()),
     ],
@@ -886,6 +886,8 @@ def test_by_default_the_meter_path_is_on_only_with_a_meter_provider(
         assert otel_metrics_on(Settings(), provider) is True  # positive control: one given
         assert otel_metrics_on(Settings(otel_metrics=True), None) is True  # explicit: through a later global one
         assert otel_metrics_on(Settings.from_env({"LLMTAP_OTEL_METRICS": "true"}), None) is True
+        assert otel_metrics_on(Settings.from_env({"LLMTAP_OTEL_METRICS": "auto"}), None) is False  # the default
+        assert otel_metrics_on(Settings.from_env({"LLMTAP_OTEL_METRICS": "Auto"}), provider) is True
         assert otel_metrics_on(Settings(otel_metrics=False), provider) is False
         monkeypatch.setattr(metrics, "get_meter_provider", lambda: provider)  # a global one set
         assert otel_metrics_on(Settings(), None) is True
@@ -914,7 +916,7 @@ def test_an_sdk_older_than_the_floor_is_named_once_at_instrument(
     _log.reset()
     caplog.set_level("WARNING", logger="llmtap")
     for _ in range(2):  # two taps on two providers: still one warning
-        llmtap.instrument(llmtap.Settings(metrics=False, traces=False), meter_provider=MeterProvider())
+        llmtap.instrument(llmtap.Settings(prometheus=False, traces=False), meter_provider=MeterProvider())
         llmtap.uninstrument()
     lines = [r.getMessage() for r in caplog.records if "older than" in r.getMessage()]
     if warned:

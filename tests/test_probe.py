@@ -22,22 +22,14 @@ import pytest
 from anthropic._constants import INITIAL_RETRY_DELAY
 
 from llmtap import Outcome
-from llmtap.probe import (
-    SCHEMA_VERSION,
-    ClaimResult,
-    ExitStatus,
-    ProbeOptions,
-    ProbeReport,
-    render_html,
-    render_svgs,
-    render_text,
-    run_probe,
-)
+from llmtap.probe import ExitStatus, ProbeOptions, ProbeReport, render_text, run_probe
 from llmtap.probe._claims import check_header, check_latency, check_ttft
 from llmtap.probe._cli import add_parser
 from llmtap.probe._driver import connect_cause
 from llmtap.probe._formula import ClaimError, parse_band, parse_formula
 from llmtap.probe._headers import HeaderLog
+from llmtap.probe._render import render_html, render_svgs
+from llmtap.probe._report import SCHEMA_VERSION, ClaimResult
 from llmtap.probe._stats import betainc, f_quantile, fit_line, median_ci, t_quantile
 from llmtap.simulator import Scenario, Simulator
 

@@ -147,7 +147,7 @@ def test_exclude_metrics_drops_families_in_both_exporters(sim: Simulator) -> Non
     provider = MeterProvider(metric_readers=[reader])
     registry = CollectorRegistry()
     sim.clear()
-    settings = llmtap.Settings(base_urls=(sim.base_url,), traces=False, exclude_metrics=excluded)
+    settings = llmtap.Settings(base_urls=(sim.base_url,), traces=False, excluded_metrics=excluded)
     llmtap.instrument(settings, registry=registry, meter_provider=provider)
     try:
         drive_baseline(sim)
@@ -168,14 +168,14 @@ def test_exclude_metrics_drops_families_in_both_exporters(sim: Simulator) -> Non
 
 def test_exclude_metrics_is_validated() -> None:
     with pytest.raises(ValueError, match="unknown metric"):
-        llmtap.Settings(exclude_metrics=("llmtap_typo_total",))
-    settings = llmtap.Settings.from_env({"LLMTAP_EXCLUDE_METRICS": "llmtap.retry_after, llmtap_tokens"})
-    assert settings.exclude_metrics == ("llmtap.retry_after", "llmtap_tokens")
+        llmtap.Settings(excluded_metrics=("llmtap_typo_total",))
+    settings = llmtap.Settings.from_env({"LLMTAP_EXCLUDED_METRICS": "llmtap.retry_after, llmtap_tokens"})
+    assert settings.excluded_metrics == ("llmtap.retry_after", "llmtap_tokens")
 
 
 def lean_recipe() -> tuple[str, ...]:
-    """The ``LLMTAP_EXCLUDE_METRICS=...`` recipe the series budget page recommends."""
-    m = re.search(r"^LLMTAP_EXCLUDE_METRICS=(\S+)$", BUDGET_PAGE.read_text(), re.M)
+    """The ``LLMTAP_EXCLUDED_METRICS=...`` recipe the series budget page recommends."""
+    m = re.search(r"^LLMTAP_EXCLUDED_METRICS=(\S+)$", BUDGET_PAGE.read_text(), re.M)
     assert m, "docs/reference/series-budget.md: the lean recipe is missing"
     return tuple(m.group(1).split(","))
 
@@ -191,7 +191,7 @@ def test_lean_recipe_keeps_every_alert_and_halves_the_baseline(sim: Simulator) -
         for name in dropped:
             assert not re.search(rf"\b{name}(_bucket|_sum|_count)?\b", rule["expr"]), (rule, name)
     sim.clear()
-    settings = llmtap.Settings.from_env({"LLMTAP_EXCLUDE_METRICS": ",".join(recipe)}, base_urls=(sim.base_url,))
+    settings = llmtap.Settings.from_env({"LLMTAP_EXCLUDED_METRICS": ",".join(recipe)}, base_urls=(sim.base_url,))
     with capture(settings) as cap:
         drive_baseline(sim)
         cap.wait(2, calls=2)

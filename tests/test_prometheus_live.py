@@ -3,7 +3,7 @@
 Runs twice, once per metrics path (``PATHS``):
 
 * ``prometheus``: llmtap's own Prometheus exporter serves ``/metrics``;
-* ``otel``: the Prometheus exporter is off (``Settings(metrics=False)``) and ``/metrics`` is the
+* ``otel``: the Prometheus exporter is off (``Settings(prometheus=False)``) and ``/metrics`` is the
   OpenTelemetry meter's output translated by ``opentelemetry-exporter-prometheus`` (the
   OTel-to-Prometheus compatibility rules a Collector's ``prometheus`` exporter also applies), so the
   shipped dashboards and alerts are proven on what an OTLP pipeline produces.
@@ -29,7 +29,7 @@ for up to ``DEADLINE_SECONDS``) until these all hold, through Prometheus' HTTP A
   proves its joins and guards match real series. Alerts whose relaxed expression is empty by design
   under live traffic are listed in ``EMPTY_UNDER_LIVE_TRAFFIC`` with the reason.
 
-Skips when ``prometheus`` is not installed, unless ``LLMTAP_REQUIRE_PROMETHEUS=1`` (then it fails).
+Skips when ``prometheus`` is not installed, unless ``LLMTAPTEST_REQUIRE_PROMETHEUS=1`` (then it fails).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ API = [
     "ModelPrice",
     "Outcome",
     "RateLimit",
+    "RawRateLimits",
     "Settings",
     "Tap",
     "Usage",
@@ -112,6 +113,21 @@ def test_base_install_has_no_opentelemetry_sdk() -> None:
     base = _base_requirements()
     assert "opentelemetry-api" in base  # positive control: the requirements were read
     assert not base & {"opentelemetry-sdk", "opentelemetry-instrumentation"}, base
+
+
+# the module each requirement of the base install is imported as
+_IMPORTED_AS = {"opentelemetry-api": "opentelemetry", "prometheus-client": "prometheus_client", "pydantic": "pydantic"}
+
+
+def test_every_base_requirement_is_imported_by_the_package() -> None:
+    """No dependency nothing imports: each requirement of ``pip install llmtap`` is imported by some module of
+    ``src/llmtap`` (a new requirement needs its import name here, which is the point)."""
+    base = _base_requirements()
+    assert set(_IMPORTED_AS) == base, "a requirement changed: say what it is imported as"
+    source = "\n".join(p.read_text(encoding="utf-8") for p in Path(llmtap.__file__).parent.rglob("*.py"))
+    for requirement, module in _IMPORTED_AS.items():
+        assert re.search(rf"^\s*(from|import) {module}\b", source, re.M), f"{requirement} ({module}) is not imported"
+    assert not re.search(r"^\s*(from|import) opentelemetry\.util\.http\b", source, re.M)  # the one dropped
 
 
 # Runs in a fresh interpreter where the OpenTelemetry SDK and instrumentation cannot be imported, as in

@@ -14,7 +14,7 @@ import pytest
 from llmtap import Outcome
 from llmtap._cli.main import main, parser
 from llmtap._cli.run import NOTHING_EXPORTED, RUN_ENV, USAGE, RunError, prepare
-from llmtap._settings import NON_SETTINGS_ENV
+from llmtap._settings import INTERNAL_ENV
 from llmtap.simulator import Simulator
 from tests.support.deploy import Scrape, free_port, histogram_count, posts, spans
 from tests.support.otlp import Receiver, otlp_receiver
@@ -144,16 +144,43 @@ def test_otlp_endpoint_without_port_takes_the_meter_path(tmp_path: Path) -> None
         assert out.returncode == 0, out.stderr
         assert "families []" in out.stdout and "exported twice" not in out.stderr, (out.stdout, out.stderr)
         assert histogram_count(receiver, "gen_ai.client.operation.duration") == len(sim.wait_idle()) == 4
-        # positive control: the same app with LLMTAP_METRICS=true has them in its registry (and says so)
+        # positive control: the same app with LLMTAP_PROMETHEUS=true has them in its registry (and says so)
         out = subprocess.run(
             [LLMTAP, "run", "--", sys.executable, str(app)],
-            env={**env, "LLMTAP_METRICS": "true"},
+            env={**env, "LLMTAP_PROMETHEUS": "true"},
             input="\n",
             capture_output=True,
             text=True,
         )
         assert out.returncode == 0, out.stderr
         assert "'llmtap_attempts'" in out.stdout and "exported twice" in out.stderr, (out.stdout, out.stderr)
+
+
+def test_plain_opentelemetry_instrument_exports_over_the_installed_otlp_exporter(tmp_path: Path) -> None:
+    """``opentelemetry-instrument python app.py`` with nothing but an endpoint set: llmtap's distro (the only
+    one installed) defaults the protocol to the HTTP exporter llmtap[run] ships, so the spans arrive and no
+    traceback is printed. Control: asked for gRPC, whose exporter is not installed, OpenTelemetry's own
+    start-up fails as it did with opentelemetry-distro's default, and nothing arrives."""
+    app = tmp_path / "app.py"
+    app.write_text(SYNC_APP)
+    instrument = str(Path(sys.executable).with_name("opentelemetry-instrument"))
+    with Simulator() as sim, otlp_receiver() as receiver:
+        env = _env(sim, receiver, "plain", free_port())
+        del env["LLMTAP_METRICS_PORT"]
+        out = subprocess.run(
+            [instrument, sys.executable, str(app)], env=env, input="\n", capture_output=True, text=True, timeout=120
+        )
+        assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+        assert [name for name, _, _ in spans(receiver, "chat ")] == ["chat claude-x"] * 4
+        assert histogram_count(receiver, "gen_ai.client.operation.duration") == 4
+    with Simulator() as sim, otlp_receiver() as receiver:
+        env = {**_env(sim, receiver, "plain", free_port()), "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+        del env["LLMTAP_METRICS_PORT"]
+        out = subprocess.run(
+            [instrument, sys.executable, str(app)], env=env, input="\n", capture_output=True, text=True, timeout=120
+        )
+        assert "Requested component 'otlp_proto_grpc' not found" in out.stderr, out.stderr
+        assert spans(receiver, "chat ") == []
 
 
 def test_without_otlp_endpoint_nothing_is_sent_and_metrics_still_served(tmp_path: Path) -> None:
@@ -249,7 +276,7 @@ def test_prepare_defaults_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     real_import = builtins.__import__
 
     def no_distro(name: str, *args: object, **kwargs: object) -> object:
-        if name.startswith("opentelemetry.distro"):
+        if name.startswith("opentelemetry.exporter.otlp"):
             raise ImportError(f"No module named {name!r}")
         return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
 
@@ -266,7 +293,7 @@ def test_one_metric_path_by_default(caplog: pytest.LogCaptureFixture) -> None:
 
     def paths(environ: dict[str, str], port: int | None = None) -> tuple[str | None, str | None]:
         _, _, env = prepare(["python3"], environ, metrics_port=port)
-        return env.get("LLMTAP_METRICS"), env.get("LLMTAP_OTEL_METRICS")
+        return env.get("LLMTAP_PROMETHEUS"), env.get("LLMTAP_OTEL_METRICS")
 
     with caplog.at_level("WARNING", logger="llmtap"):
         assert paths(base) == (None, "false")  # nothing exports: Prometheus (the app's registry)
@@ -277,13 +304,13 @@ def test_one_metric_path_by_default(caplog: pytest.LogCaptureFixture) -> None:
         assert paths(otlp, port=0) == (None, "false")  # asked for /metrics: Prometheus
         assert paths({**otlp, "LLMTAP_METRICS_PORT": "0"}) == (None, "false")
         assert not [r for r in caplog.records if "twice" in r.getMessage()]  # one path each time: nothing to say
-        assert paths({**otlp, "LLMTAP_METRICS": "true"}) == ("true", None)  # the user's choice stays
+        assert paths({**otlp, "LLMTAP_PROMETHEUS": "true"}) == ("true", None)  # the user's choice stays
     assert [r.getMessage() for r in caplog.records if "twice" in r.getMessage()] == [
         "llmtap run: metrics are exported twice, to Prometheus and over the OpenTelemetry meter "
-        "(OTEL_METRICS_EXPORTER=otlp), as LLMTAP_METRICS and LLMTAP_OTEL_METRICS are both on; "
+        "(OTEL_METRICS_EXPORTER=otlp), as LLMTAP_PROMETHEUS and LLMTAP_OTEL_METRICS are both on; "
         "a dashboard that sums both double counts"
     ]
-    assert RUN_ENV in NON_SETTINGS_ENV  # the program's Settings.from_env() does not call it a typo
+    assert RUN_ENV in INTERNAL_ENV  # the program's Settings.from_env() does not call it a typo
 
 
 def _marker_app(tmp_path: Path) -> tuple[Path, Path]:

@@ -32,7 +32,7 @@ def test_settings_are_validated_in_code_and_from_the_environment() -> None:
 
 def test_label_bounds_are_validated() -> None:
     assert llmtap.Settings().max_stop_reasons == 30 and llmtap.Settings().max_error_types == 50
-    for bad in ({"max_stop_reasons": 0}, {"max_error_types": -1}, {"model_overflow": ""}, {"model_overflow": "a\nb"}):
+    for bad in ({"max_stop_reasons": 0}, {"max_error_types": -1}, {"overflow_value": ""}, {"overflow_value": "a\nb"}):
         with pytest.raises(ValidationError):
             llmtap.Settings(**bad)
 
@@ -69,7 +69,7 @@ def test_boolean_typos_are_rejected_with_variable_value_and_choices(word: str) -
         ({"LLMTAP_STALL_THRESHOLD_SECONDS": "0"}, "greater than 0"),
         ({"LLMTAP_PROVIDER_NAMES": "http://a"}, "key=value pairs"),
         ({"LLMTAP_BASE_URLS": "ftp://x"}, "must start with http"),
-        ({"LLMTAP_METRICS": "off", "LLMTAP_METRICS_PORT": "9464"}, "metrics=False"),
+        ({"LLMTAP_PROMETHEUS": "off", "LLMTAP_METRICS_PORT": "9464"}, "prometheus=False"),
     ],
 )
 def test_invalid_values_name_the_variable(env: dict[str, str], needle: str) -> None:
@@ -87,7 +87,7 @@ def test_invalid_values_name_the_variable(env: dict[str, str], needle: str) -> N
             "LLMTAP_PROVIDER_NAMES",
             "key 'http://b' is not one of base_urls (http://a:1)",
         ),
-        ({"LLMTAP_METRICS": "off", "LLMTAP_METRICS_PORT": "9464"}, "LLMTAP_METRICS_PORT", "metrics=False"),
+        ({"LLMTAP_PROMETHEUS": "off", "LLMTAP_METRICS_PORT": "9464"}, "LLMTAP_METRICS_PORT", "prometheus=False"),
     ],
 )
 def test_errors_are_located_at_the_variable_and_say_the_format(env: dict[str, str], where: str, says: str) -> None:
@@ -119,7 +119,9 @@ def test_valid_values_parse() -> None:
 
 def test_unknown_variables_are_named_in_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="llmtap"):
-        llmtap.Settings.from_env({"LLMTAP_TRACE": "false", "LLMTAP_TRACES": "false", "LLMTAP_REQUIRE_FIXTURES": "1"})
+        llmtap.Settings.from_env(
+            {"LLMTAP_TRACE": "false", "LLMTAP_TRACES": "false", "LLMTAPTEST_REQUIRE_FIXTURES": "1"}
+        )
     warnings = [r.getMessage() for r in caplog.records]
     assert warnings == ["ignoring LLMTAP_TRACE: no such setting (did you mean LLMTAP_TRACES?)"]
 
@@ -141,6 +143,61 @@ def test_a_misspelt_keyword_gets_did_you_mean() -> None:
         "zzz": "no such setting",
     }
     assert llmtap.Settings(base_urls=("http://x",)).base_urls == ("http://x",)
+
+
+def test_a_name_from_before_0_1_0_is_refused_with_its_new_name(caplog: pytest.LogCaptureFixture) -> None:
+    """The settings renamed before the first release are not accepted (no user can depend on them), as keyword
+    or variable, but the error names the new one, which difflib alone would not (``metrics`` is closest to
+    ``metrics_port``). Control: the new names are accepted."""
+    with pytest.raises(ValidationError) as raised:
+        llmtap.Settings(metrics=False)  # type: ignore[call-arg]
+    assert raised.value.errors()[0]["msg"] == "no such setting (did you mean prometheus?)"
+    with caplog.at_level(logging.WARNING, logger="llmtap"):
+        s = llmtap.Settings.from_env({"LLMTAP_METRICS": "false", "LLMTAP_MODEL_OVERFLOW": "x"})
+    assert [r.getMessage() for r in caplog.records] == [
+        "ignoring LLMTAP_METRICS: no such setting (did you mean LLMTAP_PROMETHEUS?)",
+        "ignoring LLMTAP_MODEL_OVERFLOW: no such setting (did you mean LLMTAP_OVERFLOW_VALUE?)",
+    ]
+    assert (s.prometheus, s.overflow_value) == (True, "_other")
+    s = llmtap.Settings.from_env({"LLMTAP_PROMETHEUS": "false", "LLMTAP_OVERFLOW_VALUE": "x"})
+    assert (s.prometheus, s.overflow_value) == (False, "x")
+
+
+def test_otel_metrics_takes_a_boolean_or_auto() -> None:
+    assert llmtap.Settings().otel_metrics == "auto"
+    assert llmtap.Settings.from_env({"LLMTAP_OTEL_METRICS": "off"}).otel_metrics is False
+    assert llmtap.Settings.from_env({"LLMTAP_OTEL_METRICS": " AUTO "}).otel_metrics == "auto"
+    with pytest.raises(ValidationError, match=r"expected a boolean: .*, or auto"):
+        llmtap.Settings.from_env({"LLMTAP_OTEL_METRICS": "sometimes"})
+    with pytest.raises(ValidationError, match=r"any case\) \[type"):
+        llmtap.Settings.from_env({"LLMTAP_TRACES": "auto"})  # control: a plain boolean takes no auto
+
+
+def test_every_llmtap_variable_the_repository_names_is_a_setting() -> None:
+    """Docs, examples, dashboards, the Makefile, CI and the library name only settings' variables (and
+    ``LLMTAP_RUN``, llmtap's own): a renamed setting leaves no stale name behind, and the suite's knobs are
+    ``LLMTAPTEST_*``, outside the namespace. Test modules are left out: they spell wrong names on purpose."""
+    import re
+    import subprocess
+    from pathlib import Path
+
+    from llmtap._settings import ENV_PREFIX, INTERNAL_ENV
+
+    root = Path(__file__).resolve().parents[1]
+    tracked = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
+    known = {ENV_PREFIX + name.upper() for name in llmtap.Settings.model_fields} | INTERNAL_ENV
+    named: dict[str, set[str]] = {}
+    for path in tracked:
+        if re.match(r"tests/test_\w+\.py$", path) or path == "CHANGELOG.md" or not (root / path).is_file():
+            continue
+        try:
+            text = (root / path).read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        for variable in re.findall(r"\bLLMTAP_[A-Z0-9_]*[A-Z0-9]\b", text):
+            named.setdefault(variable, set()).add(path)
+    assert "LLMTAP_METRICS_PORT" in named and "LLMTAP_RUN" in named  # control: the files were read
+    assert {v: sorted(p) for v, p in named.items() if v not in known} == {}
 
 
 def test_context_windows_in_code_and_from_the_environment() -> None:

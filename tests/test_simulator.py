@@ -229,6 +229,48 @@ def test_fail_body_and_headers(sim: Simulator) -> None:
     assert r.status_code == 529 and r.json()["error"]["type"] == "overloaded_error"
 
 
+def test_fail_without_a_retry_header_counts_the_requests_of_one_model_and_scenario(sim: Simulator) -> None:
+    """A client that numbers no attempt (plain httpx here; LiteLLM, google-genai ...) gets past ``fail=N``:
+    the server counts the requests of one path, model and scenario. Another model, or ``clear()``, starts
+    the count again; control: a client that says its attempt number is believed, whatever the count."""
+    sc = Scenario(fail=2, fail_status=503)
+    assert [_post(sim, sc).status_code for _ in range(3)] == [503, 503, 200]
+    assert [_post(sim, sc, model="other").status_code for _ in range(2)] == [503, 503]  # its own count
+    assert _post(sim, Scenario(fail=2, fail_status=500)).status_code == 500  # another scenario: its own count
+    sim.clear()
+    assert _post(sim, sc).status_code == 503
+    with httpx.Client() as client:
+        said = {"x-api-key": "test", "anthropic-version": "2023-06-01", **sc.headers(), "x-stainless-retry-count": "0"}
+        body = {"model": MODEL, "max_tokens": 16, "messages": MSGS}
+        statuses = [client.post(f"{sim.base_url}/v1/messages", json=body, headers=said).status_code for _ in range(3)]
+    assert statuses == [503, 503, 503]  # attempt 0 each time, as the client says
+    assert [(s.retry_count, s.attempt) for s in sim.wait_served(4)] == [
+        (0, 0)
+    ] * 4  # the count started again at clear()
+
+
+def test_every_scenario_knob_has_a_docstring() -> None:
+    """docs/reference/simulator.md lists the knobs from these docstrings (docs/gen_reference.py)."""
+    import ast
+    import dataclasses
+    import inspect
+
+    from llmtap.simulator import _scenario
+
+    (cls,) = (
+        n for n in ast.parse(inspect.getsource(_scenario)).body if isinstance(n, ast.ClassDef) and n.name == "Scenario"
+    )
+    documented = {
+        node.target.id
+        for node, after in zip(cls.body, cls.body[1:], strict=False)
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+        and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+    }  # fmt: skip
+    fields = {f.name for f in dataclasses.fields(Scenario)}
+    assert "fail" in documented and len(fields) > 20  # control: read
+    assert fields - documented == set()
+
+
 def test_fail_exhausts_retries(sim: Simulator, client: anthropic.Anthropic) -> None:
     sc = Scenario(fail=5, retry_after=0.01)
     with pytest.raises(anthropic.InternalServerError) as info:
@@ -632,8 +674,9 @@ def test_gemini_errors(sim: Simulator) -> None:
     for status, name in ((503, "UNAVAILABLE"), (500, "INTERNAL")):
         r = _gemini(sim, Scenario(fail=1, fail_status=status), stream=False)
         assert r.status_code == status and r.json()["error"]["status"] == name
-    # fail counts x-stainless-retry-count, which google-genai never sends: every attempt fails
+    # google-genai numbers no attempt: the server counts the requests of one path, model and scenario
     assert _gemini(sim, Scenario(fail=1, fail_status=503)).status_code == 503
+    assert _gemini(sim, Scenario(fail=1, fail_status=503)).status_code == 200
     # error_event_at: an in-stream error chunk, or the error status without streaming
     chunks = _gemini_chunks(_gemini(sim, Scenario(tokens=4, error_event_at=1)).content)
     assert len(chunks) == 2 and chunks[-1] == {
@@ -654,9 +697,10 @@ def test_gemini_errors(sim: Simulator) -> None:
     assert r.status_code == 400 and r.json()["error"]["status"] == "INVALID_ARGUMENT"
     r = httpx.post(f"{sim.base_url}/v1beta/models/gemini-x:countTokens", json={})
     assert r.status_code == 404
-    served = sim.wait_served(11)
+    served = sim.wait_served(12)
     assert [s.outcome_sent for s in served] == [
         *["error_status"] * 4,
+        "completed",
         "error_event",
         "error_status",
         "no_stop",
@@ -665,7 +709,11 @@ def test_gemini_errors(sim: Simulator) -> None:
         "error_status",
         "error_status",
     ]
-    assert [s.api for s in served] == ["gemini"] * 10 + ["unknown"]
+    assert [s.api for s in served] == ["gemini"] * 11 + ["unknown"]
+    assert [(s.retry_count, s.attempt) for s in served[3:5]] == [
+        (0, 0),
+        (0, 1),
+    ]  # the server's count of that path, model and scenario
 
 
 def _ollama(sim: Simulator, scenario: Scenario, api: str = "chat", **body: Any) -> httpx.Response:
@@ -840,19 +888,20 @@ def test_jitter_and_prefill_land_in_served() -> None:
 
 def test_verbose_says_how_each_request_ended_and_counts_them(capfd: pytest.CaptureFixture[str]) -> None:
     """``llmtap simulate --verbose``: per request, a running count, the status and how the answer ended, the
-    resend count ``fail`` compares with, and the scenario; control: not verbose, nothing is printed."""
+    attempt number ``fail`` compares, and the scenario; control: not verbose, nothing is printed."""
     body = {"model": "m", "max_tokens": 8, "stream": True, "messages": [{"role": "user", "content": "x"}]}
     headers = Scenario(tokens=3, fail=1, fail_status=529).headers()
     with Simulator(verbose=True) as sim, httpx2.Client() as client:
         for retry in ("0", "1"):
             client.post(sim.base_url + "/v1/messages", json=body, headers={**headers, "x-stainless-retry-count": retry})
         sim.wait_served(2)
-    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("llmtap simulate: #")]
+    err = capfd.readouterr().err
+    assert '"POST /v1/messages HTTP/1.1"' not in err, err  # one line a request: no access log beside it
+    lines = [line for line in err.splitlines() if line.startswith("llmtap simulate: #")]
     assert lines == [
-        "llmtap simulate: #1 POST /v1/messages -> 529 error_status after 0 deltas (retry count 0; "
+        "llmtap simulate: #1 POST /v1/messages -> 529 error_status after 0 deltas (attempt 0; "
         "scenario tokens=3,fail=1)",
-        "llmtap simulate: #2 POST /v1/messages -> 200 completed after 3 deltas (retry count 1; "
-        "scenario tokens=3,fail=1)",
+        "llmtap simulate: #2 POST /v1/messages -> 200 completed after 3 deltas (attempt 1; scenario tokens=3,fail=1)",
     ], lines
     with Simulator() as sim, httpx2.Client() as client:
         client.post(sim.base_url + "/v1/messages", json=body)

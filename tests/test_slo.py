@@ -1,7 +1,7 @@
 """dashboards/slo.toml -> dashboards/slo-rules.yaml: generated, current, valid, unit-tested with promtool, and
 counting exactly the library's outcome groups and metric names.
 
-The promtool checks skip when promtool is missing, unless ``LLMTAP_REQUIRE_PROMETHEUS=1`` is set.
+The promtool checks skip when promtool is missing, unless ``LLMTAPTEST_REQUIRE_PROMETHEUS=1`` is set.
 """
 
 from __future__ import annotations

@@ -7,10 +7,10 @@ out of view so full collections come often), and some streams the app abandons i
 so only the cyclic collector finds them, on whatever thread allocates at that moment, possibly one
 that holds a lock llmtap's ending needs. Nothing of llmtap's may run inside the collector: the test's
 sink counts the calls it gets from inside a collection (there must be none), and a watchdog fails
-the run, with every thread's stack, when nothing progresses for ``LLMTAP_SOAK_STALL`` seconds
+the run, with every thread's stack, when nothing progresses for ``LLMTAPTEST_SOAK_STALL`` seconds
 (default 60).
 
-``make test`` runs a reduced soak (``LLMTAP_SOAK_STREAMS``, default 600 logical calls); ``make soak``
+``make test`` runs a reduced soak (``LLMTAPTEST_SOAK_STREAMS``, default 600 logical calls); ``make soak``
 runs 10,000 and reports the tracemalloc slope of memory allocated in llmtap's own code.
 """
 
@@ -56,12 +56,12 @@ from tests.support.scripts import load_script
 CONNECT = 60.0
 READ_TIMEOUT = httpx2.Timeout(CONNECT, read=0.05)
 PATIENT = httpx2.Timeout(600.0, connect=CONNECT)
-STREAMS = int(os.environ.get("LLMTAP_SOAK_STREAMS", "600"))
-THREADS = int(os.environ.get("LLMTAP_SOAK_THREADS", "12"))  # sync workers; async tasks run 16 at a time
-STALL = float(os.environ.get("LLMTAP_SOAK_STALL", "60"))  # seconds without any progress: a hang
+STREAMS = int(os.environ.get("LLMTAPTEST_SOAK_STREAMS", "600"))
+THREADS = int(os.environ.get("LLMTAPTEST_SOAK_THREADS", "12"))  # sync workers; async tasks run 16 at a time
+STALL = float(os.environ.get("LLMTAPTEST_SOAK_STALL", "60"))  # seconds without any progress: a hang
 # objects the test's sink allocates under its lock per record (see Tally)
-SINK_WORK = int(os.environ.get("LLMTAP_SOAK_SINK_WORK", "2000"))
-GC_THRESHOLD = tuple(int(n) for n in os.environ.get("LLMTAP_SOAK_GC", "200,2,2").split(","))
+SINK_WORK = int(os.environ.get("LLMTAPTEST_SOAK_SINK_WORK", "2000"))
+GC_THRESHOLD = tuple(int(n) for n in os.environ.get("LLMTAPTEST_SOAK_GC", "200,2,2").split(","))
 
 
 @dataclass(frozen=True)

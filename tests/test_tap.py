@@ -110,7 +110,7 @@ def test_span_detail_adds_what_repeats_a_metric(sim: Simulator) -> None:
     memory = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
-    chosen = settings(sim, span_detail=True, metrics=False, otel_metrics=False)
+    chosen = settings(sim, span_detail=True, prometheus=False, otel_metrics=False)
     exporters = build(chosen, tracer_provider=provider)
     assert exporters.sinks == () and exporters.spans is not None
     tap = llmtap.Tap(chosen, exporters.sinks, spans=exporters.spans)

@@ -181,6 +181,6 @@ def test_each_attempt_observes_its_input_over_the_window(
 def test_an_excluded_histogram_and_counter_look_nothing_up(sim: Simulator) -> None:
     excluded = ("llmtap.context_window.utilization", "llmtap.context_window.unknown")
     for exclude, looked_up in (((), True), (excluded, False)):  # control: on by default
-        settings = llmtap.Settings(base_urls=(sim.base_url,), exclude_metrics=exclude, traces=False)
+        settings = llmtap.Settings(base_urls=(sim.base_url,), excluded_metrics=exclude, traces=False)
         with capture(settings) as cap:
             assert (cap.tap._windows is not None) is looked_up

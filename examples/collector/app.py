@@ -6,7 +6,7 @@ In your application, call :func:`setup` once at start-up.
 
 The same as environment variables only (``opentelemetry-instrument`` finds llmtap by its entry point):
 ``OTEL_SERVICE_NAME=my-llm-app OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318
-OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf LLMTAP_METRICS=false opentelemetry-instrument python app.py``.
+LLMTAP_PROMETHEUS=false opentelemetry-instrument python app.py`` (llmtap's distro exports over OTLP/HTTP).
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ def setup(
     tracer_provider = TracerProvider(resource=resource)
     tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")))
     settings = settings or llmtap.Settings()
-    # metrics=False: no Prometheus registry in the app; every metric goes through the meter provider
+    # prometheus=False: no Prometheus registry in the app; every metric goes through the meter provider
     llmtap.instrument(
-        settings.model_copy(update={"metrics": False, "otel_metrics": True, "traces": True}),
+        settings.model_copy(update={"prometheus": False, "otel_metrics": True, "traces": True}),
         meter_provider=meter_provider,
         tracer_provider=tracer_provider,
     )

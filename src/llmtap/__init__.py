@@ -12,6 +12,7 @@ metrics and an OpenTelemetry span, whatever way its stream ends (see :class:`Out
 import typing as _typing
 
 from llmtap._core.attributes import attributes
+from llmtap._core.headers import RawRateLimits
 from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord, Cost, Outcome, RateLimit, Usage
 from llmtap._core.tap import Tap
 from llmtap._hooks.httpx_transport import wrap_transport
@@ -31,6 +32,7 @@ __all__ = [
     "ModelPrice",
     "Outcome",
     "RateLimit",
+    "RawRateLimits",
     "Settings",
     "Tap",
     "Usage",

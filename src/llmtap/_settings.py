@@ -35,7 +35,7 @@ __all__ = [
     "CHUNK_GAP_BUCKETS",
     "DURATION_BUCKETS",
     "ENV_PREFIX",
-    "NON_SETTINGS_ENV",
+    "INTERNAL_ENV",
     "OTEL_EXCLUDED_URLS_ENV",
     "RETRY_AFTER_BUCKETS",
     "TOKEN_BUCKETS",
@@ -44,9 +44,19 @@ __all__ = [
 ]
 
 ENV_PREFIX = "LLMTAP_"
-NON_SETTINGS_ENV = frozenset({"LLMTAP_FIXTURES", "LLMTAP_REQUIRE_FIXTURES", "LLMTAP_REQUIRE_PROMETHEUS", "LLMTAP_RUN"})
-"""``LLMTAP_*`` variables that are not settings (read by the test-suite; ``LLMTAP_RUN`` marks a program
-started by ``llmtap run``), so never reported as unknown."""
+INTERNAL_ENV = frozenset({"LLMTAP_RUN"})
+"""``LLMTAP_*`` variables llmtap sets for itself that are not settings, so never reported as unknown:
+``LLMTAP_RUN`` marks a program started by ``llmtap run``. Every other ``LLMTAP_*`` variable names a setting
+(the test-suite's knobs are ``LLMTAPTEST_*``, outside this namespace)."""
+
+_RENAMED = {
+    "metrics": "prometheus",
+    "otel_chunk_gaps": "otel_time_per_output_chunk",
+    "model_overflow": "overflow_value",
+    "metric_prefix_namespace": "metric_namespace",
+    "exclude_metrics": "excluded_metrics",
+}
+"""Names the settings had before 0.1.0 (never released, so not accepted): only for the "did you mean" hint."""
 
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
@@ -88,8 +98,9 @@ class Settings(BaseModel):
     """Override ``gen_ai.provider.name`` per base URL (e.g. ``{"http://vllm:8000": "vllm"}``)."""
     match_any_host: bool = False
     """Observe the known API paths on any host (handy behind gateways; slightly more matching work)."""
-    metrics: bool = True
-    """Export Prometheus metrics."""
+    prometheus: bool = True
+    """Export the metrics to Prometheus (prometheus-client's registry, or the ``/metrics`` endpoint of
+    ``metrics_port``)."""
     traces: bool = True
     """Export one OpenTelemetry span per attempt."""
     exemplars: bool = True
@@ -97,13 +108,13 @@ class Settings(BaseModel):
     histograms as an exemplar, on the Prometheus path (OpenMetrics scrapes; not in prometheus-client's
     multiprocess mode, which cannot store them) and the OpenTelemetry one (the SDK's exemplar filter).
     Needs ``traces``."""
-    otel_metrics: bool = True
+    otel_metrics: bool | Literal["auto"] = "auto"
     """Also record every metric through the OpenTelemetry meter provider (for OTLP / a Collector);
-    with an exporting meter provider, set ``metrics=False`` so the names do not arrive twice. Left at
-    its default, it is on only when there is a meter provider to record into (``meter_provider=`` given
-    to ``instrument()``, or a global one set before it); set it (or ``LLMTAP_OTEL_METRICS=true``) to
-    record through a global provider set later."""
-    otel_chunk_gaps: bool = False
+    with an exporting meter provider, set ``prometheus=False`` so the names do not arrive twice.
+    ``"auto"``: on only when there is a meter provider to record into (``meter_provider=`` given to
+    ``instrument()``, or a global one set before it); ``True`` (``LLMTAP_OTEL_METRICS=true``) also records
+    through a global provider set later; ``False``: off."""
+    otel_time_per_output_chunk: bool = False
     """Also record ``gen_ai.client.operation.time_per_output_chunk`` through the meter provider. The
     OpenTelemetry API records one value at a time and one SDK ``record()`` costs about a third of what
     the SDK spends per stream event (8 µs here), paid once per chunk on the reader's thread; off by
@@ -116,26 +127,26 @@ class Settings(BaseModel):
     """An inter-chunk gap longer than this counts as a stall."""
     max_models: int = Field(default=50, ge=1, le=10_000)
     """Distinct request models, and separately response models, before new ones map to
-    ``model_overflow`` (``gen_ai.request.model`` / ``gen_ai.response.model`` on every sink)."""
+    ``overflow_value`` (``gen_ai.request.model`` / ``gen_ai.response.model`` on every sink)."""
     max_stop_reasons: int = Field(default=30, ge=1, le=10_000)
-    """Distinct stop reasons beyond the providers' documented ones before new ones map to ``model_overflow``."""
+    """Distinct stop reasons beyond the providers' documented ones before new ones map to ``overflow_value``."""
     max_error_types: int = Field(default=50, ge=1, le=10_000)
     """Distinct error types beyond the documented ones (provider error types, HTTP statuses, transport
-    exceptions) before new ones map to ``model_overflow``."""
+    exceptions) before new ones map to ``overflow_value``."""
     attribute_labels: tuple[str, ...] = ()
     """Keys of :func:`llmtap.attributes` (or of ``baggage_attributes``) that also become metric labels,
     e.g. ``("feature",)``; every other key is a span attribute only. Keep it to a few: each adds its
     values' count to every series of a model."""
     max_attribute_values: int = Field(default=50, ge=1, le=10_000)
-    """Distinct values per attribute label before new ones map to ``model_overflow`` (counted)."""
+    """Distinct values per attribute label before new ones map to ``overflow_value`` (counted)."""
     baggage_attributes: tuple[str, ...] = ()
     """OpenTelemetry baggage keys read as attributes when an attempt begins (zero-code apps: the web
     framework's instrumentation puts the incoming W3C ``baggage`` header in the context)."""
-    genai_semconv: Literal["default", "latest", "both"] = "default"
-    """Which GenAI semantic-convention token metrics to emit: ``default`` (``gen_ai.client.token.usage``,
-    by ``gen_ai.token.type``), ``latest`` (``gen_ai.client.inference.operation.input_tokens`` /
-    ``.output_tokens``, the split the GenAI conventions now define) or ``both`` during a migration. The
-    shipped dashboards read either."""
+    genai_semconv: Literal["legacy", "latest", "both"] = "legacy"
+    """Which generation of the GenAI semantic-convention token metrics to emit: ``legacy``
+    (``gen_ai.client.token.usage``, by ``gen_ai.token.type``; the default), ``latest``
+    (``gen_ai.client.inference.operation.input_tokens`` / ``.output_tokens``, the split the GenAI
+    conventions now define) or ``both`` during a migration. The shipped dashboards read either."""
     cost: bool = False
     """Export what each attempt cost in USD (``llmtap_cost_usd_total`` by token type, the cache's savings,
     unpriced attempts), priced by ``genai-prices`` (``pip install 'llmtap[cost]'``) and ``prices``."""
@@ -148,12 +159,12 @@ class Settings(BaseModel):
     or that JSON). Each attempt's input tokens over its model's window are ``llmtap_context_window_utilization``;
     a model neither here nor in the table is counted as unknown, never guessed."""
     max_servers: int = Field(default=50, ge=1, le=10_000)
-    """Distinct (``server.address``, ``server.port``) pairs before new ones map to (``model_overflow``,
+    """Distinct (``server.address``, ``server.port``) pairs before new ones map to (``overflow_value``,
     0). Only matters with ``match_any_host``, many ``base_urls`` or SDK clients pointed at many hosts: a
     fleet of self-hosted servers."""
-    model_overflow: str = Field(default="_other", min_length=1, max_length=64)
+    overflow_value: str = Field(default="_other", min_length=1, max_length=64)
     """The value every bounded label takes past its limit; each replacement is counted in
-    ``llmtap_label_overflows_total{label}``. (Named for its first use; it applies to all bounded labels.)"""
+    ``llmtap_label_overflows_total{label}``."""
 
     @field_validator("context_windows")
     @classmethod
@@ -163,7 +174,7 @@ class Settings(BaseModel):
             raise ValueError(f"context windows are positive numbers of tokens by model name, got {bad}")
         return windows
 
-    @field_validator("model_overflow")
+    @field_validator("overflow_value")
     @classmethod
     def _check_overflow(cls, value: str) -> str:
         # Checked here, not with Field(pattern=...): pydantic compiles a pattern into a Rust regex at class
@@ -177,7 +188,7 @@ class Settings(BaseModel):
     ones are dropped and counted as parse errors."""
     max_json_bytes: int = Field(default=8 << 20, ge=1024)
     """Largest non-streaming JSON body parsed (usage sits at its end)."""
-    metric_prefix_namespace: str = ""
+    metric_namespace: str = ""
     """Optional Prometheus namespace prepended to the ``llmtap_`` metrics (semconv names are kept);
     through OpenTelemetry it prefixes the ``llmtap.*`` instrument names (``NS.llmtap.attempts``)."""
 
@@ -224,7 +235,7 @@ class Settings(BaseModel):
         return patterns
 
     # -- series budget (docs/reference/series-budget.md) ----------------------------------------
-    exclude_metrics: tuple[str, ...] = ()
+    excluded_metrics: tuple[str, ...] = ()
     """Metric families not to record, in both exporters: OpenTelemetry instrument names
     (``llmtap.retry_after``) or Prometheus family names (``llmtap_retry_after_seconds``). The documented
     series budget lists what each costs and which dashboard panels or alerts go empty without it."""
@@ -247,7 +258,7 @@ class Settings(BaseModel):
                 raise ValueError(f"attribute key {key!r} is already a label of llmtap's metrics")
         return keys
 
-    @field_validator("exclude_metrics")
+    @field_validator("excluded_metrics")
     @classmethod
     def _check_excluded(cls, names: tuple[str, ...]) -> tuple[str, ...]:
         resolve_names(names)  # ValueError names the unknown ones
@@ -296,8 +307,8 @@ class Settings(BaseModel):
     @field_validator("metrics_port")
     @classmethod
     def _check_port_needs_metrics(cls, port: int | None, info: ValidationInfo) -> int | None:
-        if port is not None and info.data.get("metrics") is False:
-            raise ValueError("metrics_port serves the Prometheus metrics, which metrics=False turns off")
+        if port is not None and info.data.get("prometheus") is False:
+            raise ValueError("metrics_port serves the Prometheus metrics, which prometheus=False turns off")
         return port
 
     @model_validator(mode="wrap")
@@ -336,7 +347,7 @@ class Settings(BaseModel):
                 continue
             name = key[len(ENV_PREFIX) :].lower()
             if name not in fields or key != ENV_PREFIX + name.upper():
-                if key not in NON_SETTINGS_ENV:
+                if key not in INTERNAL_ENV:
                     _warn_unknown(key)
                 continue
             raw_by_field[name] = raw
@@ -375,13 +386,15 @@ def _otel_excluded_urls(env: Mapping[str, str]) -> tuple[tuple[str, ...], str | 
 
 def _from_text(name: str, annotation: Any, raw: str) -> Any:
     """One environment value, as the field's type (numbers and strings are left to pydantic)."""
-    if annotation is bool:
+    if annotation is bool or bool in typing.get_args(annotation):
         word = raw.strip().lower()
         if word in _TRUE:
             return True
         if word in _FALSE:
             return False
-        raise ValueError(f"expected a boolean: {_BOOL_HELP}")
+        if annotation is not bool and word == "auto":  # bool | Literal["auto"]
+            return "auto"
+        raise ValueError(f"expected a boolean: {_BOOL_HELP}" + ("" if annotation is bool else ", or auto"))
     origin = typing.get_origin(annotation)
     if origin is tuple:
         if raw.lstrip().startswith("["):  # a JSON array, the other spelling people reach for
@@ -439,7 +452,7 @@ def _typo(error: Any) -> InitErrorDetails:
     import difflib  # only for a misspelt keyword
 
     name = str(error["loc"][-1]) if error["loc"] else ""
-    close = difflib.get_close_matches(name, list(Settings.model_fields), n=1)
+    close = [_RENAMED[name]] if name in _RENAMED else difflib.get_close_matches(name, list(Settings.model_fields), n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
     return {
         "type": PydanticCustomError("extra_forbidden", "no such setting{hint}", {"hint": hint}),
@@ -452,6 +465,7 @@ def _warn_unknown(key: str) -> None:
     import difflib  # only for a mistyped LLMTAP_* name: not loaded by every instrument() (~0.2 MiB)
 
     known = [ENV_PREFIX + n.upper() for n in Settings.model_fields]
-    close = difflib.get_close_matches(key, known, n=1)
+    renamed = _RENAMED.get(key[len(ENV_PREFIX) :].lower())
+    close = [ENV_PREFIX + renamed.upper()] if renamed else difflib.get_close_matches(key, known, n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
     logger.warning("ignoring %s: no such setting%s", key, hint)

@@ -1,4 +1,4 @@
-"""The recorded provider responses in ``../shared/fixtures/recorded`` (``LLMTAP_FIXTURES`` overrides)."""
+"""The recorded provider responses in ``../shared/fixtures/recorded`` (``LLMTAPTEST_FIXTURES`` overrides)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(os.environ.get("LLMTAP_FIXTURES", Path(__file__).resolve().parents[3] / "shared/fixtures/recorded"))
+FIXTURES = Path(os.environ.get("LLMTAPTEST_FIXTURES", Path(__file__).resolve().parents[3] / "shared/fixtures/recorded"))
 
 
 def recorded_fixtures(pattern: str) -> list[Path]:
@@ -18,10 +18,10 @@ def recorded_fixtures(pattern: str) -> list[Path]:
 
 
 def require_fixtures() -> None:
-    """Skip (or fail, under CI's LLMTAP_REQUIRE_FIXTURES=1) when the recorded fixtures are absent."""
+    """Skip (or fail, under CI's LLMTAPTEST_REQUIRE_FIXTURES=1) when the recorded fixtures are absent."""
     if FIXTURES.is_dir():
         return
-    message = f"recorded fixtures not found at {FIXTURES} (set LLMTAP_FIXTURES)"
-    if os.environ.get("LLMTAP_REQUIRE_FIXTURES") == "1":
+    message = f"recorded fixtures not found at {FIXTURES} (set LLMTAPTEST_FIXTURES)"
+    if os.environ.get("LLMTAPTEST_REQUIRE_FIXTURES") == "1":
         pytest.fail(message)
     pytest.skip(message)

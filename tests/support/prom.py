@@ -23,12 +23,12 @@ SLO_RULES = DASHBOARDS / "slo-rules.yaml"
 
 
 def require(binary: str) -> str:
-    """The path of ``binary``; skips the test when missing, or fails it with LLMTAP_REQUIRE_PROMETHEUS=1."""
+    """The path of ``binary``; skips the test when missing, or fails it with LLMTAPTEST_REQUIRE_PROMETHEUS=1."""
     path = shutil.which(binary)
     if path is None:
         msg = f"{binary} not found (apt-get install prometheus)"
-        if os.environ.get("LLMTAP_REQUIRE_PROMETHEUS") == "1":
-            pytest.fail(msg + " and LLMTAP_REQUIRE_PROMETHEUS=1")
+        if os.environ.get("LLMTAPTEST_REQUIRE_PROMETHEUS") == "1":
+            pytest.fail(msg + " and LLMTAPTEST_REQUIRE_PROMETHEUS=1")
         pytest.skip(msg)
     return path
 

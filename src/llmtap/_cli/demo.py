@@ -466,9 +466,9 @@ def run_demo(
         settings = llmtap.Settings(
             base_urls=(sim.base_url,),
             stall_threshold_seconds=1.0,
-            metrics=meter_provider is None,
+            prometheus=meter_provider is None,
             otel_metrics=meter_provider is not None,
-            otel_chunk_gaps=meter_provider is not None,  # the demo shows every panel on both paths
+            otel_time_per_output_chunk=meter_provider is not None,  # the demo shows every panel on both paths
             cost=importlib.util.find_spec("genai_prices") is not None,  # the cost panels, when the table is installed
         )
         llmtap.instrument(settings, registry=registry, meter_provider=meter_provider)

@@ -194,7 +194,7 @@ def add_simulate(sub: _SubParsers) -> argparse.ArgumentParser:
         description="Serve the fault-injecting simulator until Ctrl-C. Each request's behaviour comes from "
         "its x-llmtap-sim header (extra_headers= in the SDKs), comma-separated key=value pairs, e.g.\n"
         "  ttft=0.5,gap=0.02,tokens=50,fail=2,fail_status=529,retry_after=1\n"
-        'Keys are listed in the README ("The simulator") and in llmtap.simulator.Scenario.',
+        "Keys are listed in docs/reference/simulator.md (generated from llmtap.simulator.Scenario).",
     )
     simulate.add_argument("--host", default="127.0.0.1", help="address to listen on")
     simulate.add_argument("--port", type=port, default=8787, help="port to listen on (0: any free port)")
@@ -266,7 +266,7 @@ def _add_run_parser(sub: _SubParsers) -> argparse.ArgumentParser:
         description="Instrument COMMAND before it imports its SDKs (opentelemetry-instrument's machinery), "
         "serve /metrics when --metrics-port (LLMTAP_METRICS_PORT) is set, and send OTLP traces and metrics "
         "when OTEL_EXPORTER_OTLP_ENDPOINT is set (OTEL_SERVICE_NAME, OTEL_TRACES_EXPORTER, "
-        "OTEL_METRICS_EXPORTER are honoured); metrics take one path, /metrics or OTLP (README, Deploy). "
+        "OTEL_METRICS_EXPORTER are honoured); metrics take one path, /metrics or OTLP (docs/guides/deploy.md). "
         "Needs pip install 'llmtap[run]'.",
         usage=USAGE,
     )

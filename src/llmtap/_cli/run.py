@@ -1,14 +1,14 @@
 """``llmtap run [--metrics-port N] -- COMMAND...``: observe an unmodified Python program.
 
-It reuses ``opentelemetry-instrument``'s machinery rather than a sitecustomize of its own: the
-directory holding ``opentelemetry.instrumentation.auto_instrumentation``'s ``sitecustomize`` is put
-first on ``PYTHONPATH`` and the command is exec'd. At interpreter start-up, before the program
-imports anything, that sitecustomize loads the distro and configurator of ``opentelemetry-distro``
-(which build the SDK tracer and meter providers and their exporters from the standard ``OTEL_*``
-variables) and then every ``opentelemetry_instrumentor`` entry point, llmtap's included, which
-reads its settings from ``LLMTAP_*``. Child processes (``uvicorn --workers``, ``multiprocessing``)
-inherit ``PYTHONPATH`` and are instrumented the same way; forked ones (gunicorn workers) inherit
-the instrumented interpreter.
+It reuses ``opentelemetry-instrument``'s machinery rather than a sitecustomize of its own: the directory
+holding ``opentelemetry.instrumentation.auto_instrumentation``'s ``sitecustomize`` is put first on
+``PYTHONPATH`` and the command is exec'd. At interpreter start-up, before the program imports anything, that
+sitecustomize loads llmtap's distro and configurator (``llmtap._distro``: ``opentelemetry-distro``'s, with
+OTLP over HTTP; they build the SDK tracer and meter providers and their exporters from the standard
+``OTEL_*`` variables) and then every ``opentelemetry_instrumentor`` entry point, llmtap's included, which
+reads its settings from ``LLMTAP_*``. Child processes (``uvicorn --workers``, ``multiprocessing``) inherit
+``PYTHONPATH`` and are instrumented the same way; forked ones (gunicorn workers) inherit the instrumented
+interpreter.
 
 Defaults ``llmtap run`` adds when the variable is unset (it never overrides one you set):
 
@@ -16,8 +16,10 @@ Defaults ``llmtap run`` adds when the variable is unset (it never overrides one 
   (``OTEL_EXPORTER_OTLP_ENDPOINT`` or a per-signal one), else ``none`` (nothing to send to);
 - ``OTEL_LOGS_EXPORTER``: ``none``;
 - ``OTEL_EXPORTER_OTLP_PROTOCOL``: ``http/protobuf`` (the exporter ``llmtap[run]`` installs);
+- ``OTEL_PYTHON_DISTRO`` / ``OTEL_PYTHON_CONFIGURATOR``: ``llmtap``, also where ``opentelemetry-distro`` is
+  installed beside it;
 - one metric path, so nobody pays for (or double counts) both by accident: the OpenTelemetry meter
-  (``LLMTAP_METRICS=false``) when its provider exports (``OTEL_METRICS_EXPORTER`` is not ``none``) and
+  (``LLMTAP_PROMETHEUS=false``) when its provider exports (``OTEL_METRICS_EXPORTER`` is not ``none``) and
   no ``/metrics`` port is asked for; Prometheus (``LLMTAP_OTEL_METRICS=false``) otherwise. Both stay on
   only when both variables say so, and then one log line says that metrics are exported twice.
 
@@ -57,7 +59,7 @@ _ENDPOINTS = (
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
     "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
 )
-EXTRA_HINT = "llmtap run needs the OpenTelemetry distro and OTLP exporter: pip install 'llmtap[run]'"
+EXTRA_HINT = "llmtap run needs the OpenTelemetry SDK, instrumentation and OTLP exporter: pip install 'llmtap[run]'"
 
 
 NOTHING_EXPORTED = (
@@ -77,9 +79,9 @@ class RunError(Exception):
 
 def _sitecustomize_dir() -> str:
     try:
-        # the distro's configurator builds the SDK providers; the exporter is what it exports with
-        import opentelemetry.distro
-        import opentelemetry.exporter.otlp.proto.http  # noqa: F401
+        # llmtap's distro and configurator build the SDK providers; the exporter is what they export with
+        import opentelemetry.exporter.otlp.proto.http
+        import opentelemetry.sdk._configuration  # noqa: F401
         from opentelemetry.instrumentation import auto_instrumentation
     except ImportError as exc:
         raise RunError(f"{EXTRA_HINT} ({exc})") from exc
@@ -115,20 +117,22 @@ def prepare(
     env.setdefault("OTEL_METRICS_EXPORTER", otlp)
     env.setdefault("OTEL_LOGS_EXPORTER", "none")
     env.setdefault("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    env.setdefault("OTEL_PYTHON_DISTRO", "llmtap")  # ours, also when opentelemetry-distro is installed
+    env.setdefault("OTEL_PYTHON_CONFIGURATOR", "llmtap")
     exporting = _exports(env, "OTEL_METRICS_EXPORTER")
     if exporting and not env.get("LLMTAP_METRICS_PORT", "").strip():
-        env.setdefault("LLMTAP_METRICS", "false")  # the meter path
+        env.setdefault("LLMTAP_PROMETHEUS", "false")  # the meter path
     else:
         env.setdefault("LLMTAP_OTEL_METRICS", "false")  # the Prometheus path
     # fail here, with the variable named, rather than inside the program; unknown LLMTAP_* variables are
     # left to the program's own instrumentation to warn about, once
     with quiet():
         settings = Settings.from_env(env)
-    if settings.metrics and settings.otel_metrics and exporting:
+    if settings.prometheus and settings.otel_metrics is not False and exporting:
         served = f"/metrics on port {settings.metrics_port}" if settings.metrics_port is not None else "Prometheus"
         logger.warning(
             "llmtap run: metrics are exported twice, to %s and over the OpenTelemetry meter "
-            "(OTEL_METRICS_EXPORTER=%s), as LLMTAP_METRICS and LLMTAP_OTEL_METRICS are both on; "
+            "(OTEL_METRICS_EXPORTER=%s), as LLMTAP_PROMETHEUS and LLMTAP_OTEL_METRICS are both on; "
             "a dashboard that sums both double counts",
             served,
             env["OTEL_METRICS_EXPORTER"],
@@ -144,7 +148,7 @@ def prepare(
     executable = shutil.which(command[0], path=env.get("PATH"))
     if executable is None:
         raise RunError(f"llmtap run: command not found: {command[0]}")
-    if settings.metrics and settings.metrics_port is not None:
+    if settings.prometheus and settings.metrics_port is not None:
         _check_port(settings.metrics_addr, settings.metrics_port, env)
     if settings.metrics_port is None and not exporting and not _exports(env, "OTEL_TRACES_EXPORTER"):
         logger.warning("%s", NOTHING_EXPORTED)

@@ -9,7 +9,7 @@ through a :class:`LabelBound` before any sink sees the record:
   stays valid and one line per sample;
 - values the providers document (their ``stop_reasons`` / ``error_types``) always pass;
 - the first ``limit`` other distinct values pass; later ones become the overflow value
-  (``Settings.model_overflow``, ``_other`` by default), and each replacement is counted in
+  (``Settings.overflow_value``, ``_other`` by default), and each replacement is counted in
   ``llmtap_label_overflows_total{label}``. A value that sanitises to nothing is replaced too.
 
 A value seen before costs one dict lookup without a lock.
@@ -127,7 +127,7 @@ class RecordBounds:
 
     def __init__(self, settings: Settings, providers: Iterable[Entry]) -> None:
         providers = tuple(providers)
-        overflow = settings.model_overflow
+        overflow = settings.overflow_value
         self.request_model = LabelBound("request_model", settings.max_models, overflow)
         self.response_model = LabelBound("response_model", settings.max_models, overflow)
         stops = (reason for provider in providers for reason in provider.stop_reasons)

@@ -127,7 +127,8 @@ def duration(value: bytes) -> float:
 
 
 class RawRateLimits(NamedTuple):
-    """The rate-limit headers of one response as the walk keeps them: checked, not converted. Three objects
+    """The rate-limit headers of one response as :attr:`AttemptRecord.rate_limit_headers` keeps them: checked,
+    not converted; :attr:`AttemptRecord.rate_limits` converts them into :class:`RateLimit` values. Three objects
     whatever the number of headers (~0.3 KiB for Anthropic's twelve, against ~1.5 KiB as a tuple per header
     holding the client's value bytes): ended records wait for the next scrape or collection, up to 256 of them.
     """

@@ -320,10 +320,10 @@ _RATE_LIMIT_KEYS = ("ratelimit_limit", "ratelimit_remaining", "ratelimit_reset")
 
 def switched_off(settings: object) -> frozenset[str]:
     """Keys of the instruments ``settings`` (a ``Settings``) turns off: a ``requires`` flag that is false
-    (``cost``), or the other generation of ``genai_semconv`` (``default``: the legacy names only,
+    (``cost``), or the other generation of ``genai_semconv`` (``legacy``: the legacy names only,
     ``latest``: the latest only, ``both``)."""
-    generation = getattr(settings, "genai_semconv", "default")
-    other = {"default": "latest", "latest": "legacy"}.get(generation, "")  # the generation not wanted
+    generation = getattr(settings, "genai_semconv", "legacy")
+    other = {"legacy": "latest", "latest": "legacy"}.get(generation, "")  # the generation not wanted
     off = set()
     for i in INSTRUMENTS:
         if (i.requires and not getattr(settings, i.requires)) or (other and i.semconv_version == other):
@@ -345,7 +345,7 @@ class Mapping:
 
     Args:
         exclude: instruments that are off, by key or by OpenTelemetry or Prometheus name
-            (``Settings.exclude_metrics``, and the instruments a ``Settings`` flag turns off).
+            (``Settings.excluded_metrics``, and the instruments a ``Settings`` flag turns off).
         semconv_attributes: the GenAI semconv instruments also carry :data:`SEMCONV_ATTRIBUTES` (the
             OpenTelemetry exporter; the native Prometheus exporter leaves them out to keep its series down).
 

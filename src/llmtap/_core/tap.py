@@ -144,7 +144,7 @@ class Tap:
 
             self._pricer = Pricer(settings.prices)  # ImportError naming the extra when there is no price table
         self._windows: ContextWindows | None = None
-        if WINDOW_KEYS - resolve_names(settings.exclude_metrics):  # not both utilisation instruments excluded
+        if WINDOW_KEYS - resolve_names(settings.excluded_metrics):  # not both utilisation instruments excluded
             from llmtap._core.windows import ContextWindows
 
             table = None if self._pricer is None else self._pricer.table  # cost's table, loaded already

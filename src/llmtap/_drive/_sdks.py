@@ -1,9 +1,10 @@
 """One adapter per official SDK: make a client for a base URL, start a call, read a stream, close.
 
-Every adapter hides its SDK's spelling behind the same few methods, so the code that drives a
-scenario (:mod:`._actions`) is written once for every SDK, sync and async. In async mode the methods
-return what the SDK returns there (awaitables, async iterators); :mod:`._actions` awaits them. The SDK
-is imported when an adapter is made, never at import of this module.
+Each adapter is named ``<Name>Sdk`` (``OpenAIChatSdk``; the simulator's side of that wire format is
+``OpenAIChatApi``, llmtap's parser of it ``OpenAIChat``). Every adapter hides its SDK's spelling behind
+the same few methods, so the code that drives a scenario (:mod:`._actions`) is written once for every
+SDK, sync and async. In async mode the methods return what the SDK returns there (awaitables, async
+iterators); :mod:`._actions` awaits them. The SDK is imported when an adapter is made, never at import of this module.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ class Sdk:
     path: ClassVar[str | None] = None
     #: the SDK links its retries into one logical call (llmtap hooks its retry loop)
     linked_retries: ClassVar[bool] = True
-    #: the SDK sends ``x-stainless-retry-count``, so the simulator's ``fail=N`` fails N attempts only
+    #: the SDK numbers its attempts (``x-stainless-retry-count``, ``amz-sdk-request``); without, the simulator's
+    #: ``fail=N`` counts the requests of one model and scenario, across calls
     retry_header: ClassVar[bool] = True
     #: the transports the tests drive it through, per mode (None: the SDK's default)
     transports: ClassVar[Mapping[Mode, tuple[str | None, ...]]] = {"sync": (None,), "async": (None,)}
@@ -193,7 +195,7 @@ async def _ready(value: Any) -> Any:
 # -- Anthropic: first party, Bedrock, Vertex ----------------------------------------------------------
 
 
-class Anthropic(Sdk):
+class AnthropicSdk(Sdk):
     name = "anthropic"
     provider = "anthropic"
     api = "anthropic"
@@ -258,7 +260,7 @@ class Anthropic(Sdk):
         return _is(exc, frozenset({"anthropic.APIError"}))
 
 
-class Bedrock(Anthropic):
+class BedrockSdk(AnthropicSdk):
     name = "bedrock"
     provider = "aws.bedrock"
     api = "bedrock"
@@ -271,7 +273,7 @@ class Bedrock(Anthropic):
                 "aws_secret_key": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"}  # fmt: skip
 
 
-class Vertex(Anthropic):
+class VertexSdk(AnthropicSdk):
     name = "vertex"
     provider = "gcp.vertex_ai"
     api = "vertex"
@@ -286,7 +288,7 @@ class Vertex(Anthropic):
 # -- OpenAI: Chat Completions and Responses; Groq speaks Chat too -------------------------------------
 
 
-class OpenAIChat(Sdk):
+class OpenAIChatSdk(Sdk):
     name = "openai-chat"
     provider = "openai"
     api = "openai-chat"
@@ -364,7 +366,7 @@ class OpenAIChat(Sdk):
         return _is(exc, frozenset({f"{cls._package}.APIError"}))
 
 
-class OpenAIResponses(OpenAIChat):
+class OpenAIResponsesSdk(OpenAIChatSdk):
     name = "openai-responses"
     api = "openai-responses"
     path = "/v1/responses"
@@ -387,7 +389,7 @@ class OpenAIResponses(OpenAIChat):
         return str(response.output_text)
 
 
-class Groq(OpenAIChat):
+class GroqSdk(OpenAIChatSdk):
     name = "groq"
     path = "/openai/v1/chat/completions"
     model = "groq-test"
@@ -408,7 +410,7 @@ class Groq(OpenAIChat):
 # -- Google Gen AI ------------------------------------------------------------------------------------
 
 
-class Gemini(Sdk):
+class GeminiSdk(Sdk):
     """google-genai: sync through httpx2 (or httpx); async through aiohttp by default (when importable),
     or httpx2 / httpx when their transport is passed. It retries only with ``retry_options`` and links
     no retries (each attempt is its own call); ``max_retries`` > 0 means that many retries."""
@@ -503,7 +505,7 @@ class Gemini(Sdk):
 # -- Mistral, Cohere ----------------------------------------------------------------------------------
 
 
-class Mistral(Sdk):
+class MistralSdk(Sdk):
     """mistralai (Speakeasy): httpx2, retries only with a ``retry_config`` (hooked), no retry header;
     its clients are made here (it would otherwise make its own) and closed by :meth:`close`."""
 
@@ -566,7 +568,7 @@ class Mistral(Sdk):
         return _is(exc, frozenset({"mistralai.SDKError", "mistralai.MistralError"}))
 
 
-class Cohere(Sdk):
+class CohereSdk(Sdk):
     """cohere (Fern), Chat v2: httpx; ``request()`` retries by calling itself (hooked), ``stream()`` never
     retries; no retry header. Its HTTP client is made here and closed by :meth:`close`."""
 
@@ -620,7 +622,7 @@ class Cohere(Sdk):
 # -- Bedrock through boto3 (botocore over urllib3): Converse, and InvokeModel with Claude's own format ----------
 
 
-class Boto3Converse(Sdk):
+class Boto3ConverseSdk(Sdk):
     """boto3's ``bedrock-runtime`` client: ``converse`` / ``converse_stream``. botocore has no async client (that is
     aiobotocore) and no per-call headers: the scenario rides on every attempt through a ``before-sign`` handler
     (which returns nothing: llmtap must see the real send). ``max_retries`` is botocore's standard retry mode with
@@ -751,7 +753,7 @@ def _invoke_piece(event: Any) -> str | None:
     return str(payload["delta"].get("text") or payload["delta"].get("partial_json") or "")
 
 
-class Boto3Invoke(Boto3Converse):
+class Boto3InvokeSdk(Boto3ConverseSdk):
     """boto3's ``invoke_model`` / ``invoke_model_with_response_stream`` with a Claude model: the body is Anthropic's
     Messages format, the stream its events in ``chunk`` messages."""
 
@@ -781,7 +783,7 @@ class Boto3Invoke(Boto3Converse):
         return "".join(block.get("text", "") for block in message["content"])
 
 
-class AioBotocoreConverse(Boto3Converse):
+class AioBotocoreConverseSdk(Boto3ConverseSdk):
     """aiobotocore's ``bedrock-runtime`` client (botocore's handlers over aiohttp; aioboto3 and LlamaIndex's async
     Bedrock sit on it): ``converse`` / ``converse_stream``, async only. The client is an async context manager,
     entered at the first call."""
@@ -824,7 +826,7 @@ class AioBotocoreConverse(Boto3Converse):
             await self.client.__aexit__(None, None, None)
 
 
-class AioBotocoreInvoke(AioBotocoreConverse):
+class AioBotocoreInvokeSdk(AioBotocoreConverseSdk):
     """aiobotocore's ``invoke_model`` / ``invoke_model_with_response_stream`` with Claude's format; a
     non-streaming body is read (awaited) inside :meth:`create`."""
 
@@ -861,7 +863,7 @@ _BOTOCORE_CONNECTION = frozenset({"botocore.HTTPClientError", "botocore.Response
 # -- ollama -------------------------------------------------------------------------------------------
 
 
-class Ollama(Sdk):
+class OllamaSdk(Sdk):
     """ollama's own client (``ollama.Client`` / ``ollama.AsyncClient``), its native chat API (``/api/chat``)
     over legacy httpx. It never retries (each attempt is its own call, no retry header), and a call takes
     no headers of its own: a call with headers is made by a client of its own, closed with this adapter.
@@ -972,7 +974,7 @@ class Ollama(Sdk):
 # -- LiteLLM ---------------------------------------------------------------------------------------------
 
 
-class LiteLLM(Sdk):
+class LiteLLMSdk(Sdk):
     """LiteLLM as shipped, through its ``anthropic/`` provider: sync over legacy httpx, async over an
     ``httpx.AsyncClient`` on LiteLLM's own aiohttp transport (one request, two hooked layers), or over httpx
     alone (``transport="httpx"``: ``litellm.disable_aiohttp_transport``). Its own retries (``num_retries``)
@@ -1065,8 +1067,9 @@ class LiteLLM(Sdk):
 SDKS: dict[str, type[Sdk]] = {
     cls.name: cls
     for cls in (
-        Anthropic, Bedrock, Vertex, OpenAIChat, OpenAIResponses, Gemini, Groq, Mistral, Cohere, Boto3Converse,
-        Boto3Invoke, AioBotocoreConverse, AioBotocoreInvoke, LiteLLM, Ollama,
+        AnthropicSdk, BedrockSdk, VertexSdk, OpenAIChatSdk, OpenAIResponsesSdk, GeminiSdk, GroqSdk, MistralSdk,
+        CohereSdk, Boto3ConverseSdk, Boto3InvokeSdk, AioBotocoreConverseSdk, AioBotocoreInvokeSdk, LiteLLMSdk,
+        OllamaSdk,
     )
 }  # fmt: skip
 

@@ -63,17 +63,17 @@ def build(
         meter_provider: for the OpenTelemetry metrics (default: the global meter provider).
     """
     # instruments whose Settings flag is off are never created
-    exclude = (*settings.exclude_metrics, *sorted(switched_off(settings)))
+    exclude = (*settings.excluded_metrics, *sorted(switched_off(settings)))
     sinks: list[Sink] = []
     prometheus: PrometheusExporter | None = None
     spans: TracingExporter | None = None
     try:
-        if settings.metrics:
+        if settings.prometheus:
             from llmtap._exporters.prometheus import PrometheusExporter
 
             prometheus = PrometheusExporter(
                 registry,
-                settings.metric_prefix_namespace,
+                settings.metric_namespace,
                 exclude=exclude,
                 created_series=settings.prometheus_created_series,
                 attribute_labels=settings.attribute_labels,
@@ -85,9 +85,9 @@ def build(
             sinks.append(
                 OtelMetricsExporter(
                     meter_provider,
-                    namespace=settings.metric_prefix_namespace,
+                    namespace=settings.metric_namespace,
                     exclude=exclude,
-                    chunk_gaps=settings.otel_chunk_gaps,
+                    chunk_gaps=settings.otel_time_per_output_chunk,
                     attribute_labels=settings.attribute_labels,
                 )
             )
@@ -103,13 +103,13 @@ def build(
 
 
 def otel_metrics_on(settings: Settings, meter_provider: MeterProvider | None) -> bool:
-    """Whether the OpenTelemetry metrics exporter is built: ``Settings.otel_metrics`` when it was set (by
-    argument or ``LLMTAP_OTEL_METRICS``); by default, only when there is a meter provider to record into
-    (one given, or a global one set before ``instrument()``), so an app with no OpenTelemetry metrics pays
-    nothing for them (the API's no-op provider would take every value and keep none)."""
-    if not settings.otel_metrics:
+    """Whether the OpenTelemetry metrics exporter is built: ``Settings.otel_metrics`` when it is ``True`` or
+    ``False``; at ``"auto"`` (the default), only when there is a meter provider to record into (one given,
+    or a global one set before ``instrument()``), so an app with no OpenTelemetry metrics pays nothing for
+    them (the API's no-op provider would take every value and keep none)."""
+    if settings.otel_metrics is False:
         return False
-    if meter_provider is not None or "otel_metrics" in settings.model_fields_set:
+    if meter_provider is not None or settings.otel_metrics is True:
         return True
     from opentelemetry import metrics
 

@@ -43,7 +43,7 @@ Differences from the native exporter, all invisible to the shipped queries:
   :func:`spread`). Bucket counts, count, sum and max (per collection interval) are exact; min and
   the individual values are representatives inside the right bucket. That is still one value per
   chunk at collection (~0.6 µs through :mod:`~llmtap._exporters._otel_bulk`, ~8 µs where values go
-  through ``record()``), so llmtap records it only with ``Settings.otel_chunk_gaps``.
+  through ``record()``), so llmtap records it only with ``Settings.otel_time_per_output_chunk``.
 """
 
 from __future__ import annotations
@@ -106,9 +106,9 @@ class OtelMetricsExporter:
 
     Args:
         meter_provider: default: the global meter provider.
-        namespace: prefixes the ``llmtap.*`` instrument names (``Settings.metric_prefix_namespace``).
-        exclude: instruments not to create (``Settings.exclude_metrics``).
-        chunk_gaps: record ``gen_ai.client.operation.time_per_output_chunk`` (``Settings.otel_chunk_gaps``).
+        namespace: prefixes the ``llmtap.*`` instrument names (``Settings.metric_namespace``).
+        exclude: instruments not to create (``Settings.excluded_metrics``).
+        chunk_gaps: record ``gen_ai.client.operation.time_per_output_chunk`` (``Settings.otel_time_per_output_chunk``).
         attribute_labels: ``Settings.attribute_labels``, attributes after the base ones.
     """
 
@@ -123,7 +123,7 @@ class OtelMetricsExporter:
         chunk_gaps: bool = True,
         attribute_labels: tuple[str, ...] = (),
     ) -> None:
-        if not chunk_gaps:  # Settings.otel_chunk_gaps: one SDK record() per chunk is the price
+        if not chunk_gaps:  # Settings.otel_time_per_output_chunk: one SDK record() per chunk is the price
             exclude = (*exclude, "gap")
         self.mapping = mapping = Mapping(exclude, semconv_attributes=True)
         self._shared = shared = _shared(meter_provider, namespace)

@@ -93,7 +93,7 @@ class PrometheusExporter:
         registry: where to register (default: prometheus-client's global ``REGISTRY``).
         namespace: prepended to the ``llmtap_`` families (semconv names are kept).
         exclude: families not to register, by OpenTelemetry or Prometheus name (see
-            ``Settings.exclude_metrics``).
+            ``Settings.excluded_metrics``).
         created_series: expose ``*_created`` series (``Settings.prometheus_created_series``).
         attribute_labels: ``Settings.attribute_labels``, labels after the base ones.
     """

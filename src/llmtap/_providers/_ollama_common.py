@@ -25,7 +25,7 @@ from typing import Any
 
 from llmtap._providers._base import Facts, Output, Provider
 
-__all__ = ["MARKERS", "OllamaApi"]
+__all__ = ["MARKERS", "OllamaNative"]
 
 MARKERS = (b'"done":true', b'"done": true', b'"done_reason"', b'"error"')
 """In every line the parser needs after the first output: the last one (``done: true``), an error."""
@@ -57,7 +57,7 @@ def _generate_output(payload: dict[str, Any]) -> Output | None:
     return None
 
 
-class OllamaApi(Provider):
+class OllamaNative(Provider):
     """One endpoint of ollama's native API; :attr:`chat` says which (its output is in ``message``)."""
 
     name = "ollama"

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 from llmtap._providers._catalog import OLLAMA_CHAT
-from llmtap._providers._ollama_common import OllamaApi
+from llmtap._providers._ollama_common import OllamaNative
 
 __all__ = ["PROVIDER", "OllamaChat"]
 
 
-class OllamaChat(OllamaApi):
+class OllamaChat(OllamaNative):
     """Parser for ``/api/chat``: each chunk's output is in ``message`` (``content``, ``thinking``,
     ``tool_calls``)."""
 

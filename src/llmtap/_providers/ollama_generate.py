@@ -4,12 +4,12 @@ are in ``_ollama_common.py``."""
 from __future__ import annotations
 
 from llmtap._providers._catalog import OLLAMA_GENERATE
-from llmtap._providers._ollama_common import OllamaApi
+from llmtap._providers._ollama_common import OllamaNative
 
 __all__ = ["PROVIDER", "OllamaGenerate"]
 
 
-class OllamaGenerate(OllamaApi):
+class OllamaGenerate(OllamaNative):
     """Parser for ``/api/generate``: each chunk's output is ``response`` or ``thinking`` (``image`` for
     image-generation models)."""
 

@@ -13,56 +13,14 @@ are tested against the measurements. With no API key it probes the embedded simu
     print(render_text(report))
     raise SystemExit(report.exit_status)  # what ``llmtap probe`` exits with (see ExitStatus)
 
-Needs the SDKs: ``pip install 'llmtap[probe]'``.
+The API is the command; from Python, :func:`run_probe` takes :class:`ProbeOptions` (the command's
+options) and returns a :class:`ProbeReport` (``to_json()`` is what ``llmtap probe --json`` prints),
+:func:`render_text` prints it as the command does. Needs the SDKs: ``pip install 'llmtap[probe]'``.
 """
 
-from ._formula import ClaimError
-from ._options import DEFAULT_SIM_SCENARIO, PROVIDERS, ProbeOptions
-from ._render import render_html, render_svgs, render_text
-from ._report import (
-    SCHEMA_VERSION,
-    AbortResult,
-    ClaimResult,
-    ExitStatus,
-    HeaderInfo,
-    HeaderReport,
-    ModelLatency,
-    ProbeReport,
-    RetryStep,
-    Sample,
-    SimTruth,
-    Target,
-    ThrottleReport,
-    Unseen,
-)
+from ._options import ProbeOptions
+from ._render import render_text
+from ._report import ExitStatus, ProbeReport
 from ._run import run_probe
-from ._session import Progress
-from ._stats import LinearFit, Summary
 
-__all__ = [
-    "DEFAULT_SIM_SCENARIO",
-    "PROVIDERS",
-    "SCHEMA_VERSION",
-    "AbortResult",
-    "ClaimError",
-    "ClaimResult",
-    "ExitStatus",
-    "HeaderInfo",
-    "HeaderReport",
-    "LinearFit",
-    "ModelLatency",
-    "ProbeOptions",
-    "ProbeReport",
-    "Progress",
-    "RetryStep",
-    "Sample",
-    "SimTruth",
-    "Summary",
-    "Target",
-    "ThrottleReport",
-    "Unseen",
-    "render_html",
-    "render_svgs",
-    "render_text",
-    "run_probe",
-]
+__all__ = ["ExitStatus", "ProbeOptions", "ProbeReport", "render_text", "run_probe"]

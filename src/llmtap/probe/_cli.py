@@ -11,7 +11,7 @@ from ._report import ExitStatus
 
 __all__ = ["EXIT_STATUSES", "add_parser", "main"]
 
-#: the exit statuses as ``--help`` and the README list them
+#: the exit statuses as ``--help`` and docs/guides/probe.md list them
 EXIT_STATUSES = f"""exit status (for CI checks; --json carries it as "exit_status"):
   {ExitStatus.OK:d}  every claim holds (or no claim was given)
   {ExitStatus.CLAIM_FAILS:d}  a claim does not hold
@@ -114,7 +114,9 @@ class _Bar:
 
 
 def main(args: argparse.Namespace) -> int:
-    from . import ClaimError, ProbeOptions, render_html, render_svgs, render_text, run_probe
+    from . import ProbeOptions, render_text, run_probe  # run_probe through the package: tests replace it there
+    from ._formula import ClaimError
+    from ._render import render_html, render_svgs
 
     try:
         options = ProbeOptions(

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from ._exchange import Api, Context, json_bytes, rand_id
 from ._scenario import FAIL_STATUSES
 
-__all__ = ["AnthropicMessages", "anthropic_error_body", "rfc3339"]
+__all__ = ["AnthropicMessagesApi", "anthropic_error_body", "rfc3339"]
 
 
 def rfc3339(ts: float) -> str:
@@ -28,7 +28,7 @@ def _sse(event: str, data: dict[str, Any], pad: int = 0) -> bytes:
     return b"event: " + event.encode() + b"\ndata: " + payload + b"\n\n"
 
 
-class AnthropicMessages(Api):
+class AnthropicMessagesApi(Api):
     name: ClassVar[str] = "anthropic"
     default_model: ClassVar[str] = "claude-sonnet-4-5"
 

@@ -1,9 +1,9 @@
 """Claude on AWS Bedrock (``/model/{model}/invoke``, ``/invoke-with-response-stream``), Bedrock's Converse API
-(``/model/{model}/converse``, ``/converse-stream``: :class:`BedrockConverse`, one format for every model) and
+(``/model/{model}/converse``, ``/converse-stream``: :class:`BedrockConverseApi`, one format for every model) and
 Claude on Google Vertex AI (``…/publishers/anthropic/models/{model}:rawPredict``, ``:streamRawPredict``).
 
 Both carry the Anthropic Messages API inside another cloud's envelope, so both reuse
-:class:`AnthropicMessages`' events and bodies:
+:class:`AnthropicMessagesApi`' events and bodies:
 
 * **Bedrock** streams AWS event-stream binary messages (``application/vnd.amazon.eventstream``):
   each Anthropic event's JSON is base64-encoded into ``{"bytes": ..., "p": <padding>}`` in an
@@ -31,7 +31,7 @@ import zlib
 from typing import Any, ClassVar
 from urllib.parse import unquote
 
-from ._anthropic import AnthropicMessages
+from ._anthropic import AnthropicMessagesApi
 from ._exchange import json_bytes, rand_id
 from ._gemini import google_error_body
 
@@ -39,9 +39,9 @@ __all__ = [
     "BEDROCK_CONVERSE_PATH",
     "BEDROCK_PATH",
     "VERTEX_PATH",
-    "BedrockConverse",
-    "BedrockInvoke",
-    "VertexRawPredict",
+    "BedrockConverseApi",
+    "BedrockInvokeApi",
+    "VertexRawPredictApi",
     "encode_event_stream_message",
 ]
 
@@ -106,7 +106,7 @@ def _path_model(pattern: re.Pattern[str], path: str) -> str | None:
     return unquote(match.group(1)) if match else None
 
 
-class BedrockInvoke(AnthropicMessages):
+class BedrockInvokeApi(AnthropicMessagesApi):
     name: ClassVar[str] = "bedrock"
     stream_content_type: ClassVar[str] = "application/vnd.amazon.eventstream"
 
@@ -199,10 +199,10 @@ def _converse_event(event: str, data: dict[str, Any]) -> bytes:
     )
 
 
-class BedrockConverse(BedrockInvoke):
+class BedrockConverseApi(BedrockInvokeApi):
     """Bedrock's Converse API, one format for every model: JSON in and out, streamed as one event-stream message
     per event (``messageStart``, ``contentBlockStart`` for a tool call, ``contentBlockDelta``, ``contentBlockStop``,
-    ``messageStop``, ``metadata``); errors as :class:`BedrockInvoke`'s."""
+    ``messageStop``, ``metadata``); errors as :class:`BedrockInvokeApi`'s."""
 
     name: ClassVar[str] = "bedrock-converse"
 
@@ -292,7 +292,7 @@ class BedrockConverse(BedrockInvoke):
         ]
 
 
-class VertexRawPredict(AnthropicMessages):
+class VertexRawPredictApi(AnthropicMessagesApi):
     name: ClassVar[str] = "vertex"
 
     @classmethod

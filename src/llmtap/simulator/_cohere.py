@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from ._exchange import Api, Context, json_bytes
 
-__all__ = ["CohereChat"]
+__all__ = ["CohereChatApi"]
 
 _FINISH = {
     "end_turn": "COMPLETE",
@@ -27,7 +27,7 @@ _FINISH = {
 }
 
 
-class CohereChat(Api):
+class CohereChatApi(Api):
     name: ClassVar[str] = "cohere-chat"
     default_model: ClassVar[str] = "command-a-03-2025"
 

@@ -1,7 +1,9 @@
 """Per-request machinery shared by every simulated API: timed socket writes and the fault script.
 
-Each API module (``_anthropic``, ``_openai``) subclasses :class:`Api` and only says what the
-events and bodies look like; :func:`run` decides when to send them and which fault to inject.
+Each API module (``_anthropic``, ``_openai``) subclasses :class:`Api`, named ``<Format>Api``
+(``OpenAIChatApi``: the parser of that format is ``_providers``' ``OpenAIChat``, its SDK driver
+``_drive``'s ``OpenAIChatSdk``), and only says what the events and bodies look like; :func:`run` decides
+when to send them and which fault to inject.
 """
 
 from __future__ import annotations
@@ -333,12 +335,12 @@ def retry_after_headers(sc: Scenario) -> list[tuple[str, str]]:
     ]
 
 
-def run(api: Api, ex: Exchange, retry_count: int) -> RunResult:
+def run(api: Api, ex: Exchange, attempt: int) -> RunResult:
     """Answer one routed, parsed request according to its scenario."""
     ctx = api.ctx
     sc = ctx.scenario
 
-    if retry_count < sc.fail:
+    if attempt < sc.fail:
         ex.sleep(sc.headers_delay)
         status = sc.fail_status
         hs = [("content-type", "application/json"), *api.error_headers(status), *retry_after_headers(sc)]
@@ -346,7 +348,7 @@ def run(api: Api, ex: Exchange, retry_count: int) -> RunResult:
             hs.append(("x-should-retry", "true"))
         body = json_bytes(api.error_body(status, _fail_message(status)))
         ex.send_full(status, [*api.common_headers(), *hs], body, gzip=sc.gzip)
-        return RunResult("error_status", f"fail {retry_count + 1}/{sc.fail}")
+        return RunResult("error_status", f"fail {attempt + 1}/{sc.fail}")
 
     if not ctx.stream:
         return _run_unary(api, ex)

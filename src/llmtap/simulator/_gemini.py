@@ -15,11 +15,9 @@ Simulator specifics:
 
 * :class:`Served` ``input_tokens`` is ``promptTokenCount`` (``input + cache_read``) and
   ``output_tokens`` is ``candidatesTokenCount + thoughtsTokenCount`` (``tokens + reasoning``).
-* ``fail`` counts attempts with the ``x-stainless-retry-count`` request header, which google-genai
-  never sends, and its retries resend byte-identical requests: with ``fail > 0`` every attempt
-  of a Gemini request is answered with ``fail_status`` (google-genai does not retry by default;
-  with ``HttpRetryOptions`` each of its attempts fails). A client that numbers its attempts in
-  that header gets the usual fail-then-succeed behaviour.
+* google-genai numbers no attempt in a header (it does not retry by default; ``HttpRetryOptions``
+  resends byte-identical requests), so ``fail`` counts the requests of the same path, model and
+  scenario the simulator has seen (:attr:`Scenario.fail`).
 * ``fail_status=529`` (the Scenario default) has no Google equivalent: it is sent as HTTP 529
   with status ``UNAVAILABLE``; use ``fail_status=503`` for what Gemini really sends when overloaded.
 * ``:streamGenerateContent`` without ``alt=sse`` (a streamed JSON array) is answered with 400.
@@ -34,7 +32,7 @@ from typing import Any, ClassVar
 from ._exchange import Api, Context, json_bytes, rand_id
 from ._scenario import Scenario
 
-__all__ = ["GEMINI_PATH", "GeminiGenerate", "google_error_body"]
+__all__ = ["GEMINI_PATH", "GeminiGenerateApi", "google_error_body"]
 
 #: ``/v1beta/models/gemini-2.5-flash:streamGenerateContent`` -> version, model, method
 GEMINI_PATH = re.compile(r"^/(v1|v1beta)/models/([^/:]+):(generateContent|streamGenerateContent)$")
@@ -86,7 +84,7 @@ def finish_reason(scenario: Scenario) -> str:
     return _FINISH[scenario.stop_reason]
 
 
-class GeminiGenerate(Api):
+class GeminiGenerateApi(Api):
     name: ClassVar[str] = "gemini"
     default_model: ClassVar[str] = "gemini-2.5-flash"
 

@@ -13,8 +13,8 @@ Simulator specifics: the request's ``stream`` defaults to true, as on the server
 the output cap ``fill`` uses; ollama sends no request id and no rate-limit headers; with ``tool_call``
 (``/api/chat``) delta 0 carries the whole tool call (``message.tool_calls``, its arguments an object, as
 ollama sends one) and the later deltas no output; ``reasoning`` and the cache counts are not simulated
-(ollama reports no cache counts); ``fail`` counts
-attempts by ``x-stainless-retry-count``, which the ollama client never sends (it never retries).
+(ollama reports no cache counts); the ollama client numbers no attempt (it never retries), so ``fail``
+counts the requests of the same path, model and scenario (:attr:`Scenario.fail`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from ._exchange import Api, json_bytes
 
-__all__ = ["OllamaChat", "OllamaGenerate"]
+__all__ = ["OllamaChatApi", "OllamaGenerateApi"]
 
 _DONE_REASON = {"max_tokens": "length"}  # every other stop reason of a scenario is ollama's "stop"
 _NS = 1_000_000_000
@@ -37,7 +37,7 @@ def _created_at() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now // _NS)) + f".{now % _NS:09d}Z"
 
 
-class _Ollama(Api):
+class _OllamaApi(Api):
     stream_content_type: ClassVar[str] = "application/x-ndjson"
     default_model: ClassVar[str] = "llama3.2"
 
@@ -101,7 +101,7 @@ class _Ollama(Api):
         return [self._line(self._final(""))]
 
 
-class OllamaChat(_Ollama):
+class OllamaChatApi(_OllamaApi):
     name: ClassVar[str] = "ollama-chat"
 
     def _output(self, text: str) -> dict[str, Any]:
@@ -125,7 +125,7 @@ class OllamaChat(_Ollama):
         return body
 
 
-class OllamaGenerate(_Ollama):
+class OllamaGenerateApi(_OllamaApi):
     name: ClassVar[str] = "ollama-generate"
 
     def _output(self, text: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 from ._exchange import Api, Context, json_bytes, rand_id
 from ._scenario import delta_text
 
-__all__ = ["OpenAIChat", "OpenAIResponses", "go_duration", "openai_error_body"]
+__all__ = ["OpenAIChatApi", "OpenAIResponsesApi", "go_duration", "openai_error_body"]
 
 _HEX = "0123456789abcdef"
 
@@ -53,7 +53,7 @@ def openai_error_body(status: int, message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": etype, "param": None, "code": code}}
 
 
-class _OpenAIBase(Api):
+class _OpenAIApi(Api):
     default_model: ClassVar[str] = "gpt-4o-mini"
 
     def input_tokens(self) -> int:
@@ -90,7 +90,7 @@ class _OpenAIBase(Api):
         return "The server had an error while processing your request. Sorry about that! (simulated)"
 
 
-class OpenAIChat(_OpenAIBase):
+class OpenAIChatApi(_OpenAIApi):
     name: ClassVar[str] = "openai-chat"
 
     def __init__(self, ctx: Context) -> None:
@@ -199,7 +199,7 @@ class OpenAIChat(_OpenAIBase):
         return events
 
 
-class OpenAIResponses(_OpenAIBase):
+class OpenAIResponsesApi(_OpenAIApi):
     name: ClassVar[str] = "openai-responses"
 
     def __init__(self, ctx: Context) -> None:

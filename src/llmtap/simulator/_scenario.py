@@ -65,65 +65,81 @@ def delta_text(index: int) -> str:
 
 @dataclass(frozen=True)
 class Scenario:
-    """How the simulator answers one request. Every field is optional (see module docs)."""
+    """How the simulator answers one request. Every field is optional; in the ``x-llmtap-sim`` header each
+    is a key (``fail=2``; a boolean also bare: ``gzip``), see the module docs and ``docs/reference/simulator.md``
+    (generated from these fields)."""
 
-    #: seconds before the status line and headers are sent
     headers_delay: float = 0.0
-    #: seconds between the headers and the first content delta (streaming)
+    """Seconds before the status line and headers are sent."""
     ttft: float = 0.0
-    #: seconds between subsequent content deltas (a schedule: delta ``i`` is due ``ttft + i * gap``
-    #: after the preamble, so sleep overshoot does not accumulate)
+    """Seconds between the headers and the first content delta (streaming)."""
     gap: float = 0.0
-    #: number of content deltas (one word each); also the output-token usage
+    """Seconds between subsequent content deltas (a schedule: delta ``i`` is due ``ttft + i * gap`` after
+    the preamble, so sleep overshoot does not accumulate)."""
     tokens: int = 5
-    #: TTFT jitter: the time to the first delta is drawn uniformly from ``ttft ± jitter`` (>= 0)
+    """Number of content deltas (one word each: ``tok0 tok1 ...``); also the output-token usage."""
     jitter: float = 0.0
-    #: prefill time: seconds added to the time to the first delta per input token
+    """TTFT jitter: the time to the first delta is drawn uniformly from ``ttft ± jitter`` (at least 0)."""
     prefill: float = 0.0
-    #: the answer is as long as the request allows: ``tokens`` = the request's max_tokens
-    #: (``max_completion_tokens``, ``max_output_tokens``, ``maxOutputTokens``), stop reason ``max_tokens``
+    """Prefill time: seconds added to the time to the first delta per input token."""
     fill: bool = False
-    #: input tokens are counted from the request (one per whitespace-separated word of its text)
-    #: instead of taken from ``input``
+    """The answer is as long as the request allows: ``tokens`` = the request's max_tokens
+    (``max_completion_tokens``, ``max_output_tokens``, ``maxOutputTokens``), stop reason ``max_tokens``."""
     count_input: bool = False
-    #: attempts whose ``x-stainless-retry-count`` (or ``amz-sdk-request`` attempt number - 1) is below this are
-    #: answered with ``fail_status``
+    """Input tokens are counted from the request (one per whitespace-separated word of its text) instead of
+    taken from ``input``."""
     fail: int = 0
+    """The first ``fail`` attempts of a call are answered with ``fail_status`` (then the answer comes). An
+    attempt's number is the one the client sends (``x-stainless-retry-count`` of the OpenAI, Anthropic and
+    Groq SDKs; ``amz-sdk-request``'s attempt - 1 of boto3 and aiobotocore); from a client that sends none
+    (LiteLLM's own retries, google-genai, mistralai, cohere, ollama, plain httpx or aiohttp) it is how many
+    requests of the same path, model and ``x-llmtap-sim`` value came before, since the simulator started
+    or was cleared: so give each such call its own model to fail every call's first attempts."""
     fail_status: int = 529
-    #: ``retry-after`` (integer ceil) and ``retry-after-ms`` on failed attempts; None: not sent
+    """The status of a failed attempt (``fail``), with the API's error body: 400, 401, 403, 404, 408, 413,
+    429, 500, 503 or 529."""
     retry_after: float | None = None
-    #: after this many deltas of a streamed 200, send an SSE error event and end the body
+    """``retry-after`` (integer ceil) and ``retry-after-ms`` on failed attempts; None: not sent."""
     error_event_at: int | None = None
+    """After this many deltas of a streamed 200, send an SSE error event and end the body."""
     error_type: str = "overloaded_error"
-    #: after this many deltas, drop the connection abruptly (no chunked terminator)
+    """The error event's type (``error_event_at``): overloaded_error, api_error, rate_limit_error or
+    invalid_request_error."""
     drop_at: int | None = None
-    #: end the stream cleanly but without ``message_delta`` / ``message_stop`` (or OpenAI equivalents)
+    """After this many deltas, drop the connection abruptly (no chunked terminator)."""
     no_stop: bool = False
-    #: sleep ``stall`` seconds after ``stall_at`` deltas, then continue
+    """End the stream cleanly but without ``message_delta`` / ``message_stop`` (or the other APIs' end
+    events)."""
     stall_at: int | None = None
+    """After this many deltas, sleep ``stall`` seconds, then continue."""
     stall: float = 0.0
-    #: the stall lasts until the client closes the connection (``stall`` is then only a cap): the end
-    #: of the stream cannot arrive before the client leaves, however late it is scheduled
+    """Seconds of the stall at ``stall_at``."""
     stall_until_closed: bool = False
-    #: Bedrock only: content delta number ``corrupt_at`` (from 0) is sent with a payload byte flipped after
-    #: its CRCs were computed (a wire fault: the client's event-stream decoder rejects the message)
+    """The stall lasts until the client closes the connection (``stall`` is then only a cap): the end of the
+    stream cannot arrive before the client leaves, however late it is scheduled."""
     corrupt_at: int | None = None
-    #: ``content-encoding: gzip`` (per-event sync-flushed when streaming)
+    """Bedrock only: content delta number ``corrupt_at`` (from 0) is sent with a payload byte flipped after
+    its CRCs were computed (a wire fault: the client's event-stream decoder rejects the message)."""
     gzip: bool = False
-    #: usage numbers
+    """``content-encoding: gzip`` (per-event sync-flushed when streaming)."""
     input: int = 25
+    """Input tokens reported in the usage."""
     cache_read: int = 0
+    """Prompt-cache read tokens reported in the usage."""
     cache_write: int = 0
-    #: OpenAI only: ``output_tokens_details.reasoning_tokens`` (added to the output total)
+    """Prompt-cache write tokens reported in the usage."""
     reasoning: int = 0
+    """OpenAI only: ``output_tokens_details.reasoning_tokens`` (added to the output total)."""
     stop_reason: str = "end_turn"
-    #: response model; None echoes the request's model
+    """The stop reason (each API's spelling of it): end_turn, max_tokens, tool_use, stop_sequence or refusal."""
     model: str | None = None
-    #: overrides the requests-remaining rate-limit header
+    """The response's model; None echoes the request's model."""
     ratelimit_remaining: int | None = None
-    #: streams only (Anthropic, OpenAI Chat and Responses, Cohere): the answer is one tool call; delta 0
-    #: names the tool (``lookup``), the others are pieces of its JSON arguments (:meth:`tool_piece`)
+    """Overrides the requests-remaining rate-limit header."""
     tool_call: bool = False
+    """Streams only (Anthropic, OpenAI Chat and Responses, Cohere; ollama's comes whole in delta 0): the
+    answer is one tool call; delta 0 names the tool (``lookup``), the others are pieces of its JSON
+    arguments (:meth:`tool_piece`)."""
 
     _FLAGS: ClassVar[frozenset[str]] = frozenset(
         {"gzip", "no_stop", "fill", "count_input", "stall_until_closed", "tool_call"}

@@ -17,9 +17,16 @@ from types import TracebackType
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from ._anthropic import AnthropicMessages, anthropic_error_body
-from ._clouds import BEDROCK_CONVERSE_PATH, BEDROCK_PATH, VERTEX_PATH, BedrockConverse, BedrockInvoke, VertexRawPredict
-from ._cohere import CohereChat
+from ._anthropic import AnthropicMessagesApi, anthropic_error_body
+from ._clouds import (
+    BEDROCK_CONVERSE_PATH,
+    BEDROCK_PATH,
+    VERTEX_PATH,
+    BedrockConverseApi,
+    BedrockInvokeApi,
+    VertexRawPredictApi,
+)
+from ._cohere import CohereChatApi
 from ._exchange import (
     Api,
     ClientGone,
@@ -34,31 +41,31 @@ from ._exchange import (
     rand_id,
     run,
 )
-from ._gemini import GEMINI_PATH, GeminiGenerate
-from ._ollama import OllamaChat, OllamaGenerate
-from ._openai import OpenAIChat, OpenAIResponses
+from ._gemini import GEMINI_PATH, GeminiGenerateApi
+from ._ollama import OllamaChatApi, OllamaGenerateApi
+from ._openai import OpenAIChatApi, OpenAIResponsesApi
 from ._scenario import SCENARIO_HEADER, Scenario, ScenarioError
 
 __all__ = ["Served", "Simulator", "serve_forever"]
 
 ROUTES: dict[str, type[Api]] = {
-    "/v1/messages": AnthropicMessages,
-    "/v1/chat/completions": OpenAIChat,  # OpenAI, Mistral
-    "/openai/v1/chat/completions": OpenAIChat,  # Groq
-    "/v1/responses": OpenAIResponses,
-    "/v2/chat": CohereChat,
-    "/api/chat": OllamaChat,  # ollama's native API
-    "/api/generate": OllamaGenerate,
+    "/v1/messages": AnthropicMessagesApi,
+    "/v1/chat/completions": OpenAIChatApi,  # OpenAI, Mistral
+    "/openai/v1/chat/completions": OpenAIChatApi,  # Groq
+    "/v1/responses": OpenAIResponsesApi,
+    "/v2/chat": CohereChatApi,
+    "/api/chat": OllamaChatApi,  # ollama's native API
+    "/api/generate": OllamaGenerateApi,
 }
 #: routes matched by pattern, after the exact ones
 PATTERN_ROUTES: tuple[tuple[re.Pattern[str], str, type[Api]], ...] = (
-    (GEMINI_PATH, "/v1beta/models/{model}:generateContent|streamGenerateContent", GeminiGenerate),
-    (BEDROCK_PATH, "/model/{model}/invoke|invoke-with-response-stream", BedrockInvoke),
-    (BEDROCK_CONVERSE_PATH, "/model/{model}/converse|converse-stream", BedrockConverse),
+    (GEMINI_PATH, "/v1beta/models/{model}:generateContent|streamGenerateContent", GeminiGenerateApi),
+    (BEDROCK_PATH, "/model/{model}/invoke|invoke-with-response-stream", BedrockInvokeApi),
+    (BEDROCK_CONVERSE_PATH, "/model/{model}/converse|converse-stream", BedrockConverseApi),
     (
         VERTEX_PATH,
         "/v1/projects/{p}/locations/{l}/publishers/anthropic/models/{model}:rawPredict|streamRawPredict",
-        VertexRawPredict,
+        VertexRawPredictApi,
     ),
 )
 
@@ -77,17 +84,22 @@ _MAX_BODY = 64 * 1024 * 1024
 _AWS_ATTEMPT = re.compile(r"(?:^|;)\s*attempt=(\d+)\s*(?:;|$)")
 
 
-def _retry_count(headers: Any) -> int:
-    """The attempt's resend count: ``x-stainless-retry-count`` (the Stainless SDKs), else the AWS SDKs'
-    ``amz-sdk-request: attempt=N; max=M`` (N - 1)."""
+def _retry_count(headers: Any) -> int | None:
+    """The resend count the client says: ``x-stainless-retry-count`` (the Stainless SDKs), else the AWS SDKs'
+    ``amz-sdk-request: attempt=N; max=M`` (N - 1); ``None`` when it says none."""
     try:
         header = headers.get("x-stainless-retry-count")
         if header is not None:
             return int(header)
         match = _AWS_ATTEMPT.search(headers.get("amz-sdk-request", ""))
-        return int(match.group(1)) - 1 if match else 0
+        return int(match.group(1)) - 1 if match else None
     except ValueError:
-        return 0
+        return None
+
+
+_MAX_COUNTED = 10_000
+"""Scenario keys :meth:`Simulator._seen_before` remembers (a long ``llmtap simulate`` run with a new model per
+request would otherwise grow without end); past it the counts start again."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +118,10 @@ class Served:
     #: | "cohere-chat" | "ollama-chat" | "ollama-generate" | "health" (GET /healthz) | "unknown"
     api: str
     retry_count: int
+    """The resend count the client said (``x-stainless-retry-count``, ``amz-sdk-request``); 0 when it says none."""
+    attempt: int
+    """The attempt number ``Scenario.fail`` compared: :attr:`retry_count` when the client says one, else how many
+    requests of the same path, model and scenario the simulator saw before (since it started or was cleared)."""
     status: int
     stream: bool
     scenario: Scenario
@@ -208,6 +224,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PATCH(self) -> None:
         self.server.sim._handle(self, "PATCH")
 
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        pass  # --verbose prints served_line() per request instead of the access log
+
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.sim.verbose:
             super().log_message(format, *args)
@@ -268,6 +287,7 @@ class Simulator:
         self._conns_lock = threading.Lock()
         self._conn_serial = 0
         self._ratelimits = _RateLimiter()
+        self._seen: dict[tuple[str, str, str], int] = {}  # requests per (path, model, scenario) without a resend count
         self._base_url: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -350,6 +370,8 @@ class Simulator:
         with self._served_cond:
             self.served.clear()
             self._generation += 1
+        with self._lock:
+            self._seen.clear()
 
     @property
     def in_flight(self) -> int:
@@ -377,6 +399,16 @@ class Simulator:
             if not self._served_cond.wait_for(lambda: self._in_flight == 0, timeout):
                 raise TimeoutError(f"{self._in_flight} requests still in flight after {timeout}s")
             return list(self.served)
+
+    def _seen_before(self, key: tuple[str, str, str]) -> int:
+        """How many requests of ``key`` (path, model, scenario) came before this one (since ``clear()``): the
+        resend count of a client that sends none, as the server sees it."""
+        with self._lock:
+            if len(self._seen) >= _MAX_COUNTED and key not in self._seen:
+                self._seen.clear()
+            seen = self._seen.get(key, 0)
+            self._seen[key] = seen + 1
+            return seen
 
     def _begin(self) -> int:
         """A request starts: count it in flight; returns the generation its record belongs to."""
@@ -424,7 +456,8 @@ class Simulator:
         model: str | None = None
         api: Api | None = None
         result = RunResult("dropped", "internal error")
-        retry_count = _retry_count(h.headers)
+        said = _retry_count(h.headers)
+        retry_count = attempt = said or 0
         auth_present = any(k in h.headers for k in ("x-api-key", "x-goog-api-key", "authorization"))
         generation = self._begin()
         try:
@@ -475,14 +508,16 @@ class Simulator:
             )
             model = scenario.model or api_cls.request_model(path, body_obj) or api_cls.default_model
             problem = problem or api_cls.request_problem(path, url.query, body_obj)
+            if said is None:  # a client that numbers no attempt (LiteLLM's retries, plain httpx, google-genai ...)
+                attempt = self._seen_before((path, model, header or ""))
             family = (
                 "anthropic"
-                if issubclass(api_cls, AnthropicMessages)
+                if issubclass(api_cls, AnthropicMessagesApi)
                 else "gemini"
-                if api_cls is GeminiGenerate
+                if api_cls is GeminiGenerateApi
                 else "openai"
             )
-            ok = problem is None and retry_count >= scenario.fail
+            ok = problem is None and attempt >= scenario.fail
             rl = self._ratelimits.take(
                 family,
                 scenario.input + scenario.cache_write if ok else 0,
@@ -511,7 +546,7 @@ class Simulator:
                 )
                 result = RunResult("error_status", problem)
                 return
-            result = run(api, ex, retry_count)
+            result = run(api, ex, attempt)
         except ClientGone as exc:
             h.close_connection = True
             result = RunResult("client_disconnected", str(exc))
@@ -536,6 +571,7 @@ class Simulator:
                     method=method,
                     api=api_cls.name if api_cls is not None else ("health" if path == "/healthz" else "unknown"),
                     retry_count=retry_count,
+                    attempt=attempt,
                     status=ex.status,
                     stream=stream,
                     scenario=scenario,
@@ -587,11 +623,11 @@ def _shutdown_socket(conn: socket.socket) -> None:
 
 def served_line(count: int, served: Served) -> str:
     """``--verbose``'s line for one request: how many so far, what was asked, how it was answered and ended,
-    the resend count the ``fail`` knob compares with, and the scenario in the header's syntax."""
+    the attempt number the ``fail`` knob compares with, and the scenario in the header's syntax."""
     scenario = served.scenario.to_header() or "default"
     return (
         f"llmtap simulate: #{count} {served.method} {served.path} -> {served.status} {served.outcome_sent} "
-        f"after {served.deltas_sent} deltas (retry count {served.retry_count}; scenario {scenario})"
+        f"after {served.deltas_sent} deltas (attempt {served.attempt}; scenario {scenario})"
     )
 
 
