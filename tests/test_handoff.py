@@ -159,6 +159,7 @@ with Simulator() as sim, capture(llmtap.Settings(base_urls=(sim.base_url,))) as 
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mode", "expected"), [("undone", "hung 0"), ("on", "returned 1")])
 def test_without_the_hand_off_the_collector_hangs_inside_a_lock(mode: str, expected: str) -> None:
     """The control (as 0.1 did: the finaliser ends the attempt itself) hangs; the same child with the

@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from llmtap.testing import sample
 
 WORKER = textwrap.dedent(
@@ -38,6 +40,7 @@ COLLECT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_two_workers_aggregate(tmp_path: Path) -> None:
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
     for _ in range(2):

@@ -523,6 +523,7 @@ def soaked() -> Iterator[SoakResult]:
     yield soak(STREAMS, trace_memory=STREAMS >= 2000)
 
 
+@pytest.mark.slow
 def test_soak_accounting_is_exact(soaked: SoakResult) -> None:
     kinds = Counter(p.kind for p, _ in soaked.plans)
     assert set(kinds) == set(PLANS)  # every outcome class, both modes
