@@ -153,7 +153,7 @@ compat-legacy:
 PYTHONS_TESTS = tests/test_stream.py tests/test_observer.py tests/test_decision.py tests/test_handoff.py \
   tests/test_tap.py tests/test_httpx_transport.py tests/test_transports.py tests/test_aiohttp.py \
   tests/test_providers.py tests/test_anthropic_sdk.py tests/test_openai_sdk.py tests/test_gemini.py \
-  tests/test_clouds.py tests/test_more_sdks.py tests/test_sdk_cases.py tests/test_cycles.py \
+  tests/test_clouds.py tests/test_more_sdks.py tests/test_sdk_cases.py \
   tests/test_abandoned_in_gc.py tests/test_cancel_storm.py
 DECLARED_PYTHONS = $(shell $(PYTHON) -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb')); \
   print(' '.join(c.rsplit(' ', 1)[1] for c in p['project']['classifiers'] if c.startswith('Programming Language :: Python :: 3.')))")

@@ -30,6 +30,7 @@ from llmtap._core.tap import Tap
 from llmtap._drive import Config, Sdk, adapter, run
 from llmtap._exporters import build
 from llmtap.simulator import Scenario, Simulator
+from llmtap.testing import sample
 from tests.support.gcwatch import InsideGc, LockedSink, collect_holding
 
 STALL = float(os.environ.get("LLMTAPTEST_GC_STALL", "60"))
@@ -59,16 +60,6 @@ LOCKS: dict[str, Callable[[Tap, LockedSink], Any] | None] = {
     "sink_lock": lambda tap, sink: sink.lock,
     "prometheus_fold_lock": lambda tap, sink: tap.prometheus._store._lock,  # type: ignore[union-attr]
 }
-
-
-def _sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
-    """One scrape (which is also when queued endings are counted, at the latest)."""
-    total = 0.0
-    for metric in registry.collect():
-        for s in metric.samples:
-            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
-                total += s.value
-    return total
 
 
 @pytest.fixture
@@ -115,12 +106,13 @@ def test_abandoned_stream_is_ended_outside_the_collector(
             gc.enable()
         assert errors == []
         assert stream() is None  # the collection found it
-        outcomes = _sample(registry, "llmtap_streams_total", outcome=Outcome.ABANDONED.value)
+        # one scrape, which is also when queued endings are counted, at the latest
+        outcomes = sample(registry, "llmtap_streams_total", outcome=Outcome.ABANDONED.value)
         assert sink.inside_gc == 0, "llmtap called a sink from inside the garbage collector"
         assert [r.outcome for r in sink.records] == [Outcome.ABANDONED]
         assert outcomes == 1
-        assert _sample(registry, "llmtap_attempts_total") == 1
-        assert _sample(registry, "llmtap_streams_in_flight") == 0
+        assert sample(registry, "llmtap_attempts_total") == 1
+        assert sample(registry, "llmtap_streams_in_flight") == 0
         assert len(sink.calls) == 1
     finally:
         client.close()

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.support.prom import ALERTS, DASHBOARDS, ROOT, require, rules
@@ -63,12 +64,14 @@ def test_promtool_check_rules() -> None:
     assert "SUCCESS" in result.stdout
 
 
+@pytest.mark.slow
 def test_promtool_unit_tests_pass() -> None:
     assert UNIT_TESTS, "no promtool unit tests in dashboards/tests/"
     result = run(promtool(), "test", "rules", *map(str, UNIT_TESTS))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_promtool_unit_tests_catch_a_wrong_threshold(tmp_path: Path) -> None:
     """Mutation check: with a threshold raised, the unit tests must fail."""
     tool = promtool()

@@ -71,6 +71,7 @@ def test_simulate_serves_and_stops_on_ctrl_c() -> None:
     assert b"Traceback" not in stderr
 
 
+@pytest.mark.slow
 def test_headless_demo_runs_and_exits_cleanly() -> None:
     port = free_port()
     out = subprocess.run(
@@ -166,7 +167,11 @@ def _taken_port() -> tuple[socket.socket, int]:
     ("command", "says"),
     [
         (("simulate", "--port"), "llmtap simulate: cannot listen on 127.0.0.1:{port}: Address already in use"),
-        (("demo", "--headless", "--duration", "5", "--metrics-port"), "llmtap demo: cannot serve /metrics on"),
+        pytest.param(
+            ("demo", "--headless", "--duration", "5", "--metrics-port"),
+            "llmtap demo: cannot serve /metrics on",
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_taken_port_is_one_line_and_exit_2(command: tuple[str, ...], says: str) -> None:

@@ -92,6 +92,7 @@ def test_prometheus_alerts_link_works_and_the_temp_folder_goes(tmp_path: Path, m
     assert not list(tmp_path.glob("llmtap-prom-*")), "the demo's Prometheus data folder was left behind"
 
 
+@pytest.mark.slow
 @pytest.mark.prometheus
 def test_demo_prometheus_on_a_taken_port_fails_in_one_line(tmp_path: Path) -> None:
     require("prometheus")
@@ -128,6 +129,7 @@ def test_prometheus_that_dies_at_start_up_is_reported(monkeypatch: pytest.Monkey
     assert not list(tmp_path.glob("llmtap-prom-*"))
 
 
+@pytest.mark.slow
 def test_metrics_port_0_prints_the_port_taken() -> None:
     llmtap_cli = str(Path(sys.executable).with_name("llmtap"))
     out = subprocess.run(

@@ -24,10 +24,9 @@ from llmtap._providers import bedrock, vertex_anthropic
 from llmtap._providers._base import Provider
 from llmtap.simulator._clouds import _chunk as compact_chunk
 from llmtap.simulator._clouds import encode_event_stream_message
+from tests.support import events as first_output
 from tests.support.fixtures import recorded_fixtures, require_fixtures
 from tests.support.replay import START, load
-
-from . import test_providers as first_output
 
 EVENT = {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}
 
@@ -261,8 +260,9 @@ def test_bedrock_chunk_with_escaped_slashes_is_read() -> None:
     assert record.first_token_at is not None  # the escaped chunk carried the first token
 
 
-# The one TTFT rule and the terminal-event ending, with the same table of event kinds as every other
-# provider (tests/test_providers.py): Claude's events, framed as Bedrock and as Vertex send them.
+# The one TTFT rule and the terminal-event ending, with the table of event kinds every other provider is
+# checked against (tests/support/events.py, tests/test_providers.py): Claude's events, framed as Bedrock and
+# as Vertex send them.
 CLAUDE_KINDS = [
     pytest.param(kind, event, id=f"{kind}-{n}")
     for kind in first_output.KINDS
@@ -276,7 +276,7 @@ def _framed(provider: Provider, event: first_output.Event) -> bytes:
         _, payload = event
         assert isinstance(payload, dict)
         return chunk(payload)
-    return first_output._sse(event)
+    return first_output.sse(event)
 
 
 def _cloud_observer(provider: Provider) -> AttemptObserver:

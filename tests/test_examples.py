@@ -51,6 +51,7 @@ def test_example_runs(
     assert _installation.active() is None
 
 
+@pytest.mark.slow
 def test_zero_code_example_under_llmtap_run() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LLMTAP_", "PROMETHEUS_"))}
     with Simulator() as sim, otlp_receiver() as receiver:
@@ -78,6 +79,7 @@ def _docstring_exports(script: Path) -> dict[str, str]:
     return dict(pair.split("=", 1) for pair in line.split()[1:])
 
 
+@pytest.mark.slow
 def test_zero_code_example_as_its_docstring_says(tmp_path: Path) -> None:
     """The docstring's simulator exports and ``--metrics-port ... --wait``: /metrics is scrapeable while it waits."""
     exports = _docstring_exports(EXAMPLES / "zero_code_app.py")

@@ -133,6 +133,7 @@ def assert_totals_match(scrape: Scrape, served: list[Served]) -> None:
     assert scrape.total("llmtap_streams_in_flight") == 0
 
 
+@pytest.mark.slow
 def test_gunicorn_uvicorn_workers(tmp_path: Path) -> None:
     """gunicorn.conf.py: 4 uvicorn workers, llmtap.instrument() in post_fork, child_exit marks dead workers."""
     port = free_port()
@@ -169,6 +170,7 @@ def test_gunicorn_uvicorn_workers(tmp_path: Path) -> None:
         assert Scrape.get(metrics).total("llmtap_attempts_total") == before
 
 
+@pytest.mark.slow
 def test_llmtap_run_gunicorn_zero_code(tmp_path: Path) -> None:
     """`llmtap run -- gunicorn app:app -k uvicorn_worker.UvicornWorker -w 4`, no config file, no llmtap code;
     /metrics from the app and from llmtap, and OTLP traces and metrics from every worker."""
@@ -272,6 +274,7 @@ def hold_the_first_exporter(receiver: Receiver, at_most: float = 8.0) -> threadi
     return release
 
 
+@pytest.mark.slow
 def test_llmtap_run_uvicorn_workers(tmp_path: Path) -> None:
     """`llmtap run --metrics-port N -- uvicorn app:app --workers 2`: spawned workers instrument themselves;
     the first process binds /metrics, the others find the port taken and leave it to that one."""
@@ -301,7 +304,10 @@ def test_llmtap_run_uvicorn_workers(tmp_path: Path) -> None:
         assert Scrape.get(metrics).total("llmtap_attempts_total") == len(served)
 
 
-@pytest.mark.parametrize("zero_code", [True, False], ids=["llmtap-run", "gunicorn-conf"])
+@pytest.mark.parametrize(
+    "zero_code",
+    [pytest.param(True, id="llmtap-run"), pytest.param(False, id="gunicorn-conf", marks=pytest.mark.slow)],
+)
 def test_gunicorn_with_metrics_port_held_by_another_program(tmp_path: Path, zero_code: bool) -> None:
     """Multiprocess mode, the llmtap /metrics port held by another program (a real listening socket): never
     silently shared. Under `llmtap run`: one line and exit 2 before gunicorn starts. With gunicorn.conf.py

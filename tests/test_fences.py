@@ -50,7 +50,7 @@ from llmtap._fences import HEADER_ITEMS, OTEL_BULK, PROMETHEUS_BUCKETS, SPAN_SLI
 from llmtap._hooks.httpx_transport import _transport_classes
 from llmtap.testing import RecordingSink
 from tests.support.records import attempt_record
-from tests.test_tracing import Spans
+from tests.support.spans import Spans
 
 ROOT = Path(__file__).resolve().parents[1]
 SDK = "opentelemetry-sdk"

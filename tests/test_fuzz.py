@@ -281,6 +281,7 @@ def _every_input(server: RawServer, case: Input) -> None:
     check(server, case)
 
 
+@pytest.mark.slow
 def test_mutated_responses_change_nothing_for_the_app(server: RawServer) -> None:
     """The property, over ``LLMTAPTEST_FUZZ_EXAMPLES`` inputs; then what was tried (``make fuzz`` prints it with
     ``-s``), and the positive control that the run was not vacuous: inputs were checked, and some of them

@@ -26,7 +26,6 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client import generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 import llmtap
 from llmtap import _log
@@ -34,7 +33,7 @@ from llmtap._core import handoff as _handoff
 from llmtap._core import stream as _stream
 from llmtap._core.record import Outcome
 from llmtap.simulator import Scenario, Simulator
-from llmtap.testing import Capture, capture
+from llmtap.testing import Capture, capture, sample
 
 REQUEST = {"model": "claude-x", "max_tokens": 64, "stream": True, "messages": [{"role": "user", "content": "x"}]}
 RETURN_TIMEOUT = 30.0  # generous: the thread either returns at once or never
@@ -160,6 +159,7 @@ with Simulator() as sim, capture(llmtap.Settings(base_urls=(sim.base_url,))) as 
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mode", "expected"), [("undone", "hung 0"), ("on", "returned 1")])
 def test_without_the_hand_off_the_collector_hangs_inside_a_lock(mode: str, expected: str) -> None:
     """The control (as 0.1 did: the finaliser ends the attempt itself) hangs; the same child with the
@@ -218,13 +218,7 @@ def test_an_abandoned_stream_is_counted_by_the_next_scrape(
 
 def _scraped_abandoned(cap: Capture) -> float:
     """What a scrape of the registry says (not cap.sample, which drains by itself)."""
-    text = generate_latest(cap.registry).decode()
-    return sum(
-        s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-        if s.name == "llmtap_streams_total" and s.labels.get("outcome") == "abandoned"
-    )
+    return sample(generate_latest(cap.registry).decode(), "llmtap_streams_total", outcome="abandoned")
 
 
 def test_the_next_attempt_ends_what_was_handed_off(sim: Simulator, tapped: tuple[Capture, MeterProvider]) -> None:

@@ -188,6 +188,7 @@ def test_otel_metrics_through_a_meter_provider(sim: Simulator) -> None:
     provider.shutdown()
 
 
+@pytest.mark.slow
 def test_sdks_are_patched_when_imported_not_imported_by_llmtap() -> None:
     """instrument() imports no SDK the app does not use; one imported later is patched on import,
     and one imported after uninstrument() is not."""

@@ -18,6 +18,7 @@ def _load_inproc() -> ModuleType:
     return load_script("benchmarks/inproc.py", "llmtap_bench_inproc")
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 def test_inproc_runs_and_its_positive_controls_pass() -> None:
     inproc = _load_inproc()
@@ -105,6 +106,7 @@ def test_sdk_py_turns_the_sdks_tracing_off_but_where_it_is_measured(tmp_path: An
     assert sdk.parse_args(["--sdk-default"]).sdk_default and not sdk.parse_args([]).sdk_default
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 def test_sdk_py_boto3_stream_workers_run_and_their_controls_can_fail(sim: Any) -> None:
     """benchmarks/sdk.py's boto3 ConverseStream workload in real workers (tiny: one value of one stream): llmtap's

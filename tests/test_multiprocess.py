@@ -12,6 +12,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from llmtap.testing import sample
+
 WORKER = textwrap.dedent(
     """
     import anthropic, llmtap
@@ -36,24 +40,16 @@ COLLECT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_two_workers_aggregate(tmp_path: Path) -> None:
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
     for _ in range(2):
         subprocess.run([sys.executable, "-c", WORKER], env=env, check=True, timeout=60)
     out = subprocess.run([sys.executable, "-c", COLLECT], env=env, check=True, capture_output=True, text=True).stdout
-    samples = {}
-    for line in out.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            samples[name] = float(value)
-
-    def total(prefix: str, *needles: str) -> float:
-        return sum(v for k, v in samples.items() if k.startswith(prefix) and all(n in k for n in needles))
-
-    assert total("llmtap_attempts_total", 'status_code="200"') == 2
-    assert total("llmtap_streams_total", 'outcome="completed"') == 2
-    assert total("llmtap_tokens_total", 'gen_ai_token_type="output"') == 10
+    assert sample(out, "llmtap_attempts_total", status_code="200") == 2
+    assert sample(out, "llmtap_streams_total", outcome="completed") == 2
+    assert sample(out, "llmtap_tokens_total", gen_ai_token_type="output") == 10
     # gaps merged bucket-wise into the histogram work in multiprocess storage too
-    assert total("gen_ai_client_operation_time_per_output_chunk_seconds_count") >= 2 * 5
-    assert total("llmtap_streams_in_flight") == 0
-    assert total("llmtap_ratelimit_limit", 'resource="requests"') > 0
+    assert sample(out, "gen_ai_client_operation_time_per_output_chunk_seconds_count") >= 2 * 5
+    assert sample(out, "llmtap_streams_in_flight") == 0
+    assert sample(out, "llmtap_ratelimit_limit", resource="requests") > 0

@@ -372,6 +372,7 @@ def test_budget_bounds_the_probe() -> None:
 # ---------------------------------------------------------------------- the command, end to end
 
 
+@pytest.mark.slow
 def test_cli_end_to_end(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")}
     html_path, svg_dir = tmp_path / "probe.html", tmp_path / "svg"

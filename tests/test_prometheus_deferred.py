@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from llmtap._exporters import prometheus
 from llmtap._exporters.prometheus import PrometheusExporter, _Folded
 from tests.support.race import ends_racing_reads
-from tests.test_metrics import call, record, start
+from tests.support.records import call, record, start
 
 ATTEMPTS = "llmtap_attempts_total"
 

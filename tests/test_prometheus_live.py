@@ -395,6 +395,7 @@ def check_everything(url: str) -> Report:
     return Report(failures, notes)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", PATHS)
 def test_every_dashboard_and_rule_query_returns_data(live: dict[str, Live], path: str) -> None:
     demo, url = live[path].demo, live[path].url

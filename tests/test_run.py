@@ -123,6 +123,7 @@ def test_unmodified_script_exports_metrics_and_otlp(
         assert histogram_count(receiver, "gen_ai.client.operation.duration") == (calls if both else 0)
 
 
+@pytest.mark.slow
 def test_otlp_endpoint_without_port_takes_the_meter_path(tmp_path: Path) -> None:
     """An exporting meter provider and no /metrics port: llmtap's metrics go over OTLP only; the app's own
     Prometheus registry stays free of them (no second path paid for, nothing to double count)."""

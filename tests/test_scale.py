@@ -28,6 +28,7 @@ def _load_scale() -> ModuleType:
     return load_script("benchmarks/scale.py", "llmtap_bench_scale")
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 def test_totals_match_the_simulator_at_scale() -> None:
     scale = _load_scale()

@@ -148,6 +148,7 @@ def test_promtool_check_rules() -> None:
     assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_promtool_unit_tests_cover_every_alert_firing_and_quiet() -> None:
     doc = yaml.safe_load(UNIT_TEST.read_text())
     assert doc["rule_files"] == ["../slo-rules.yaml"]
@@ -164,6 +165,7 @@ def test_promtool_unit_tests_cover_every_alert_firing_and_quiet() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_promtool_unit_tests_catch_a_page_without_its_short_window(tmp_path: Path) -> None:
     """Mutation check: a page on the long window alone would fire on the short blip; the cases must say so.
 

@@ -46,6 +46,7 @@ from llmtap._drive import Action, Config, Mode, Result, Sdk, adapter, arun, run
 from llmtap._instrumentor import LlmtapInstrumentor
 from llmtap._log import internal_errors
 from llmtap.simulator import Scenario, Simulator
+from llmtap.testing import sample
 from tests.support.gcwatch import InsideGc, Watchdog, gc_pressure
 from tests.support.scripts import load_script
 
@@ -461,15 +462,6 @@ def _by_kind(recording: Tally) -> None:
         print(f"    {key}: {count}")
 
 
-def _sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
-    total = 0.0
-    for metric in registry.collect():
-        for sample in metric.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                total += sample.value
-    return total
-
-
 def _check(result: SoakResult) -> None:
     try:
         _check_exact(result)
@@ -494,15 +486,15 @@ def _check_exact(result: SoakResult) -> None:
         counts[Outcome.COMPLETED] += late
     # the simulator's tally and llmtap's, exactly
     assert len(served) == attempts
-    assert _sample(registry, "llmtap_attempts_total") == attempts
+    assert sample(registry, "llmtap_attempts_total") == attempts
     statuses = Counter(s.status for s in served)
     for status in (429, 529):
-        assert _sample(registry, "llmtap_attempts_total", status_code=str(status)) == statuses[status]
+        assert sample(registry, "llmtap_attempts_total", status_code=str(status)) == statuses[status]
     timeouts = expected[Outcome.TIMEOUT]
-    assert _sample(registry, "llmtap_attempts_total", status_code="200") == statuses[200] - timeouts
-    assert _sample(registry, "llmtap_attempts_total", status_code="") == timeouts
+    assert sample(registry, "llmtap_attempts_total", status_code="200") == statuses[200] - timeouts
+    assert sample(registry, "llmtap_attempts_total", status_code="") == timeouts
     for outcome in Outcome:
-        assert _sample(registry, "llmtap_streams_total", outcome=outcome.value) == streamed_expected[outcome], outcome
+        assert sample(registry, "llmtap_streams_total", outcome=outcome.value) == streamed_expected[outcome], outcome
     assert +result.recording.outcomes == +expected
     # the collector found every stream abandoned in a cycle, some during the run (the positive control
     # of the next line), and llmtap ended none of their attempts inside it
@@ -512,10 +504,10 @@ def _check_exact(result: SoakResult) -> None:
         f"llmtap called a sink {result.recording.inside_gc} times from inside the garbage collector"
     )
     retries = sum(p.attempts - 1 for p, _ in work)
-    assert _sample(registry, "llmtap_retries_total") == retries
-    assert _sample(registry, "llmtap_call_duration_seconds_count") == len(work)
+    assert sample(registry, "llmtap_retries_total") == retries
+    assert sample(registry, "llmtap_call_duration_seconds_count") == len(work)
     # nothing left open
-    assert _sample(registry, "llmtap_streams_in_flight") == 0
+    assert sample(registry, "llmtap_streams_in_flight") == 0
     assert result.spans.started == result.spans.ended == attempts
     assert internal_errors() == result.errors_before
     # output tokens: what the simulator sent for completed attempts equals what llmtap counted (a body
@@ -531,6 +523,7 @@ def soaked() -> Iterator[SoakResult]:
     yield soak(STREAMS, trace_memory=STREAMS >= 2000)
 
 
+@pytest.mark.slow
 def test_soak_accounting_is_exact(soaked: SoakResult) -> None:
     kinds = Counter(p.kind for p, _ in soaked.plans)
     assert set(kinds) == set(PLANS)  # every outcome class, both modes

@@ -25,7 +25,7 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext
 from llmtap._exporters import _span_memory
 from llmtap._exporters._span_memory import Slimmer
 from llmtap._log import internal_errors
-from tests.test_tracing import Spans
+from tests.support.spans import Spans
 
 # The span layout the slimmer learns is the same on the floor SDK (make compat runs this file on 1.44.0) and
 # the newest (1.45.2): llmtap._fences.SPAN_SLIM's range.

@@ -7,10 +7,12 @@ import threading
 
 import httpx2
 import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 import llmtap
 from llmtap.simulator import Scenario, Simulator
-from llmtap.testing import RecordingSink, capture
+from llmtap.testing import RecordingSink, capture, sample
 from tests.support.records import attempt_record
 
 BODY = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}]}
@@ -42,6 +44,11 @@ def test_sample_sums_the_matching_series_and_capture_leaves_nothing_behind(sim: 
         assert cap.sample("llmtap_attempts_total") == 3
         assert cap.sample("llmtap_attempts_total", gen_ai_request_model="a") == 2
         assert cap.sample("llmtap_attempts_total", gen_ai_request_model="c") == 0.0
+        # the same sum over a registry, its families and a scrape's text (what another process exports)
+        scraped = generate_latest(cap.registry).decode()
+        for source in (cap.registry, cap.registry.collect(), text_string_to_metric_families(scraped), scraped):
+            assert sample(source, "llmtap_attempts_total", gen_ai_request_model="a") == 2
+        assert sample(scraped, "llmtap_attempts_total") == 3 and sample(scraped, "llmtap_attempts") == 0.0
     with httpx2.Client() as client:  # after the block: nothing observes, and a new capture may start
         client.post(sim.base_url + "/v1/messages", json=BODY, headers=Scenario(tokens=1).headers()).read()
     with capture(llmtap.Settings(base_urls=(sim.base_url,))) as again:

@@ -7,44 +7,25 @@ in-memory exporter; the spans of real traffic are checked with the SDKs (test_an
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from llmtap._core.calls import call_record
-from llmtap._core.record import FAILED, AttemptRecord, AttemptStart, Outcome, Usage
+from llmtap._core.record import FAILED, AttemptStart, Outcome, Usage
 from llmtap._exporters.tracing import TracingExporter
 from tests.support.records import attempt_record
+from tests.support.spans import T0, Spans
 
-T0 = 1_700_000_000_000_000_000  # the attempt's start, Unix ns
 DETAIL = (
     "http.request.method", "url.path", "http.response.status_code", "gen_ai.request.stream",
     "llmtap.time_to_headers", "llmtap.stream.chunks", "llmtap.stream.max_gap",
     "llmtap.retry_after", "llmtap.server.processing_time", "llmtap.parse_errors",
 )  # fmt: skip
 """What ``Settings.span_detail`` adds to a span."""
-
-
-class Spans:
-    def __init__(self, slim: bool = False) -> None:
-        self.memory = InMemorySpanExporter()
-        self.provider = TracerProvider()
-        self.provider.add_span_processor(SimpleSpanProcessor(self.memory))
-        self.exporter = TracingExporter(self.provider, slim=slim)
-
-    def attempt(self, **fields: Any) -> AttemptRecord:
-        """One attempt through the exporter (start, then end), as the tap drives every sink."""
-        record = attempt_record(start_unix_ns=T0, **fields)
-        start = AttemptStart(**{name: getattr(record, name) for name in AttemptStart._fields})
-        self.exporter.end(record, self.exporter.start(start))
-        return record
-
-    def finished(self) -> tuple[ReadableSpan, ...]:
-        return self.memory.get_finished_spans()
 
 
 @pytest.fixture

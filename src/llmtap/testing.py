@@ -8,17 +8,27 @@ Example::
         client.messages.create(...)
     assert cap.records[0].outcome is llmtap.Outcome.COMPLETED
     assert cap.sample("llmtap_attempts_total", status_code="200") == 1
+
+:func:`sample` sums the same way over what another process exported, e.g. a scrape of your app's
+``/metrics`` (several workers, ``llmtap run``)::
+
+    from llmtap.testing import sample
+
+    scraped = httpx.get("http://127.0.0.1:9464/metrics").text
+    assert sample(scraped, "llmtap_streams_total", outcome="completed") == 3
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
 
 from llmtap import _installation, _lifecycle
 from llmtap._core import handoff as _handoff
@@ -33,7 +43,7 @@ if TYPE_CHECKING:
 
 _OTEL_EXTRA_HINT = "llmtap.testing.capture() records spans with the OpenTelemetry SDK: pip install 'llmtap[otel]'"
 
-__all__ = ["Capture", "RecordingSink", "capture"]
+__all__ = ["Capture", "RecordingSink", "capture", "sample"]
 
 
 class RecordingSink:
@@ -135,13 +145,37 @@ class Capture:
         )
 
     def sample(self, name: str, **labels: str) -> float:
-        """Sum of the samples named ``name`` whose labels include ``labels`` (0.0 when none)."""
-        total = 0.0
-        for metric in self.registry.collect():
-            for sample in metric.samples:
-                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                    total += sample.value
-        return total
+        """Sum of the samples named ``name`` whose labels include ``labels`` (0.0 when none), in
+        :attr:`registry` now: :func:`sample` of it."""
+        return sample(self.registry, name, **labels)
+
+
+def sample(source: CollectorRegistry | Iterable[Metric] | str, name: str, **labels: str) -> float:
+    """Sum of the samples named ``name`` whose labels include ``labels`` (0.0 when none).
+
+    Label values are compared as exported (strings); labels not named may have any value, so
+    ``sample(scraped, "llmtap_attempts_total")`` counts every attempt of every model and status.
+
+    Args:
+        source: a registry (collected now), metric families (``registry.collect()``,
+            ``prometheus_client.parser.text_string_to_metric_families(...)``), or the text of a scrape
+            (``/metrics`` in the Prometheus text format).
+        name: the sample's name as exported, suffix included (``llmtap_attempts_total``,
+            ``gen_ai_client_operation_duration_seconds_count``).
+        labels: label values the sample must have.
+    """
+    if isinstance(source, str):
+        families: Iterable[Metric] = text_string_to_metric_families(source)
+    elif isinstance(source, CollectorRegistry):
+        families = source.collect()
+    else:
+        families = source
+    total = 0.0
+    for family in families:
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                total += s.value
+    return total
 
 
 @contextmanager

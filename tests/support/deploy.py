@@ -10,6 +10,7 @@ from typing import Any
 import httpx2
 from prometheus_client.parser import text_string_to_metric_families
 
+from llmtap.testing import sample
 from tests.support.otlp import Receiver
 
 
@@ -44,7 +45,8 @@ class Scrape:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+        self.families = list(text_string_to_metric_families(text))
+        self.samples = [s for family in self.families for s in family.samples]
 
     @classmethod
     def get(cls, url: str) -> Scrape:
@@ -53,9 +55,8 @@ class Scrape:
         return cls(response.text)
 
     def total(self, name: str, **labels: str) -> float:
-        return sum(
-            s.value for s in self.samples if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
-        )
+        """:func:`llmtap.testing.sample` of this scrape."""
+        return sample(self.families, name, **labels)
 
 
 def posts(receiver: Receiver, path: str) -> int:
