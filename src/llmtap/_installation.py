@@ -17,9 +17,11 @@ import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from llmtap._core.tap import Tap
     from llmtap._exporters.serve import MetricsServer
-    from llmtap._hooks.httpx_transport import Patches
+    from llmtap._hooks.patches import Patches
 
 __all__ = ["Installation", "active", "current"]
 
@@ -27,10 +29,18 @@ __all__ = ["Installation", "active", "current"]
 class Installation:
     """What one :func:`llmtap.instrument` holds until :func:`llmtap.uninstrument`."""
 
-    __slots__ = ("patches", "server", "tap")
+    __slots__ = ("patches", "registry", "server", "tap")
 
-    def __init__(self, tap: Tap, server: MetricsServer | None, patches: Patches | None) -> None:
+    def __init__(
+        self,
+        tap: Tap,
+        server: MetricsServer | None,
+        patches: Patches | None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
         self.tap = tap
+        self.registry = registry
+        """The Prometheus registry the tap's metrics are registered in (``None``: no Prometheus exporter)."""
         self.server = server
         """The ``/metrics`` server started for ``tap`` (``Settings.metrics_port``), if any."""
         self.patches = patches

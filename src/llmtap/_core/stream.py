@@ -180,7 +180,7 @@ def _dropped(tap: Tap, attempt: Attempt, ending: Ending = Ending.DROPPED) -> Non
         at = _clock()
     except Exception:
         at = attempt.observer.start.started_at
-    _handoff.defer(tap, attempt, ending, at, None)
+    _handoff.defer(tap._end, attempt, ending, at, None)
 
 
 def _closed(tap: Tap, attempt: Attempt) -> None:

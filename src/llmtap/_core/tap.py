@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -28,21 +27,20 @@ from llmtap._core import handoff as _handoff
 from llmtap._core.bounds import RecordBounds, sanitize
 from llmtap._core.calls import CURRENT_CALL, Call, call_record
 from llmtap._core.endpoints import EndpointMatcher, UnobservedHosts, sdk_endpoint
+from llmtap._core.metrics import CHUNK_GAP_BUCKETS
 from llmtap._core.observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._core.record import AttemptStart, CallRecord, Usage
 from llmtap._core.request import UNKNOWN, info_from_content, info_from_options
 from llmtap._log import internal_error, log_once
 from llmtap._providers._base import RequestInfo
 from llmtap._providers._catalog import ENTRIES
-from llmtap._settings import CHUNK_GAP_BUCKETS, Settings
+from llmtap._settings import Settings
 
 if TYPE_CHECKING:
     import weakref
 
     from llmtap._core.cost import Pricer
-    from llmtap._exporters._base import Sink
-    from llmtap._exporters.prometheus import PrometheusExporter
-    from llmtap._exporters.tracing import TracingExporter
+    from llmtap._core.sinks import Sink, SpanSink
 
 __all__ = ["Attempt", "Tap"]
 
@@ -107,12 +105,12 @@ class Tap:
     """
 
     def __init__(
-        self, settings: Settings | None = None, sinks: Sequence[Sink] = (), *, spans: TracingExporter | None = None
+        self, settings: Settings | None = None, sinks: Sequence[Sink] = (), *, spans: SpanSink | None = None
     ) -> None:
         self.settings = settings = settings or Settings()
         self.sinks: tuple[Sink, ...] = tuple(sinks)
         self.spans = spans
-        self._call_sinks: tuple[Sink | TracingExporter, ...] = self.sinks if spans is None else (spans, *self.sinks)
+        self._call_sinks: tuple[Sink, ...] = self.sinks if spans is None else (spans, *self.sinks)
         """Where a call's record goes: the span exporter, then every sink."""
         self.metrics_address: tuple[str, int] | None = None
         """``(address, port)`` of the ``/metrics`` server :func:`llmtap.instrument` started for this tap
@@ -154,14 +152,6 @@ class Tap:
         else:
             served = "/metrics not served"
         return f"<llmtap.Tap: {served}; records to {sinks}>"
-
-    @property
-    def prometheus(self) -> PrometheusExporter | None:
-        """The Prometheus exporter among the sinks (its ``registry`` is what ``/metrics`` serves), if any."""
-        module = sys.modules.get("llmtap._exporters.prometheus")  # not imported: there is none
-        if module is None:
-            return None
-        return next((sink for sink in self.sinks if isinstance(sink, module.PrometheusExporter)), None)
 
     # -- request path (llmtap's hooks only) ------------------------------------------------------
 

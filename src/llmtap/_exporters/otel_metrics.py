@@ -13,7 +13,7 @@ each record lands, exactly once, in the interval it ended in. Records (and histo
 a collection has run: until then, as with the API's no-op meter provider, each end writes its own and
 nothing is held. Past :data:`ENDED_MAX` queued records, an end writes the oldest itself (a reader that
 stops collecting costs no more memory). The measurements come from the
-shared :class:`~llmtap._core.metrics.Mapping`. Counters and up-down counters are folded by llmtap per
+shared :class:`~llmtap._core.mapping.Mapping`. Counters and up-down counters are folded by llmtap per
 attribute set (plain arithmetic under one lock) and reported by observable instruments (cumulative totals;
 the SDK turns them into deltas where the reader asks for delta temporality); the rate-limit gauges read the
 last record that had rate limits, converted at collection. Histogram values are appended to their series
@@ -65,20 +65,8 @@ from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.trace import SpanContext
 
 from llmtap._core.gaps import spread
-from llmtap._core.metrics import (
-    BASE_ATTRIBUTES,
-    COUNTER,
-    GAUGE,
-    HISTOGRAM,
-    INSTRUMENTS,
-    UP_DOWN,
-    Buckets,
-    Instrument,
-    Labels,
-    Mapping,
-    Measurement,
-    base_key,
-)
+from llmtap._core.mapping import Buckets, Labels, Mapping, Measurement, base_key
+from llmtap._core.metrics import BASE_ATTRIBUTES, COUNTER, GAUGE, HISTOGRAM, INSTRUMENTS, UP_DOWN, Instrument
 from llmtap._exporters import _otel_bulk, _otel_fork
 from llmtap._exporters._health import register_otel
 from llmtap._fences import OTEL_BULK
@@ -110,6 +98,8 @@ class OtelMetricsExporter:
         exclude: instruments not to create (``Settings.exclude_metrics``).
         chunk_gaps: record ``gen_ai.client.operation.time_per_output_chunk`` (``Settings.otel_chunk_gaps``).
         attribute_labels: ``Settings.attribute_labels``, attributes after the base ones.
+        drain: called first at each collection (what ends the attempts handed off to be ended later, so
+            the collection counts them); ``None``: nothing is.
     """
 
     name = "otel_metrics"
@@ -122,11 +112,14 @@ class OtelMetricsExporter:
         exclude: tuple[str, ...] = (),
         chunk_gaps: bool = True,
         attribute_labels: tuple[str, ...] = (),
+        drain: Callable[[], None] | None = None,
     ) -> None:
         if not chunk_gaps:  # Settings.otel_chunk_gaps: one SDK record() per chunk is the price
             exclude = (*exclude, "gap")
         self.mapping = mapping = Mapping(exclude, semconv_attributes=True)
         self._shared = shared = _shared(meter_provider, namespace)
+        if drain is not None:
+            shared.drain = drain
         self.instruments: dict[str, Any] = {spec.key: shared.instrument(spec) for spec in mapping.instruments}
         """The OpenTelemetry instruments, by key (observable ones for counters and gauges)."""
         self._histograms = {k: i for k, i in self.instruments.items() if _kind(k) == HISTOGRAM}
@@ -318,6 +311,8 @@ class _Shared:
         self._ended: deque[_Ended] = deque()
         """Ended records, written at the next collection (bounded by :data:`ENDED_MAX`); appending to a
         ``deque`` is atomic: an end takes no lock."""
+        self.drain: Callable[[], None] | None = None
+        """Called first at each collection (given by the latest exporter made with one)."""
         self.collected = False
         """A collection has run (a reader exists): ended records and histogram values wait for the next one
         from now on; until then they are written at once and nothing is held."""
@@ -436,8 +431,15 @@ class _Shared:
         """At collection, before its snapshot (this instrument's callback is the first registered): write the
         ended records, oldest first (counters and gauges folded, so the observable instruments' callbacks
         that follow report them); record the pending histogram values, and the pending gaps one value per gap
-        (see :func:`spread`); a new exemplar interval begins."""
+        (see :func:`spread`); a new exemplar interval begins. The attempts handed off to be ended later
+        end first (:attr:`drain`), so they are written in this collection."""
         self.collected = True  # ends and values wait for the collections from now on
+        drain = self.drain
+        if drain is not None:
+            try:
+                drain()
+            except Exception as exc:  # never into the collection
+                internal_error("sink", "the %s exporter failed: %r", OtelMetricsExporter.name, exc)
         queue = self._ended
         for _ in range(len(queue)):  # what ended before the collection: later ends wait for the next one
             try:

@@ -1,7 +1,7 @@
 """aiohttp: ``aiohttp.ClientSession`` requests observed with the same observer and bookkeeping.
 
 google-genai's async client sends through aiohttp whenever aiohttp is installed, and so do other LLM
-clients. ``httpx_transport.py`` wraps ``ClientSession._request`` when (and only when) the application imports
+clients. ``patches.py`` wraps ``ClientSession._request`` when (and only when) the application imports
 aiohttp, and hands the requests sent while instrumented to :func:`request_wrapper` (this module is imported
 by the first of them); ``uninstrument()`` restores it.
 

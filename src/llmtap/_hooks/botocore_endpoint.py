@@ -1,6 +1,6 @@
 """botocore: the HTTP attempts of every ``bedrock-runtime`` client (boto3's, and any library's on botocore:
 Strands, LangChain's ``ChatBedrock*``, pydantic-ai, instructor ...), observed with the same observer and
-bookkeeping as the httpx and aiohttp hooks. ``httpx_transport.Patches`` wraps three methods when (and only when)
+bookkeeping as the httpx and aiohttp hooks. ``patches.Patches`` wraps three methods when (and only when)
 the application imports botocore; ``uninstrument()`` restores them. Every client is covered, made before
 ``instrument()`` or after: the wraps are on the classes, not per-client event handlers.
 
@@ -38,7 +38,7 @@ Reads the proxy does not know reach the real response unobserved, never broken. 
 bytes go to the observer and on to the caller.
 
 **Which requests.** :func:`send_wrapper` passes every request through at the cost of a few checks unless a
-``bedrock-runtime`` client's call is open (``httpx_transport`` wraps ``BaseClient._make_api_call`` when
+``bedrock-runtime`` client's call is open (``sdk_calls.py`` wraps ``BaseClient._make_api_call`` when
 ``sdk_calls`` is on: it links the attempts of one call, as the anthropic SDK's hook does), the URL names
 ``bedrock-runtime``, or the tap observes configured base URLs or any host; then the tap's endpoint rules
 decide, as for every client. botocore's ``amz-sdk-invocation-id`` is the same for every attempt of one call and
