@@ -31,22 +31,19 @@ import threading
 # The C queue module that queue.SimpleQueue and queue.Empty are (the same objects): queue.py itself, with
 # its Queue classes, is ~40 KiB of every instrumented process that imports nothing else of it.
 from _queue import Empty, SimpleQueue
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from llmtap._log import internal_error
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from llmtap._core.observer import Ending
-    from llmtap._core.tap import Attempt
+__all__ = ["defer", "drain", "start", "tend"]
 
-__all__ = ["End", "defer", "drain", "start", "tend"]
+_A = TypeVar("_A")
+_E = TypeVar("_E")
 
-End: TypeAlias = "Callable[[Attempt, Ending, float, BaseException | None], None]"
-"""What ends a handed-off attempt (the tap's ``_end``), called by :func:`drain` with the deferred arguments."""
-
-_Item = tuple[End, "Attempt", "Ending", float, "BaseException | None"]
+_Item = tuple["Callable[[Any, Any, float, BaseException | None], None]", object, object, float, "BaseException | None"]
 
 _items: SimpleQueue[_Item] = SimpleQueue()
 _wakeups: SimpleQueue[None] = SimpleQueue()
@@ -54,7 +51,13 @@ _lock = threading.Lock()
 _thread: threading.Thread | None = None
 
 
-def defer(end: End, attempt: Attempt, ending: Ending, at: float, exc: BaseException | None) -> None:
+def defer(
+    end: Callable[[_A, _E, float, BaseException | None], None],
+    attempt: _A,
+    ending: _E,
+    at: float,
+    exc: BaseException | None,
+) -> None:
     """Hand an ending off (safe inside the garbage collector, a finaliser or a signal handler): ``end`` is
     called with the other arguments by the next :func:`drain`."""
     _items.put((end, attempt, ending, at, exc))

@@ -27,6 +27,7 @@ __all__ = [
     "ClientGone",
     "Context",
     "Exchange",
+    "Outcome",
     "RateLimitSnapshot",
     "RunResult",
     "Stopping",
