@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from llmtap import _exporters, _installation
 from llmtap._core import handoff as _handoff
-from llmtap._core.stream import python_checked
+from llmtap._core.bytecode import python_checked
 from llmtap._core.tap import Tap
 from llmtap._hooks.patches import Patches
 from llmtap._installation import Installation
