@@ -15,6 +15,10 @@ itself (a registry nobody scrapes costs no memory). prometheus-client's multipro
 (``PROMETHEUS_MULTIPROC_DIR``) only sees values written through its own value classes, read by another
 process: there the same measurements go to prometheus-client metric objects at once
 (``_prometheus_multiprocess.py``, imported only in that mode).
+
+The exporter and its single-process store (:class:`_Folded`) stay in one module though it is over 300 lines:
+the store is what the exporter is in the common mode, and its cap (:data:`PENDING_MAX`) is the exporter's; the
+other store and the parts both share (``_prometheus_common.py``) are their own modules.
 """
 
 from __future__ import annotations
