@@ -22,7 +22,7 @@ import httpx
 
 import llmtap
 from llmtap import _installation
-from llmtap._hooks import httpx_transport
+from llmtap._hooks import httpx_transport, sdk_calls
 
 BASE = "http://127.0.0.1:5000"
 HEADERS = [
@@ -57,8 +57,8 @@ class _Options:
 
 def _unit() -> Any:
     request = httpx.Request("POST", BASE + "/v1/messages", content=b"{}")
-    send = httpx_transport._send_wrapper(httpx, False)
-    hook = httpx_transport._sdk_sync_hook("anthropic")
+    send = httpx_transport.send_wrapper(httpx, False)
+    hook = sdk_calls.sdk_sync_hook("anthropic")
 
     def sdk_request(client: object, options: object) -> None:
         response = send(

@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 
 import llmtap
 from llmtap._core import handoff as _handoff
-from llmtap._core.metrics import INSTRUMENTS
+from llmtap._core.metrics import CHUNK_GAP_BUCKETS, INSTRUMENTS
 from llmtap._core.observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._core.record import AttemptRecord, AttemptStart
 from llmtap._exporters.otel_metrics import OtelMetricsExporter
@@ -34,7 +34,6 @@ from llmtap._exporters.prometheus import PrometheusExporter
 from llmtap._exporters.tracing import TracingExporter
 from llmtap._providers._base import Provider
 from llmtap._providers._catalog import ENTRIES, parser
-from llmtap._settings import CHUNK_GAP_BUCKETS
 from llmtap.simulator._anthropic import AnthropicMessagesApi
 from llmtap.simulator._clouds import _chunk, _sse_data
 from llmtap.simulator._exchange import Context, RateLimitSnapshot
@@ -183,7 +182,7 @@ def handoff_time() -> Callable[[int], float]:
         attempts = [tap._begin(httpx2.Request("POST", "https://api.anthropic.com/v1/messages")) for _ in range(loops)]
         t0 = time.perf_counter()
         for attempt in attempts:
-            _handoff.defer(tap, attempt, Ending.DROPPED, 0.0, None)  # type: ignore[arg-type]
+            _handoff.defer(tap._end, attempt, Ending.DROPPED, 0.0, None)  # type: ignore[arg-type]
         elapsed = time.perf_counter() - t0
         _handoff.drain()
         return elapsed

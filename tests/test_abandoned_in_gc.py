@@ -26,6 +26,7 @@ from prometheus_client import CollectorRegistry
 
 import llmtap
 from llmtap import Outcome
+from llmtap._core import handoff
 from llmtap._core.tap import Tap
 from llmtap._drive import Config, Sdk, adapter, run
 from llmtap._exporters import build
@@ -58,7 +59,7 @@ SHAPES: dict[str, int] = {"unread": 0, "partly_read": 1}
 LOCKS: dict[str, Callable[[Tap, LockedSink], Any] | None] = {
     "no_lock": None,
     "sink_lock": lambda tap, sink: sink.lock,
-    "prometheus_fold_lock": lambda tap, sink: tap.prometheus._store._lock,  # type: ignore[union-attr]
+    "prometheus_fold_lock": lambda tap, sink: next(s for s in tap.sinks if s.name == "prometheus")._store._lock,  # type: ignore[attr-defined]
 }
 
 
@@ -76,7 +77,7 @@ def test_abandoned_stream_is_ended_outside_the_collector(
     registry = CollectorRegistry()
     sink = LockedSink(inside)
     settings = llmtap.Settings(base_urls=(sim.base_url,), otel_metrics=False)
-    exporters = build(settings, registry=registry, tracer_provider=TracerProvider())
+    exporters = build(settings, registry=registry, tracer_provider=TracerProvider(), drain=handoff.drain)
     tap = Tap(settings, (*exporters.sinks, sink), spans=exporters.spans)
     http = httpx2.Client(transport=llmtap.wrap_transport(httpx2.HTTPTransport(), tap))
     client = adapter("anthropic", Config(sim.base_url, api_key="k", options={"http_client": http}))

@@ -290,10 +290,10 @@ def test_a_hook_that_cannot_load_leaves_the_request_alone(
 ) -> None:
     """``aiohttp_session.py`` is imported by the first request; if that fails, the request goes out
     unobserved and the failure is counted; the control, once it loads, is observed."""
-    from llmtap._hooks import httpx_transport
+    from llmtap._hooks import patches
     from llmtap._log import internal_errors
 
-    monkeypatch.setattr(httpx_transport, "_aiohttp_wrapper", None)  # as before any request loaded it
+    monkeypatch.setattr(patches, "_aiohttp_wrapper", None)  # as before any request loaded it
     monkeypatch.setitem(sys.modules, "llmtap._hooks.aiohttp_session", None)  # its import raises ImportError
     before = internal_errors()["other"]
     completed = _run(sim, Scenario(tokens=2), _read)

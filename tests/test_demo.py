@@ -18,6 +18,7 @@ import yaml
 
 import llmtap
 from llmtap._cli import demo as _demo
+from llmtap._cli import demo_prometheus as _launch
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import capture
 from tests.support.deploy import free_port
@@ -82,7 +83,7 @@ def test_live_view_on_a_small_terminal_cuts_the_bottom_not_the_title() -> None:
 def test_prometheus_alerts_link_works_and_the_temp_folder_goes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     require("prometheus")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    with _demo._prometheus(free_port(), free_port()) as alerts:
+    with _launch.prometheus(free_port(), free_port()) as alerts:
         assert alerts is not None
         assert list(tmp_path.glob("llmtap-prom-*")), "positive control: its data folder exists while it runs"
         with urllib.request.urlopen(alerts, timeout=10) as response:
@@ -124,7 +125,10 @@ def test_prometheus_that_dies_at_start_up_is_reported(monkeypatch: pytest.Monkey
         return real_popen(args, **kwargs)  # type: ignore[call-overload,no-any-return]
 
     monkeypatch.setattr(subprocess, "Popen", popen)
-    with pytest.raises(_demo.DemoError, match="Prometheus exited at start-up"), _demo._prometheus(1, free_port()):
+    with (
+        pytest.raises(_launch.PrometheusError, match="Prometheus exited at start-up"),
+        _launch.prometheus(1, free_port()),
+    ):
         pass
     assert not list(tmp_path.glob("llmtap-prom-*"))
 
@@ -158,17 +162,19 @@ def test_metrics_port_0_prints_the_port_taken() -> None:
 
 
 def test_demo_rules_cut_every_for_and_keep_the_expressions(tmp_path: Path) -> None:
-    shipped = _demo._find_rules()
+    shipped = _launch.find_rules()
     assert shipped is not None and shipped.resolve() == ALERTS.resolve()
-    copy = yaml.safe_load(_demo._demo_rules(shipped, tmp_path).read_text())
+    copy = yaml.safe_load(_launch.demo_rules(shipped, tmp_path).read_text())
     original = yaml.safe_load(ALERTS.read_text())
     rules = [r for g in copy["groups"] for r in g["rules"]]
     before = [r for g in original["groups"] for r in g["rules"]]
     assert [r.get("alert") or r["record"] for r in rules] == [r.get("alert") or r["record"] for r in before]
     assert [r["expr"] for r in rules] == [r["expr"] for r in before]
     alerts = [r for r in rules if "alert" in r]
-    assert alerts and all(r["for"] == _demo.DEMO_FOR for r in alerts)
-    assert any(r["for"] != _demo.DEMO_FOR for r in before if "alert" in r)  # positive control: the shipped ones differ
+    assert alerts and all(r["for"] == _launch.DEMO_FOR for r in alerts)
+    assert any(
+        r["for"] != _launch.DEMO_FOR for r in before if "alert" in r
+    )  # positive control: the shipped ones differ
 
 
 def test_live_view_tells_rejected_from_interrupted(sim: Simulator) -> None:

@@ -411,7 +411,7 @@ def test_hints_are_bounded(caplog: pytest.LogCaptureFixture) -> None:
 
 def test_every_hooked_sdk_has_a_provider_name() -> None:
     """What an SDK's call sends on an uncovered host is named after the SDK: each hook has its name."""
-    from llmtap._hooks.httpx_transport import SDK_HOOKS, SDK_PROVIDERS
+    from llmtap._hooks.sdk_calls import SDK_HOOKS, SDK_PROVIDERS
 
     assert set(SDK_PROVIDERS) == set(SDK_HOOKS)
 

@@ -122,7 +122,7 @@ FAULTS: dict[str, tuple[Any, str, str]] = {
     "tracing.end": (TracingExporter, "end", "sink"),
     "otel_metrics.end": (OtelMetricsExporter, "end", "sink"),
     "parser.on_event": (AnthropicMessages, "on_event", "parser"),
-    "clock": (_stream, "_clock", "stream"),
+    "clock": (_stream, "perf_clock", "stream"),
     "bounds": (RecordBounds, "apply", "other"),
     "context_windows": (ContextWindows, "window", "other"),
 }

@@ -38,14 +38,15 @@ from prometheus_client import CollectorRegistry
 
 import llmtap
 from llmtap import _fences
-from llmtap._core.metrics import CHUNK_GAP_BUCKETS, Buckets, Mapping, base_key
+from llmtap._core.mapping import Buckets, Mapping, base_key
+from llmtap._core.metrics import CHUNK_GAP_BUCKETS
 from llmtap._core.observer import AttemptObserver
 from llmtap._core.record import AttemptRecord, Outcome, Usage
 from llmtap._core.stream import shells_for
 from llmtap._exporters import _otel_bulk, _prometheus_multiprocess, _span_memory, build
+from llmtap._exporters._prometheus_common import Family
 from llmtap._exporters._prometheus_multiprocess import Objects
 from llmtap._exporters.otel_metrics import OtelMetricsExporter
-from llmtap._exporters.prometheus import _Family
 from llmtap._fences import HEADER_ITEMS, OTEL_BULK, PROMETHEUS_BUCKETS, SPAN_SLIM, parse
 from llmtap._hooks.httpx_transport import _transport_classes
 from llmtap.testing import RecordingSink
@@ -439,7 +440,7 @@ class _Store:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         mapping = Mapping(())
-        families = {i.key: _Family(i, "", ()) for i in mapping.instruments}
+        families = {i.key: Family(i, "", ()) for i in mapping.instruments}
         self.gap_family = families["gap"].name
         self.gap_labels = families["gap"].labels
         self.objects = Objects(families, mapping, self.registry, created_series=False)  # asks PROMETHEUS_BUCKETS

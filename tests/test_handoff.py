@@ -78,6 +78,11 @@ def _collect_while_holding(lock: Any, client: httpx.Client, url: str) -> threadi
     return thread
 
 
+def _prometheus(tap: llmtap.Tap) -> Any:
+    """The Prometheus exporter among the tap's sinks."""
+    return next(sink for sink in tap.sinks if sink.name == "prometheus")
+
+
 def _otel_sdk_lock(provider: MeterProvider) -> Any:
     """A lock of the OpenTelemetry SDK's that recording takes (the measurement consumer's, or the
     provider's own); found by attribute so a new SDK version fails loudly here, not silently."""
@@ -95,8 +100,8 @@ LOCKS: dict[str, Callable[[Capture, MeterProvider], Any]] = {
     "bounds: stop reason": lambda cap, _: cap.tap._bounds.stop_reason._lock,
     "bounds: error type": lambda cap, _: cap.tap._bounds.error_type._lock,
     "bounds: server": lambda cap, _: cap.tap._bounds._server._lock,
-    "prometheus fold": lambda cap, _: cap.tap.prometheus._store._lock,  # type: ignore[union-attr]
-    "prometheus scrape": lambda cap, _: cap.tap.prometheus._store._scrape_lock,  # type: ignore[union-attr]
+    "prometheus fold": lambda cap, _: _prometheus(cap.tap)._store._lock,
+    "prometheus scrape": lambda cap, _: _prometheus(cap.tap)._store._scrape_lock,
     "prometheus registry": lambda cap, _: cap.registry._lock,
     "otel exporter": lambda cap, _: next(s for s in cap.tap.sinks if s.name == "otel_metrics")._shared.lock,  # type: ignore[attr-defined]
     "otel sdk": lambda _, provider: _otel_sdk_lock(provider),
@@ -142,9 +147,9 @@ from tests.test_handoff import REQUEST, _abandon_in_a_cycle
 from llmtap._exporters import prometheus
 prometheus.PENDING_MAX = 0  # every end folds under the fold lock (else it only queues, taking no lock)
 if sys.argv[1] == "undone":
-    _handoff.defer = lambda tap, attempt, ending, at, exc: tap._end(attempt, ending, at, exc)
+    _handoff.defer = lambda end, attempt, ending, at, exc: end(attempt, ending, at, exc)
 with Simulator() as sim, capture(llmtap.Settings(base_urls=(sim.base_url,))) as cap, httpx.Client() as client:
-    lock = cap.tap.prometheus._store._lock  # the lock every attempt's end takes
+    lock = next(s for s in cap.tap.sinks if s.name == "prometheus")._store._lock  # the lock every attempt's end takes
     def work():
         gc.disable()
         _abandon_in_a_cycle(client, sim.base_url + "/v1/messages")

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 import llmtap
 from llmtap import _installation
 from llmtap._exporters.prometheus import METRIC_NAMES
-from llmtap._hooks import httpx_transport as _patch
+from llmtap._hooks import patches as _patch
 from llmtap.simulator import Simulator
 from llmtap.testing import capture
 
@@ -217,7 +217,7 @@ def test_a_module_imported_while_instrumenting_is_patched(
     """Another thread imports a hooked module after its post-import hook found no installation in effect
     (it is being made): the installation patches it once in effect (the control skips that step)."""
     from llmtap import _lifecycle
-    from llmtap._hooks.httpx_transport import Patches
+    from llmtap._hooks.patches import Patches
 
     real_apply = Patches.apply
 

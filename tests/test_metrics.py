@@ -1,4 +1,4 @@
-"""The mapping from records to measurements (``llmtap._core.metrics.Mapping``), which both metric
+"""The mapping from records to measurements (``llmtap._core.mapping.Mapping``), which both metric
 exporters consume: every instrument is produced by some record, the series that exist up front, and
 each choice the settings make. A pure unit: records in, measurements out (no wire)."""
 
@@ -7,15 +7,12 @@ from __future__ import annotations
 import pytest
 
 import llmtap
+from llmtap._core.mapping import Buckets, Mapping, Measurement, base_key
 from llmtap._core.metrics import (
     COST_TYPES,
     INSTRUMENTS,
     SEMCONV_ATTRIBUTES,
     TOKEN_TYPES,
-    Buckets,
-    Mapping,
-    Measurement,
-    base_key,
     switched_off,
 )
 from llmtap._core.record import ALL_OUTCOMES, AttemptRecord, Outcome, RateLimit, Usage

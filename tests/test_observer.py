@@ -9,11 +9,11 @@ import random
 import pytest
 
 from llmtap import Outcome
+from llmtap._core.metrics import CHUNK_GAP_BUCKETS
 from llmtap._core.observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._core.record import AttemptRecord
 from llmtap._log import reset as reset_log
 from llmtap._providers.anthropic import PROVIDER
-from llmtap._settings import CHUNK_GAP_BUCKETS
 from tests.support.replay import CONFIG, make_observer, splits
 from tests.support.replay import START as START_VALUE
 from tests.support.sse import DELTA, END, PING, SSE, START, STREAM, check_complete, event, run

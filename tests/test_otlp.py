@@ -11,7 +11,7 @@ on in the same tap. The decoded payload is checked against
 * the native Prometheus exporter, fed the very same records: after the OTel-to-Prometheus name
   translation, every non-zero counter, gauge and histogram series (bucket counts, count, sum) is equal.
   That includes the per-chunk gap histogram, which the OpenTelemetry exporter rebuilds from the
-  core's pre-bucketed counts (``otel_metrics.spread``).
+  core's pre-bucketed counts (``gaps.spread``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from prometheus_client import CollectorRegistry
 
 import llmtap
 from llmtap import Outcome
+from llmtap._core.gaps import spread
 from llmtap._core.metrics import (
     BASE_ATTRIBUTES,
     CHUNK_GAP_BUCKETS,
@@ -48,7 +49,6 @@ from llmtap._core.metrics import (
     by_key,
     label_name,
 )
-from llmtap._exporters.otel_metrics import spread
 from llmtap.simulator import Scenario, Simulator
 from tests.support.otlp import Receiver, receiver, value_of
 
@@ -402,7 +402,7 @@ def test_instrument_names_translate_to_the_native_names(namespace: str) -> None:
         one = [  # one measurement of every instrument, its attributes all set
             (spec.key, 1.0, ("x",) * len(exporter.mapping.attributes[spec.key])) for spec in INSTRUMENTS
         ]
-        exporter._write(("anthropic", "chat", "m"), one, None)
+        exporter.write(("anthropic", "chat", "m"), one, None)
         translated = families(registry)
     finally:
         provider.shutdown()
@@ -624,10 +624,10 @@ def test_queued_records_and_pending_values_are_bounded(spied: _Spied, monkeypatc
     """A reader that does not collect costs no memory: past ENDED_MAX records an end writes the oldest, in one
     batch (their values pending, or recorded at once: the series' first); past PENDING_MAX values, they are
     recorded at once."""
-    from llmtap._exporters import otel_metrics
+    from llmtap._exporters import _otel_aggregation
 
-    monkeypatch.setattr(otel_metrics, "ENDED_MAX", 2)
-    monkeypatch.setattr(otel_metrics, "PENDING_MAX", 2)
+    monkeypatch.setattr(_otel_aggregation, "ENDED_MAX", 2)
+    monkeypatch.setattr(_otel_aggregation, "PENDING_MAX", 2)
     for duration in (0.5, 1.5, 2.5, 3.5, 4.5):
         spied.exporter.end(_a_record(duration), None)
         assert len(spied.exporter._shared._ended) <= 2
@@ -849,10 +849,10 @@ def test_counters_of_queued_records_are_reported_by_the_same_collection(spied: _
 
 def test_ends_racing_collections_are_each_counted_once(spied: _Spied, monkeypatch: pytest.MonkeyPatch) -> None:
     """Ends on several threads (queued, and written past a small ENDED_MAX) while another thread collects."""
-    from llmtap._exporters import otel_metrics
+    from llmtap._exporters import _otel_aggregation
     from tests.support.race import ends_racing_reads
 
-    monkeypatch.setattr(otel_metrics, "ENDED_MAX", 16)
+    monkeypatch.setattr(_otel_aggregation, "ENDED_MAX", 16)
     threads, each = 4, 500
     seen = ends_racing_reads(
         lambda: spied.exporter.end(_a_record(0.5), None), lambda: _attempts_total(spied), threads, each
@@ -937,7 +937,7 @@ def test_the_extras_require_the_sdk_llmtap_s_metrics_are_right_on() -> None:
     import tomllib
     from pathlib import Path
 
-    from llmtap._exporters.otel_metrics import MIN_SDK
+    from llmtap._exporters._otel_aggregation import MIN_SDK
 
     def version(text: str) -> tuple[int, ...]:
         numbers = tuple(int(n) for n in text.split("."))

@@ -16,6 +16,7 @@ import pytest
 
 import llmtap
 from llmtap.simulator import Simulator
+from tests.support.imports import contract_violations, cycles, imports, modules
 
 PUBLIC_MODULES = ("llmtap", "llmtap.probe", "llmtap.simulator", "llmtap.testing")
 """The only importable paths without an underscore; everything else is implementation."""
@@ -90,6 +91,95 @@ def test_every_module_declares_all() -> None:
     assert len(files) > 40  # positive control: the package was found
     missing = [str(f.relative_to(source)) for f in files if not re.search(r"^__all__\b", f.read_text(), re.M)]
     assert missing == []
+
+
+def test_every_import_of_a_llmtap_name_takes_one_its_module_exports() -> None:
+    """The internal contract: ``from llmtap.X import name`` (at module level, for the type checker or inside
+    a function) takes a name in X's ``__all__``, or a submodule of X; anything else is X's own business."""
+    assert len(modules()) > 40  # positive control: the package was found (the synthetic one below: flagged)
+    assert contract_violations() == []
+
+
+def test_the_contract_check_flags_a_name_outside_all(tmp_path: Path) -> None:
+    """Positive control of the check above, on a synthetic package: a private name, and a name the module
+    has but does not list, are flagged (wherever imported); a listed name and a submodule are not."""
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text('__all__ = ["api"]\napi = 1\n')
+    (package / "sub" / "__init__.py").write_text("__all__ = []\n")
+    (package / "sub" / "inner.py").write_text('__all__ = ["listed"]\nlisted = unlisted = _private = 1\n')
+    (package / "user.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from pkg import api\n"  # listed
+        "from pkg.sub import inner\n"  # a submodule
+        "from pkg.sub.inner import listed, unlisted\n"
+        "if TYPE_CHECKING:\n"
+        "    from pkg.sub.inner import _private\n"
+        "def late():\n"
+        "    from .sub.inner import _private\n"
+        '__all__ = ["late"]\n'
+    )
+    assert contract_violations(package, "pkg") == [
+        "pkg.user:4: from pkg.sub.inner import unlisted",
+        "pkg.user:6: from pkg.sub.inner import _private",
+        "pkg.user:8: from pkg.sub.inner import _private",
+    ]
+
+
+ABOVE_THE_CORE = (
+    "llmtap._exporters",
+    "llmtap._hooks",
+    "llmtap._cli",
+    "llmtap._drive",
+    "llmtap._lifecycle",
+    "llmtap._installation",
+    "llmtap._instrumentor",
+    "llmtap._run_exit",
+    "llmtap.probe",
+    "llmtap.simulator",
+    "llmtap.testing",
+)
+"""What the core (``llmtap._core``) never imports: the exporters, the hooks, the lifecycle and the tools."""
+
+
+def _edges(runtime_only: bool = False) -> dict[str, set[str]]:
+    """Module -> the llmtap modules it imports (a name imported from a package that is a submodule counts as
+    that submodule)."""
+    found = modules()
+    edges: dict[str, set[str]] = {}
+    for name, path in found.items():
+        for edge in imports(name, path):
+            target = edge.module
+            if edge.name is not None and f"{target}.{edge.name}" in found:
+                target = f"{target}.{edge.name}"
+            if target in found and target != name and (edge.runtime or not runtime_only):
+                edges.setdefault(name, set()).add(target)
+    return edges
+
+
+def test_the_core_imports_nothing_above_it() -> None:
+    """Dependencies point down: hooks -> core <- exporters. Every import counts, those for the type checker
+    and inside functions too (a type that names an exporter is an arrow all the same)."""
+    edges = _edges()
+    assert any(t.startswith("llmtap._core.") for t in edges["llmtap._exporters.prometheus"])  # control: seen
+    assert "llmtap._exporters" in edges["llmtap._lifecycle"]  # control: an arrow into ABOVE_THE_CORE is seen
+    upward = sorted(
+        f"{source} -> {target}"
+        for source, targets in edges.items()
+        if source.startswith("llmtap._core.")
+        for target in targets
+        if target.startswith(ABOVE_THE_CORE)
+    )
+    assert upward == []
+
+
+def test_no_import_circle() -> None:
+    """No module reaches itself through its imports, counting those for the type checker and inside
+    functions (control: the check finds a circle in a graph that has one)."""
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    edges = _edges()
+    assert len(edges) > 40
+    assert cycles(edges) == []
 
 
 def test_the_command_and_python_m_run_the_private_cli() -> None:

@@ -13,7 +13,8 @@ import pytest
 
 from llmtap import Outcome
 from llmtap._cli.main import main, parser
-from llmtap._cli.run import NOTHING_EXPORTED, RUN_ENV, USAGE, RunError, prepare
+from llmtap._cli.run import NOTHING_EXPORTED, USAGE, RunError, prepare
+from llmtap._run_exit import RUN_ENV
 from llmtap._settings import INTERNAL_ENV
 from llmtap.simulator import Simulator
 from tests.support.deploy import Scrape, free_port, histogram_count, posts, spans

@@ -21,6 +21,7 @@ import pytest
 
 import llmtap
 from llmtap import Outcome
+from llmtap._core import bytecode as _bytecode
 from llmtap._core import handoff as _handoff
 from llmtap._core import stream as _stream
 from llmtap._core.observer import AttemptObserver
@@ -379,7 +380,7 @@ def _read_at_unwind(readings: list[bool]) -> Generator[int, None, None]:
         yield 1
         yield 2
     except GeneratorExit:
-        readings.append(_stream._closed_by_the_app(stops=True))
+        readings.append(_bytecode.closed_by_the_app(stops=True))
         raise
 
 
@@ -456,16 +457,16 @@ def test_on_an_untested_python_no_loop_exit_is_read_and_instrument_says_so_once(
     """An interpreter whose loop-exit opcode llmtap does not know: a ``break`` reads as no close (the
     conservative ``abandoned``) and nothing raises; a ``close()`` is still read (positive control), and
     ``instrument()`` logs it once."""
-    monkeypatch.setattr(_stream, "_LOOP_EXITS", frozenset())
-    monkeypatch.setattr(_stream, "LOOP_EXITS", {})
+    monkeypatch.setattr(_bytecode, "_LOOP_EXITS", frozenset())
+    monkeypatch.setattr(_bytecode, "LOOP_EXITS", {})
     monkeypatch.setattr("llmtap._log._seen", set())
     readings: list[bool] = []
     _leave_by_break(readings)
     _close(readings)
     assert readings == [False, True]
     with caplog.at_level("WARNING", logger="llmtap"):
-        _stream.python_checked()
-        _stream.python_checked()
+        _bytecode.python_checked()
+        _bytecode.python_checked()
     lines = [r.getMessage() for r in caplog.records if "is not one llmtap is tested on" in r.getMessage()]
     assert len(lines) == 1 and "`abandoned`" in lines[0]
 
@@ -476,7 +477,7 @@ def test_a_reading_that_fails_is_no_close(monkeypatch: pytest.MonkeyPatch) -> No
     def broken(frame: Any, stops: bool) -> bool:
         raise IndexError("an interpreter laid out otherwise")
 
-    monkeypatch.setattr(_stream, "_at_a_close", broken)
+    monkeypatch.setattr(_bytecode, "_at_a_close", broken)
     readings: list[bool] = []
     _leave_by_break(readings)
     assert readings == [False]
@@ -487,7 +488,7 @@ def test_this_python_is_declared_and_every_declared_python_has_its_reading() -> 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     prefix = "Programming Language :: Python :: 3."
     declared = {(3, int(c[len(prefix) :])) for c in project["classifiers"] if c.startswith(prefix)}
-    assert declared == set(_stream.LOOP_EXITS)
+    assert declared == set(_bytecode.LOOP_EXITS)
     low, high = min(declared), max(declared)
     assert project["requires-python"] == f">={low[0]}.{low[1]},<{high[0]}.{high[1] + 1}"
     assert sys.version_info[:2] in declared

@@ -4,6 +4,7 @@ transport (no patching, no installation): what reaches the sinks and the span, w
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -246,15 +247,26 @@ def test_close_closes_every_sink_even_if_one_fails(spans: Any) -> None:
     assert closed == ["spans", "sink"]
 
 
-def test_prometheus_is_the_prometheus_sink_among_the_sinks() -> None:
-    registry = CollectorRegistry()
-    chosen = llmtap.Settings(traces=False, otel_metrics=False)
-    exporters = build(chosen, registry=registry)
-    tap = llmtap.Tap(chosen, [RecordingSink(), *exporters.sinks])
-    assert tap.prometheus is exporters.prometheus and tap.prometheus is not None
-    assert tap.prometheus.registry is registry
-    assert llmtap.Tap(chosen, [RecordingSink()]).prometheus is None
-    tap.close()
+def test_the_metric_exporters_call_the_drain_they_are_given_before_each_read() -> None:
+    """What a scrape or a collection must end first (the hand-off) is handed to the exporters, not looked
+    up: each Prometheus scrape and each OpenTelemetry collection calls it; built without one, none does."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    chosen = llmtap.Settings(traces=False, otel_metrics=True)
+    for drain_given in (True, False):  # the exporters built without a drain: the control
+        calls: list[str] = []
+        registry, reader = CollectorRegistry(), InMemoryMetricReader()
+        exporters = build(
+            chosen,
+            registry=registry,
+            meter_provider=MeterProvider(metric_readers=[reader]),
+            drain=functools.partial(calls.append, "drain") if drain_given else None,
+        )
+        list(registry.collect())
+        reader.get_metrics_data()
+        assert calls == (["drain", "drain"] if drain_given else [])
+        exporters.close()
 
 
 def test_build_is_all_or_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,23 +14,47 @@ the call-id prefix (:mod:`llmtap._core.calls`); the child's copy of the server i
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
+    from prometheus_client import CollectorRegistry
+
     from llmtap._core.tap import Tap
     from llmtap._exporters.serve import MetricsServer
-    from llmtap._hooks.httpx_transport import Patches
 
-__all__ = ["Installation", "active", "current"]
+__all__ = ["Installation", "Patches", "active", "current"]
+
+
+class Patches(Protocol):
+    """What an installation asks of its patch set (``llmtap._hooks.patches.Patches``, which reads
+    :data:`current`: this module names no hook, so the two make no circle)."""
+
+    def imported(self, module: ModuleType) -> None:
+        """``module`` was imported: patch it if wanted."""
+        ...
+
+    def restore(self) -> None:
+        """Restore every patched method."""
+        ...
 
 
 class Installation:
     """What one :func:`llmtap.instrument` holds until :func:`llmtap.uninstrument`."""
 
-    __slots__ = ("patches", "server", "tap")
+    __slots__ = ("patches", "registry", "server", "tap")
 
-    def __init__(self, tap: Tap, server: MetricsServer | None, patches: Patches | None) -> None:
+    def __init__(
+        self,
+        tap: Tap,
+        server: MetricsServer | None,
+        patches: Patches | None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
         self.tap = tap
+        self.registry = registry
+        """The Prometheus registry the tap's metrics are registered in (``None``: no Prometheus exporter)."""
         self.server = server
         """The ``/metrics`` server started for ``tap`` (``Settings.metrics_port``), if any."""
         self.patches = patches

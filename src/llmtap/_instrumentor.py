@@ -12,8 +12,8 @@ from typing import Any
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from llmtap import _installation, _lifecycle
-from llmtap._cli.run import RUN_ENV
 from llmtap._log import logger
+from llmtap._run_exit import RUN_ENV
 
 __all__ = ["LlmtapInstrumentor"]
 

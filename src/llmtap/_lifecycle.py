@@ -12,9 +12,10 @@ import sys
 from typing import TYPE_CHECKING
 
 from llmtap import _exporters, _installation
-from llmtap._core.stream import python_checked
+from llmtap._core import handoff as _handoff
+from llmtap._core.bytecode import python_checked
 from llmtap._core.tap import Tap
-from llmtap._hooks.httpx_transport import Patches
+from llmtap._hooks.patches import Patches
 from llmtap._installation import Installation
 from llmtap._log import logger
 from llmtap._settings import Settings
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
     from prometheus_client import CollectorRegistry
 
-    from llmtap._exporters._base import Sink
+    from llmtap._core.sinks import Sink
     from llmtap._exporters.serve import MetricsServer
 
 __all__ = ["activate", "deactivate", "instrument", "uninstrument"]
@@ -45,7 +46,11 @@ def activate(
     settings = settings or Settings.from_env()
     python_checked()
     exporters = _exporters.build(  # registers the metrics (all or none of them)
-        settings, registry=registry, tracer_provider=tracer_provider, meter_provider=meter_provider
+        settings,
+        registry=registry,
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        drain=_handoff.drain,  # each scrape and collection first ends what the garbage collector handed off
     )
     try:
         tap = Tap(settings, (*exporters.sinks, *(extra_sinks or ())), spans=exporters.spans)
@@ -73,7 +78,8 @@ def activate(
         with contextlib.suppress(Exception):  # the error that stopped the build is the one to see
             Installation(tap, server, patches).close()
         raise
-    _installation.current = Installation(tap, server, patches)
+    registry = None if exporters.prometheus is None else exporters.prometheus.registry
+    _installation.current = Installation(tap, server, patches, registry)
     if patches is not None:
         patches.catch_up()
     return tap
@@ -119,26 +125,25 @@ def instrument(
 
     When it raises, nothing stays patched, registered or bound.
     """
-    active = _installation.active()
-    if active is not None:
-        _check_same(active, settings, registry)
-        return active
+    installation = _installation.current
+    if installation is not None:
+        _check_same(installation, settings, registry)
+        return installation.tap
     return activate(
         settings, registry=registry, tracer_provider=tracer_provider, meter_provider=meter_provider, patch=patch
     )
 
 
-def _check_same(active: Tap, settings: Settings | None, registry: CollectorRegistry | None) -> None:
-    if settings is not None and settings != active.settings:
+def _check_same(active: Installation, settings: Settings | None, registry: CollectorRegistry | None) -> None:
+    if settings is not None and settings != active.tap.settings:
         differ = sorted(
-            name for name in Settings.model_fields if getattr(settings, name) != getattr(active.settings, name)
+            name for name in Settings.model_fields if getattr(settings, name) != getattr(active.tap.settings, name)
         )
         raise RuntimeError(
             "llmtap is already instrumented with other settings (differing: "
             f"{', '.join(differ)}); call llmtap.uninstrument() before instrumenting again"
         )
-    prometheus = active.prometheus
-    if registry is not None and prometheus is not None and registry is not prometheus.registry:
+    if registry is not None and active.registry is not None and registry is not active.registry:
         raise RuntimeError(
             "llmtap is already instrumented with another Prometheus registry; "
             "call llmtap.uninstrument() before instrumenting again"

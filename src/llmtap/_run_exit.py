@@ -24,7 +24,11 @@ from urllib.parse import urlsplit
 
 from llmtap._log import logger
 
-__all__ = ["EXIT_SECONDS", "BoundedExit", "install"]
+__all__ = ["EXIT_SECONDS", "RUN_ENV", "BoundedExit", "install"]
+
+RUN_ENV = "LLMTAP_RUN"
+"""Set to ``1`` in the program's environment by ``llmtap run``: it runs under it (read by the instrumentor,
+which then bounds the exit here)."""
 
 EXIT_SECONDS = 2.0
 """How long the program's exit waits for the last spans and metrics, unless ``OTEL_EXPORTER_OTLP_TIMEOUT``

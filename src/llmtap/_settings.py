@@ -22,23 +22,13 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from llmtap._core.metrics import (  # re-exported: the bucket boundaries used to live here
-    CHUNK_GAP_BUCKETS,
-    DURATION_BUCKETS,
-    RETRY_AFTER_BUCKETS,
-    TOKEN_BUCKETS,
-    resolve_names,
-)
+from llmtap._core.metrics import resolve_names
 from llmtap._log import logger
 
 __all__ = [
-    "CHUNK_GAP_BUCKETS",
-    "DURATION_BUCKETS",
     "ENV_PREFIX",
     "INTERNAL_ENV",
     "OTEL_EXCLUDED_URLS_ENV",
-    "RETRY_AFTER_BUCKETS",
-    "TOKEN_BUCKETS",
     "ModelPrice",
     "Settings",
 ]

@@ -17,6 +17,7 @@
 * ``cycles``: the reference cycles llmtap leaves behind, and what each SDK case must leave (test_sdk_cases);
 * ``layers``: one request through two hooked layers (the control that takes the "observing" flag away);
 * ``sdklines``: what differs on the legacy SDK line;
+* ``imports``: the package's import graph, read from its source (the import-contract tests);
 * ``gcwatch``: the soak's instruments (a stall watchdog, code run inside the garbage collector), and a sink
   with a lock and a collection on another thread holding it (the hand-off tests).
 

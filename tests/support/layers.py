@@ -26,4 +26,4 @@ class _NeverObserving:
 
 def every_layer_observes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Until the test ends, each hooked layer a request passes observes it (the control of counting once)."""
-    monkeypatch.setattr(_stream, "_OBSERVING", _NeverObserving())
+    monkeypatch.setattr(_stream, "OBSERVING", _NeverObserving())

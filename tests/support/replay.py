@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from llmtap._core.framer import SseFramer
+from llmtap._core.metrics import CHUNK_GAP_BUCKETS
 from llmtap._core.observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._core.record import AttemptRecord, AttemptStart
 from llmtap._providers._base import Provider
-from llmtap._settings import CHUNK_GAP_BUCKETS
 
 CONFIG = ObserverConfig(
     stall_threshold=5.0, gap_bounds=CHUNK_GAP_BUCKETS, max_event_bytes=64 * 1024, max_json_bytes=1 << 20

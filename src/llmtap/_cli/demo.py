@@ -5,6 +5,9 @@ live terminal view. No API key needed.
 The traffic mix exercises every stream outcome, retries with server-advised waits, 429 and 529
 responses, in-band error events, stalls, prompt-cache usage, ``max_tokens`` truncation and a
 rate-limit budget running low, so every dashboard panel and alert has data.
+
+This module keeps the mix, its workers and the live view together, though it is over 300 lines: each part
+serves only the demo and is read with the others; the local Prometheus it starts is ``demo_prometheus.py``'s.
 """
 
 from __future__ import annotations
@@ -14,30 +17,24 @@ import contextlib
 import gc
 import importlib.util
 import random
-import re
 import shutil
 import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
 
 import llmtap
+from llmtap._cli.demo_prometheus import DEMO_FOR, PrometheusError, prometheus
 from llmtap._core.record import FAILED
 from llmtap._drive import Action, Config, Mode, Sdk, adapter, arun, run
 from llmtap.simulator import Scenario, Simulator
 
-__all__ = ["DEMO_FOR", "MIXES", "MIX_HELP", "DemoError", "next_steps", "run_demo"]
+__all__ = ["MIXES", "MIX_HELP", "DemoError", "next_steps", "run_demo"]
 
 MODELS = ("claude-sonnet-4-6", "claude-haiku-4-5", "claude-opus-4-1")
 OPENAI_MODELS = ("gpt-4o-mini", "gpt-5")
@@ -295,103 +292,6 @@ class _View:
 # -- running it -------------------------------------------------------------------------------------
 
 
-def _find_rules() -> Path | None:
-    package = Path(__file__).resolve().parents[1]  # src/llmtap (or site-packages/llmtap)
-    for candidate in (package / "dashboards" / "alerts.yaml", package.parents[1] / "dashboards" / "alerts.yaml"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-DEMO_FOR = "1m"
-"""The demo's copy of the alert rules waits this long (``for:``) before an alert fires, instead of the
-shipped 2 to 30 minutes, so alerts fire within a few minutes of the start."""
-
-
-def _demo_rules(rules: Path, dest: Path) -> Path:
-    """A copy of the shipped rules with every ``for:`` cut to :data:`DEMO_FOR` (expressions unchanged)."""
-    text = re.sub(r"(?m)^(\s+for:\s*)\d+[smh]\s*$", lambda m: m.group(1) + DEMO_FOR, rules.read_text())
-    out = dest / "alerts.demo.yaml"
-    out.write_text(text)
-    return out
-
-
-def _http_status(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except (OSError, ValueError):
-        return 0
-
-
-@contextlib.contextmanager
-def _prometheus(metrics_port: int, port: int, *, ready_within: float = 60.0) -> Iterator[str | None]:
-    """A local ``prometheus`` scraping the demo with llmtap's alert rules; yields its alerts page URL (the
-    one this version serves: ``/alerts``, ``/classic/alerts`` on builds without the new UI such as
-    Debian's 2.x, else the ``/api/v1/alerts`` API), or ``None`` when ``prometheus`` is not installed.
-    Its data lives in a temporary folder, removed when the demo ends.
-
-    Raises:
-        DemoError: the port is taken, or Prometheus exited or did not become ready.
-    """
-    binary = shutil.which("prometheus")
-    if binary is None:
-        print("prometheus not found on PATH (Debian: apt-get install prometheus); continuing without it")
-        yield None
-        return
-    with socket.socket() as probe:  # a Prometheus would die on a taken port, or we would watch someone else's
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError as exc:
-            raise DemoError(
-                f"cannot start Prometheus on 127.0.0.1:{port}: {exc.strerror or exc} (is a Prometheus already "
-                "running there?); choose another port: --prometheus PORT"
-            ) from None
-    tmp = Path(tempfile.mkdtemp(prefix="llmtap-prom-"))
-    try:
-        shipped = _find_rules()
-        rules = None if shipped is None else _demo_rules(shipped, tmp)
-        config = [
-            "global: {scrape_interval: 2s, evaluation_interval: 2s}",
-            "scrape_configs:",
-            "  - job_name: llmtap-demo",
-            f"    static_configs: [{{targets: ['127.0.0.1:{metrics_port}']}}]",
-        ]
-        if rules is not None:
-            config.insert(1, f"rule_files: ['{rules}']")
-        (tmp / "prometheus.yml").write_text("\n".join(config) + "\n")
-        log = tmp / "prometheus.log"
-        with log.open("wb") as log_file:
-            proc = subprocess.Popen(
-                [binary, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{port}"],
-                stdout=subprocess.DEVNULL, stderr=log_file,
-            )  # fmt: skip
-        try:
-            base = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + ready_within
-            while _http_status(base + "/-/ready") != 200:
-                if proc.poll() is not None:
-                    lines = log.read_text(errors="replace").strip().splitlines() or ["(no output)"]
-                    raise DemoError(f"Prometheus exited at start-up (status {proc.returncode}): {lines[-1]}")
-                if time.monotonic() > deadline:
-                    raise DemoError(f"Prometheus on 127.0.0.1:{port} was not ready within {ready_within:.0f} s")
-                time.sleep(0.2)
-            page = next((p for p in ("/alerts", "/classic/alerts") if _http_status(base + p) == 200), "/api/v1/alerts")
-            yield base + page
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 def _otel_meter_provider(registry: CollectorRegistry) -> Any:
     """A meter provider whose metrics are served from ``registry`` in their Prometheus translation."""
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
@@ -454,7 +354,10 @@ def run_demo(
         url = f"http://127.0.0.1:{metrics_port}"
         alerts = None
         if prometheus_port is not None:
-            alerts = cleanup.enter_context(_prometheus(metrics_port, prometheus_port))
+            try:
+                alerts = cleanup.enter_context(prometheus(metrics_port, prometheus_port))
+            except PrometheusError as exc:
+                raise DemoError(str(exc)) from None
             if alerts is not None:
                 print(
                     f"Prometheus with llmtap's alert rules: {alerts}. The demo's copy of the rules fires an alert "

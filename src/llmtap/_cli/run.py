@@ -43,15 +43,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from llmtap._log import logger
+from llmtap._run_exit import RUN_ENV
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
-__all__ = ["NOTHING_EXPORTED", "RUN_ENV", "USAGE", "prepare", "run"]
+__all__ = ["NOTHING_EXPORTED", "USAGE", "prepare", "run"]
 
 USAGE = "llmtap run [--metrics-port N] [--metrics-addr ADDR] -- COMMAND [ARGS...]"
-RUN_ENV = "LLMTAP_RUN"
-"""Set to ``1`` in the program's environment: it runs under ``llmtap run`` (read by the instrumentor)."""
 _CLI_SOURCE = "--metrics-port / LLMTAP_METRICS_PORT, --metrics-addr / LLMTAP_METRICS_ADDR"
 
 _ENDPOINTS = (

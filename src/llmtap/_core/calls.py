@@ -1,7 +1,7 @@
 """Logical SDK calls: one ``client.messages.create(...)`` with all its retries.
 
 The official SDKs retry inside one ``request()`` method. A guarded wrapper around that method
-(see ``_hooks/httpx_transport.py``) opens a :class:`Call` in a context variable; every attempt sent while it is
+(see ``_hooks/sdk_calls.py``) opens a :class:`Call` in a context variable; every attempt sent while it is
 current joins it. The call ends when ``request()`` has returned (or raised) *and* its last attempt
 has ended, which for a stream is when the stream ends: whichever of :meth:`Call.attempt_ended` and
 :meth:`Call.request_returned` sees that moment returns the :class:`~llmtap.CallRecord`. Raw httpx

@@ -9,7 +9,7 @@ import enum
 
 from llmtap._core.record import Outcome
 
-__all__ = ["TABLE", "Ending", "Heard", "classify_exception", "decide"]
+__all__ = ["TABLE", "Ending", "Heard", "classify_exception", "decide", "heard"]
 
 
 class Ending(enum.Enum):

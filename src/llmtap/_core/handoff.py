@@ -12,8 +12,11 @@ The queue is drained on ordinary stacks, never inside the collector:
 
 - by a daemon thread woken by each hand-off (started with the first tap, again by the first attempt
   in a forked child);
-- by :func:`drain`, which the next attempt's begin (:func:`tend`), each Prometheus scrape,
-  ``uninstrument()`` and ``testing.capture()`` call, so an abandoned stream is counted by the next scrape at the latest.
+- by :func:`drain`, which the next attempt's begin (:func:`tend`), ``uninstrument()`` and
+  ``testing.capture()`` call, and which the metric exporters are handed (``drain=``) and call before each
+  Prometheus scrape and OpenTelemetry collection, so an abandoned stream is counted by the next one at the latest.
+
+An item is what ends it (a callable, the tap's end) and that callable's arguments: this module knows no tap.
 
 An item is only ever taken off the queue under :data:`_lock`, by whoever then ends it before letting
 go of the lock: when :func:`drain` returns, everything handed off before the call has ended.
@@ -28,17 +31,19 @@ import threading
 # The C queue module that queue.SimpleQueue and queue.Empty are (the same objects): queue.py itself, with
 # its Queue classes, is ~40 KiB of every instrumented process that imports nothing else of it.
 from _queue import Empty, SimpleQueue
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from llmtap._log import internal_error
 
 if TYPE_CHECKING:
-    from llmtap._core.observer import Ending
-    from llmtap._core.tap import Attempt, Tap
+    from collections.abc import Callable
 
 __all__ = ["defer", "drain", "start", "tend"]
 
-_Item = tuple["Tap", "Attempt", "Ending", float, "BaseException | None"]
+_A = TypeVar("_A")
+_E = TypeVar("_E")
+
+_Item = tuple["Callable[[Any, Any, float, BaseException | None], None]", object, object, float, "BaseException | None"]
 
 _items: SimpleQueue[_Item] = SimpleQueue()
 _wakeups: SimpleQueue[None] = SimpleQueue()
@@ -46,9 +51,16 @@ _lock = threading.Lock()
 _thread: threading.Thread | None = None
 
 
-def defer(tap: Tap, attempt: Attempt, ending: Ending, at: float, exc: BaseException | None) -> None:
-    """Hand an ending off (safe inside the garbage collector, a finaliser or a signal handler)."""
-    _items.put((tap, attempt, ending, at, exc))
+def defer(
+    end: Callable[[_A, _E, float, BaseException | None], None],
+    attempt: _A,
+    ending: _E,
+    at: float,
+    exc: BaseException | None,
+) -> None:
+    """Hand an ending off (safe inside the garbage collector, a finaliser or a signal handler): ``end`` is
+    called with the other arguments by the next :func:`drain`."""
+    _items.put((end, attempt, ending, at, exc))
     _wakeups.put(None)
 
 
@@ -66,11 +78,11 @@ def drain() -> None:
     with _lock:
         while True:
             try:
-                tap, attempt, ending, at, exc = _items.get_nowait()
+                end, attempt, ending, at, exc = _items.get_nowait()
             except Empty:
                 return
             try:
-                tap._end(attempt, ending, at, exc)
+                end(attempt, ending, at, exc)
             except Exception as own:  # never into the caller: a scrape, the next request, uninstrument()
                 internal_error("stream", "internal error in a dropped stream's end (request unaffected): %r", own)
 

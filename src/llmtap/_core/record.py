@@ -14,7 +14,17 @@ from llmtap._core.headers import rate_limits as _convert_rate_limits
 if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext
 
-__all__ = ["AttemptRecord", "AttemptStart", "CallRecord", "Cost", "Outcome", "RateLimit", "Usage"]
+__all__ = [
+    "ALL_OUTCOMES",
+    "FAILED",
+    "AttemptRecord",
+    "AttemptStart",
+    "CallRecord",
+    "Cost",
+    "Outcome",
+    "RateLimit",
+    "Usage",
+]
 
 
 class Outcome(enum.StrEnum):

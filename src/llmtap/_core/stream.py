@@ -8,6 +8,9 @@ provider's terminal event (or an in-band error) parsed, else end of body, ``clos
 or the garbage collector for streams nobody closed (the shell's ``__del__``; ``weakref.finalize`` for
 other bodies).
 
+Whether a close came from the app (a ``close()``, leaving a ``for`` loop) or the stream was dropped is read
+from the caller's frames and bytecode, in :mod:`llmtap._core.bytecode` (a contract per Python version).
+
 An ending that may come from the garbage collector (the finaliser, or a close made while a dropped
 generator is being finalised) is only handed off (:mod:`llmtap._core.handoff`): ending an attempt takes
 locks, and the collector may have interrupted their holder on this very thread.
@@ -15,11 +18,8 @@ locks, and the collector may have interrupted their holder on this very thread.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
-import dis
 import functools
-import inspect
 import sys
 import time
 import weakref
@@ -30,133 +30,54 @@ from typing import Any
 from opentelemetry import context as otel_context
 
 from llmtap._core import handoff as _handoff
+from llmtap._core.bytecode import closed_by_the_app
 from llmtap._core.observer import Ending
 from llmtap._core.tap import Attempt, Tap
 from llmtap._fences import HEADER_ITEMS
-from llmtap._log import internal_error, log_once
+from llmtap._log import internal_error
 
 __all__ = [
-    "LOOP_EXITS",
+    "OBSERVING",
+    "Sending",
+    "Watched",
+    "after_the_end",
+    "begin_attempt",
+    "end_at_close",
+    "end_attempt",
     "observe_async",
     "observe_sync",
     "observed_chunks",
-    "python_checked",
+    "perf_clock",
     "shells_for",
+    "stream_error",
     "watch_drop",
 ]
 
-_clock = time.perf_counter
+perf_clock = time.perf_counter
 # Set while an observed attempt is being sent, so an explicit llmtap transport inside a patched
 # client does not observe the same attempt twice.
-_OBSERVING: contextvars.ContextVar[bool] = contextvars.ContextVar("llmtap_observing", default=False)
+OBSERVING: contextvars.ContextVar[bool] = contextvars.ContextVar("llmtap_observing", default=False)
 
 
-def _internal_error(where: str, exc: BaseException) -> None:
+def stream_error(where: str, exc: BaseException) -> None:
     internal_error("stream", "internal error in %s (request unaffected): %r", where, exc)
 
 
 def _now(attempt: Attempt) -> float:
     """The clock, or (if reading it failed) the attempt's start: an ending is never lost to the clock."""
     try:
-        return _clock()
+        return perf_clock()
     except Exception as exc:
-        _internal_error("clock", exc)
+        stream_error("clock", exc)
         return attempt.observer.start.started_at
 
 
-_GENERATORS = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
-_CLOSE_NAMES = frozenset({"close", "aclose"})
-
-
-def _closed_by_the_app(stops: bool = False) -> bool:
-    """Whether the generators being unwound were closed by a ``close()`` / ``aclose()`` call (the
-    app's, or ``contextlib.closing``'s): the first frame outside the chain of generator frames (and
-    the ``contextlib`` frames of the ``with`` blocks inside them) is at a call of a method of that
-    name. With ``stops``, leaving a ``for`` loop over them (``break``, or ``return`` from inside it)
-    counts too: that frame is at the instruction that drops the loop's iterator. A dropped generator is
-    finalised at whatever instruction dropped it (a ``del``, a rebinding, a function's end; the event
-    loop's finaliser for an async one). A collection that interrupts the app's own call of some other
-    ``close()`` (or, with ``stops``, a loop's exit) would be misread as a close: rare, and app-side
-    either way. This may run inside the garbage collector: it only reads frames and bytecode (no lock,
-    no logging), and decodes instructions only when the frame is at a call.
-
-    Why frames and bytecode, not the generator's or the response's state: a ``break`` and a ``del``
-    reach llmtap the same way (the last reference to the app's generator goes, and its finalisation
-    closes the generators under it), in the same state (suspended at a ``yield``, the response open and
-    not read to its end). Only the instruction that let the reference go tells them apart. What is not
-    read for sure reads as no close: the attempt is then ``abandoned``, never a close the app did not
-    make, and nothing here raises (the reading is guarded)."""
-    try:
-        frame: Any = sys._getframe(1)
-        in_generators = False
-        while frame is not None:
-            code = frame.f_code
-            if code.co_flags & _GENERATORS:
-                in_generators = True
-            elif in_generators:
-                if code.co_filename != contextlib.__file__:
-                    return _at_a_close(frame, stops)
-                if _at_a_close(frame, False):  # ``contextlib.closing``'s ``close()``
-                    return True
-            frame = frame.f_back
-    except Exception:  # an interpreter laid out otherwise: no close read
-        return False
-    return False
-
-
-LOOP_EXITS: dict[tuple[int, int], frozenset[str]] = {
-    (3, 11): frozenset({"POP_TOP"}),
-    (3, 12): frozenset({"POP_TOP"}),
-    (3, 13): frozenset({"POP_TOP"}),
-}
-"""The opcode the app's frame is at when it leaves a ``for`` loop by ``break`` or ``return`` (the loop's
-iterator is dropped there), on each Python llmtap is tested on (``tests/test_stream.py`` pins each reading on
-each, ``make pythons`` runs it on all of them). On any other Python no loop exit is read: such a stream
-reads ``abandoned`` (:func:`python_checked` says so once, at ``instrument()``)."""
-
-_LOOP_EXITS = LOOP_EXITS.get(sys.version_info[:2], frozenset())
-
-
-def _at_a_close(frame: Any, stops: bool) -> bool:
-    code = frame.f_code
-    lasti = frame.f_lasti
-    op = dis.opname[code.co_code[lasti]] if 0 <= lasti < len(code.co_code) else ""
-    if op in _LOOP_EXITS:  # a loop's iterator dropped by ``break`` / ``return``
-        return stops
-    # CALL*, or 3.11's PRECALL (a specialised one makes the call itself); SEND: ``await x.aclose()``
-    if "CALL" not in op and op != "SEND":
-        return False
-    name = None
-    for instruction in dis.get_instructions(code):
-        if instruction.offset > lasti:
-            break
-        if instruction.opname in ("LOAD_ATTR", "LOAD_METHOD"):
-            name = instruction.argval
-    return name in _CLOSE_NAMES
-
-
-def python_checked() -> None:
-    """Log once (WARNING) when this Python is not one llmtap reads stream endings on (:data:`LOOP_EXITS`):
-    called by ``instrument()``. Everything else works the same there; that one reading does not."""
-    version = sys.version_info[:2]
-    if version not in LOOP_EXITS:
-        tested = ", ".join(f"{major}.{minor}" for major, minor in LOOP_EXITS)
-        log_once(
-            "python-version",
-            "Python %d.%d is not one llmtap is tested on (%s): a stream the app leaves with `break` "
-            "or `return` reads `abandoned`, not `client_closed` (that reading depends on the interpreter's "
-            "bytecode); everything else is observed as usual",
-            *version,
-            tested,
-        )
-
-
-def _after_the_end(chunk: bytes, now: float) -> bool:
+def after_the_end(chunk: bytes, now: float) -> bool:
     """The feed once the attempt has ended at the provider's terminal event: later bytes pass untouched."""
     return False
 
 
-def _end(tap: Tap, attempt: Attempt, ending: Ending, exc: BaseException | None = None) -> None:
+def end_attempt(tap: Tap, attempt: Attempt, ending: Ending, exc: BaseException | None = None) -> None:
     """Every ending of every shell comes through here, guarded. A ``GeneratorExit`` is no ending by
     itself, and may be thrown in by the garbage collector: nothing to do (the shells read their own in
     :func:`_unwinding`; a close or the collector ends the attempt)."""
@@ -164,40 +85,40 @@ def _end(tap: Tap, attempt: Attempt, ending: Ending, exc: BaseException | None =
         return
     try:
         try:
-            now = _clock()
+            now = perf_clock()
         except Exception as clock_failed:  # an ending is never lost to the clock
-            _internal_error("clock", clock_failed)
+            stream_error("clock", clock_failed)
             now = attempt.observer.start.started_at
         tap._end(attempt, ending, now, exc)
     except Exception as own:
-        _internal_error("end", own)
+        stream_error("end", own)
 
 
 def _dropped(tap: Tap, attempt: Attempt, ending: Ending = Ending.DROPPED) -> None:
     """An ending that may run inside the garbage collector: only handed off (no lock, no logging; the
     clock read is plain)."""
     try:
-        at = _clock()
+        at = perf_clock()
     except Exception:
         at = attempt.observer.start.started_at
-    _handoff.defer(tap, attempt, ending, at, None)
+    _handoff.defer(tap._end, attempt, ending, at, None)
 
 
-def _closed(tap: Tap, attempt: Attempt) -> None:
+def end_at_close(tap: Tap, attempt: Attempt) -> None:
     """``close()``. While a ``GeneratorExit`` is being handled, the generators reading the body are being
     unwound and the response is closed as they unwind (httpx2's ``iter_raw()``, or an SDK's own
     ``finally``), perhaps inside the garbage collector: ``client_closed`` when the app's ``close()``
     unwinds them or its ``for`` loop over them is left (``break``, ``return``: the response is closed at
     once all the same), ``abandoned`` when they are finalised because the app dropped them. Which one is a
-    reading of the frames (:func:`_closed_by_the_app`), and either way the ending is only handed off, so
+    reading of the frames (:func:`closed_by_the_app`), and either way the ending is only handed off, so
     a misreading can never end an attempt inside the collector. The close that follows the end of a body
     read whole (every non-streaming response) finds the attempt ended and does nothing."""
     if attempt.observer.done:
         return
     if isinstance(sys.exc_info()[1], GeneratorExit):
-        _dropped(tap, attempt, Ending.CLOSED if _closed_by_the_app(stops=True) else Ending.DROPPED)
+        _dropped(tap, attempt, Ending.CLOSED if closed_by_the_app(stops=True) else Ending.DROPPED)
     else:
-        _end(tap, attempt, Ending.CLOSED)
+        end_attempt(tap, attempt, Ending.CLOSED)
 
 
 def _unwinding(tap: Tap, attempt: Attempt) -> None:
@@ -205,14 +126,14 @@ def _unwinding(tap: Tap, attempt: Attempt) -> None:
     When the app's ``close()`` / ``aclose()`` call unwinds it (google-genai's generators, closed by the
     app), the attempt ends ``client_closed`` here: httpx's ``iter_raw()`` closes no response as it
     unwinds (httpx2's does, in a ``finally``), so no ``close()`` may follow. Otherwise this says nothing
-    yet: a ``close()`` that follows decides (:func:`_closed`), or the garbage collector (``abandoned``).
+    yet: a ``close()`` that follows decides (:func:`end_at_close`), or the garbage collector (``abandoned``).
     A loop left by ``break`` is no close here: the response stays open until one of those. Perhaps
     inside the collector: the ending is handed off."""
-    if not attempt.observer.done and _closed_by_the_app():
+    if not attempt.observer.done and closed_by_the_app():
         _dropped(tap, attempt, Ending.CLOSED)
 
 
-class _Watched:
+class Watched:
     """A shell ends its attempt as dropped (handed off) when the garbage collector takes it before the
     attempt ended: what :func:`watch_drop` does for other bodies, with nothing to set up per attempt (a
     ``weakref.finalize`` costs more than the rest of a short response's bookkeeping)."""
@@ -234,27 +155,27 @@ def observed_chunks(chunks: Iterable[bytes], tap: Tap, attempt: Attempt) -> Iter
     reads (the httpx shells', botocore's urllib3 body). The provider's terminal event, the end of
     ``chunks`` and an exception out of them end the attempt; being unwound is :func:`_unwinding`'s."""
     on_chunk = attempt.observer.on_chunk
-    clock = _clock
+    clock = perf_clock
     try:
         for chunk in chunks:
             try:
                 if on_chunk(chunk, clock()):
-                    on_chunk = _after_the_end
-                    _end(tap, attempt, Ending.TERMINAL)
+                    on_chunk = after_the_end
+                    end_attempt(tap, attempt, Ending.TERMINAL)
             except Exception as exc:
-                _internal_error("on_chunk", exc)
+                stream_error("on_chunk", exc)
             yield chunk
     except GeneratorExit:
         _unwinding(tap, attempt)
         raise
     except BaseException as exc:
-        _end(tap, attempt, Ending.RAISED, exc)
+        end_attempt(tap, attempt, Ending.RAISED, exc)
         raise
-    _end(tap, attempt, Ending.EOF)
+    end_attempt(tap, attempt, Ending.EOF)
 
 
-class _SyncShell(_Watched):
-    """Only the iteration is written twice (sync and async); every ending goes through :func:`_end`."""
+class _SyncShell(Watched):
+    """Only the iteration is written twice (sync and async); every ending goes through :func:`end_attempt`."""
 
     def __init__(self, inner: Any, tap: Tap, attempt: Attempt) -> None:
         self._inner = inner
@@ -266,11 +187,11 @@ class _SyncShell(_Watched):
 
     def close(self) -> None:
         if not self._attempt.observer.done:  # a body read whole ended its attempt already
-            _closed(self._tap, self._attempt)
+            end_at_close(self._tap, self._attempt)
         self._inner.close()
 
 
-class _AsyncShell(_Watched):
+class _AsyncShell(Watched):
     def __init__(self, inner: Any, tap: Tap, attempt: Attempt) -> None:
         self._inner = inner
         self._tap = tap
@@ -278,27 +199,27 @@ class _AsyncShell(_Watched):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         on_chunk = self._attempt.observer.on_chunk
-        clock = _clock
+        clock = perf_clock
         try:
             async for chunk in self._inner:
                 try:
                     if on_chunk(chunk, clock()):
-                        on_chunk = _after_the_end
-                        _end(self._tap, self._attempt, Ending.TERMINAL)
+                        on_chunk = after_the_end
+                        end_attempt(self._tap, self._attempt, Ending.TERMINAL)
                 except Exception as exc:
-                    _internal_error("on_chunk", exc)
+                    stream_error("on_chunk", exc)
                 yield chunk
         except GeneratorExit:
             _unwinding(self._tap, self._attempt)
             raise
         except BaseException as exc:
-            _end(self._tap, self._attempt, Ending.RAISED, exc)
+            end_attempt(self._tap, self._attempt, Ending.RAISED, exc)
             raise
-        _end(self._tap, self._attempt, Ending.EOF)
+        end_attempt(self._tap, self._attempt, Ending.EOF)
 
     async def aclose(self) -> None:
         if not self._attempt.observer.done:
-            _closed(self._tap, self._attempt)
+            end_at_close(self._tap, self._attempt)
         await self._inner.aclose()
 
 
@@ -321,13 +242,13 @@ def _collected(tap: Tap, attempt: Attempt) -> None:
 
 def watch_drop(body: object, tap: Tap, attempt: Attempt) -> None:
     """End ``attempt`` as dropped (handed off) if ``body`` is garbage-collected before the attempt
-    ended: the aiohttp adapter's content proxy (the httpx shells watch themselves: ``_Watched``)."""
+    ended: the aiohttp adapter's content proxy (the httpx shells watch themselves: ``Watched``)."""
     finalizer = weakref.finalize(body, _collected, tap, attempt)
     finalizer.atexit = False  # at exit nothing would drain it, and exit handlers must not end attempts
     attempt.finalizer = finalizer
 
 
-class _Sending:
+class Sending:
     """The bookkeeping around one observed send, shared by the sync and async entry points."""
 
     __slots__ = ("_observing", "_span_token", "attempt", "tap")
@@ -340,20 +261,20 @@ class _Sending:
             try:
                 self._span_token = tap._enter(attempt)
             except Exception as exc:
-                _internal_error("enter", exc)
-        self._observing = _OBSERVING.set(True)
+                stream_error("enter", exc)
+        self._observing = OBSERVING.set(True)
 
     def _leave(self) -> None:
-        _OBSERVING.reset(self._observing)
+        OBSERVING.reset(self._observing)
         if self._span_token is not None:
             try:
                 otel_context.detach(self._span_token)  # type: ignore[arg-type]
             except Exception as exc:
-                _internal_error("detach", exc)
+                stream_error("detach", exc)
 
     def failed(self, exc: BaseException) -> None:
         self._leave()
-        _end(self.tap, self.attempt, Ending.RAISED, exc)
+        end_attempt(self.tap, self.attempt, Ending.RAISED, exc)
 
     def answered(self, status: int, raw_headers: Any) -> bool:
         """The send is over with a response's status and headers (for clients other than httpx, whose
@@ -362,8 +283,8 @@ class _Sending:
         try:
             self.attempt.observer.on_response(status, raw_headers, _now(self.attempt))
         except Exception as exc:
-            _internal_error("on_response", exc)
-            _end(self.tap, self.attempt, Ending.INTERNAL)
+            stream_error("on_response", exc)
+            end_attempt(self.tap, self.attempt, Ending.INTERNAL)
             return False
         return True
 
@@ -371,9 +292,9 @@ class _Sending:
         self._leave()
         tap, attempt = self.tap, self.attempt
         try:
-            now = _clock()  # as :func:`_now` (inline: once per attempt)
+            now = perf_clock()  # as :func:`_now` (inline: once per attempt)
         except Exception as exc:
-            _internal_error("clock", exc)
+            stream_error("clock", exc)
             now = attempt.observer.start.started_at
         try:
             headers = response.headers
@@ -389,26 +310,26 @@ class _Sending:
                 attempt.observer.on_content(response.content, now)
                 tap._end(attempt, Ending.EOF, now)
                 return
-            response.stream = shell(response.stream, tap, attempt)  # watched from here (``_Watched``)
+            response.stream = shell(response.stream, tap, attempt)  # watched from here (``Watched``)
         except Exception as exc:
-            _internal_error("on_response", exc)
-            _end(tap, attempt, Ending.INTERNAL)
+            stream_error("on_response", exc)
+            end_attempt(tap, attempt, Ending.INTERNAL)
 
 
-def _begin(tap: Tap, request: Any) -> _Sending | None:
-    if _OBSERVING.get():
+def begin_attempt(tap: Tap, request: Any) -> Sending | None:
+    if OBSERVING.get():
         return None
     try:
         attempt = tap._begin(request)
-        return None if attempt is None else _Sending(tap, attempt)
+        return None if attempt is None else Sending(tap, attempt)
     except Exception as exc:
-        _internal_error("begin", exc)
+        stream_error("begin", exc)
         return None
 
 
 def observe_sync(tap: Tap, request: Any, send: Callable[[], Any], shell: type) -> Any:
     """Send ``request`` through ``send()`` as one observed attempt; the app's exceptions pass untouched."""
-    sending = _begin(tap, request)
+    sending = begin_attempt(tap, request)
     if sending is None:
         return send()
     try:
@@ -422,7 +343,7 @@ def observe_sync(tap: Tap, request: Any, send: Callable[[], Any], shell: type) -
 
 async def observe_async(tap: Tap, request: Any, send: Callable[[], Awaitable[Any]], shell: type) -> Any:
     """Async twin of :func:`observe_sync`."""
-    sending = _begin(tap, request)
+    sending = begin_attempt(tap, request)
     if sending is None:
         return await send()
     try:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -27,24 +26,22 @@ from llmtap._core import attributes as _attributes
 from llmtap._core import handoff as _handoff
 from llmtap._core.bounds import RecordBounds, sanitize
 from llmtap._core.calls import CURRENT_CALL, Call, call_record
-from llmtap._core.endpoints import EndpointMatcher, UnobservedHosts, sdk_endpoint
-from llmtap._core.metrics import WINDOW_KEYS, resolve_names
+from llmtap._core.endpoints import Endpoint, EndpointMatcher, UnobservedHosts, sdk_endpoint
+from llmtap._core.metrics import CHUNK_GAP_BUCKETS, WINDOW_KEYS, resolve_names
 from llmtap._core.observer import AttemptObserver, Ending, ObserverConfig
 from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord, Usage
 from llmtap._core.request import UNKNOWN, info_from_content, info_from_options
 from llmtap._log import internal_error, log_once
-from llmtap._providers._base import RequestInfo
+from llmtap._providers._base import Provider, RequestInfo
 from llmtap._providers._catalog import ENTRIES
-from llmtap._settings import CHUNK_GAP_BUCKETS, Settings
+from llmtap._settings import Settings
 
 if TYPE_CHECKING:
     import weakref
 
     from llmtap._core.cost import Pricer
+    from llmtap._core.sinks import Sink, SpanSink
     from llmtap._core.windows import ContextWindows
-    from llmtap._exporters._base import Sink
-    from llmtap._exporters.prometheus import PrometheusExporter
-    from llmtap._exporters.tracing import TracingExporter
 
 __all__ = ["Attempt", "Tap"]
 
@@ -110,12 +107,12 @@ class Tap:
     """
 
     def __init__(
-        self, settings: Settings | None = None, sinks: Sequence[Sink] = (), *, spans: TracingExporter | None = None
+        self, settings: Settings | None = None, sinks: Sequence[Sink] = (), *, spans: SpanSink | None = None
     ) -> None:
         self.settings = settings = settings or Settings()
         self.sinks: tuple[Sink, ...] = tuple(sinks)
         self.spans = spans
-        self._call_sinks: tuple[Sink | TracingExporter, ...] = self.sinks if spans is None else (spans, *self.sinks)
+        self._call_sinks: tuple[Sink, ...] = self.sinks if spans is None else (spans, *self.sinks)
         """Where a call's record goes: the span exporter, then every sink."""
         self.metrics_address: tuple[str, int] | None = None
         """``(address, port)`` of the ``/metrics`` server :func:`llmtap.instrument` started for this tap
@@ -164,19 +161,13 @@ class Tap:
             served = "/metrics not served"
         return f"<llmtap.Tap: {served}; records to {sinks}>"
 
-    @property
-    def prometheus(self) -> PrometheusExporter | None:
-        """The Prometheus exporter among the sinks (its ``registry`` is what ``/metrics`` serves), if any."""
-        module = sys.modules.get("llmtap._exporters.prometheus")  # not imported: there is none
-        if module is None:
-            return None
-        return next((sink for sink in self.sinks if isinstance(sink, module.PrometheusExporter)), None)
-
     # -- request path (llmtap's hooks only) ------------------------------------------------------
 
     def _begin(self, request: Any) -> Attempt | None:
         """Start observing ``request`` if it is LLM API traffic; ``None`` means pass through. The early
-        exits come first: not an LLM API, instrumentation suppressed, an excluded URL."""
+        exits come first: not an LLM API, instrumentation suppressed, an excluded URL. Then, in named steps:
+        what the request asks for (:meth:`_request_info`), which resend it is (:meth:`_resend`), its
+        immutable start (:meth:`_start`), and the sinks and observer that follow it (:meth:`_open`)."""
         _handoff.tend()  # attempts the garbage collector found dropped end here at the latest
         url = request.url
         port = url.port
@@ -201,7 +192,16 @@ class Tap:
                 return None
             # sent from inside an official SDK's call: an LLM request whatever the host
             endpoint = sdk_endpoint(endpoint, call.sdk)
-        provider = endpoint.provider
+        info = self._request_info(request, call, endpoint.provider, path)
+        started_at = _perf_counter()
+        resend, reason, call_id = self._resend(request, call, started_at)
+        start = self._start(request, endpoint, info, host, port, path, resend, reason, call_id, started_at)
+        return self._open(start, endpoint.provider, call)
+
+    @staticmethod
+    def _request_info(request: Any, call: Call | None, provider: Provider, path: str) -> RequestInfo:
+        """What the request asks for (model, streaming, output limit): from its SDK call's options when one
+        is open, else from its body; a model (and streaming) the URL path names fills what those lack."""
         info = call.info if call is not None else None
         if info is None:
             try:
@@ -214,27 +214,42 @@ class Tap:
             if path_model is not None:
                 stream = info.stream if info.stream is not None else provider.stream_from_path(path)
                 info = RequestInfo(path_model, stream, info.max_tokens)
-        started_at = _perf_counter()
+        return info
+
+    @staticmethod
+    def _resend(request: Any, call: Call | None, started_at: float) -> tuple[int, str | None, str | None]:
+        """Which resend of its call the attempt is, why (``None``: the first), and the call's id: the SDK
+        call's own count when one is open, else the SDK's retry header (or the AWS SDKs' attempt header)."""
         if call is not None:
             # the SDK's own count of this call's attempts; its retry header says the same
             reason = call.attempt_started(started_at)
-            resend = call.attempts - 1
-            call_id: str | None = call.call_id
-        else:
-            reason = None
-            resend = 0
-            call_id = None
-            headers = request.headers
-            header = headers.get(_RETRY_HEADER)
-            if header is None and _AWS_REQUEST_HEADER in headers:
-                header = _aws_resend(headers.get(_AWS_REQUEST_HEADER))
-            if header is not None:
-                try:
-                    resend = int(header)
-                except ValueError:
-                    resend = 0
-                if resend > 0:
-                    reason = "unknown"
+            return call.attempts - 1, reason, call.call_id
+        headers = request.headers
+        header = headers.get(_RETRY_HEADER)
+        if header is None and _AWS_REQUEST_HEADER in headers:
+            header = _aws_resend(headers.get(_AWS_REQUEST_HEADER))
+        if header is None:
+            return 0, None, None
+        try:
+            resend = int(header)
+        except ValueError:
+            return 0, None, None
+        return resend, ("unknown" if resend > 0 else None), None
+
+    def _start(
+        self,
+        request: Any,
+        endpoint: Endpoint,
+        info: RequestInfo,
+        host: str,
+        port: int,
+        path: str,
+        resend: int,
+        reason: str | None,
+        call_id: str | None,
+        started_at: float,
+    ) -> AttemptStart:
+        """The attempt's immutable start: every label value from the wire bounded, the app's attributes."""
         bounds = self._bounds
         model = info.model
         address, server_port = bounds.servers.get((host, port)) or bounds.server(host, port)
@@ -245,11 +260,11 @@ class Tap:
             pairs, labels = (), self._no_labels
         # a model seen before: its label value without a call
         model_label = (bounds.request_model.seen.get(model) or bounds.request_model(model)) if model else ""
-        start: AttemptStart = _new(  # every field, in order (without the named tuple's Python-level __new__)
+        return _new(  # every field, in order (without the named tuple's Python-level __new__)
             AttemptStart,
             (
                 endpoint.provider_name,
-                provider.operation,
+                endpoint.provider.operation,
                 model_label,
                 address,
                 server_port,
@@ -266,6 +281,10 @@ class Tap:
                 _time_ns(),
             ),
         )
+
+    def _open(self, start: AttemptStart, provider: Provider, call: Call | None) -> Attempt:
+        """The span and every sink told of ``start`` (each keeps its own state; one that fails is skipped at
+        the end), and the pure observer that will make the record."""
         span: object = None
         if self.spans is not None:
             try:

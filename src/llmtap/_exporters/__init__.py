@@ -10,10 +10,12 @@ import logging
 from typing import TYPE_CHECKING, NamedTuple
 
 from llmtap._core.metrics import switched_off
-from llmtap._exporters._base import Sink
+from llmtap._core.sinks import Sink
 from llmtap._log import log_once
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
     from prometheus_client import CollectorRegistry
@@ -52,6 +54,7 @@ def build(
     registry: CollectorRegistry | None = None,
     tracer_provider: TracerProvider | None = None,
     meter_provider: MeterProvider | None = None,
+    drain: Callable[[], None] | None = None,
 ) -> Exporters:
     """The exporters ``settings`` turn on, all or nothing: when one cannot be built (its metric names are
     taken in ``registry`` ...), those built before it are closed (no metric stays registered, no callback
@@ -61,6 +64,8 @@ def build(
         registry: for the Prometheus metrics (default: prometheus-client's global ``REGISTRY``).
         tracer_provider: for the attempt spans (default: the global tracer provider).
         meter_provider: for the OpenTelemetry metrics (default: the global meter provider).
+        drain: what the metric exporters call before each scrape or collection (the hand-off's
+            ``drain``, which ends the attempts the garbage collector handed off); ``None``: nothing.
     """
     # instruments whose Settings flag is off are never created
     exclude = (*settings.excluded_metrics, *sorted(switched_off(settings)))
@@ -77,6 +82,7 @@ def build(
                 exclude=exclude,
                 created_series=settings.prometheus_created_series,
                 attribute_labels=settings.attribute_labels,
+                drain=drain,
             )
             sinks.append(prometheus)
         if otel_metrics_on(settings, meter_provider):
@@ -89,6 +95,7 @@ def build(
                     exclude=exclude,
                     chunk_gaps=settings.otel_time_per_output_chunk,
                     attribute_labels=settings.attribute_labels,
+                    drain=drain,
                 )
             )
         if settings.traces:

@@ -20,9 +20,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.samples import Sample
 
 from llmtap._core.gaps import spread
-from llmtap._core.metrics import COUNTER, GAUGE, HISTOGRAM, Buckets, Mapping, Measurement
+from llmtap._core.mapping import Buckets, Mapping, Measurement
+from llmtap._core.metrics import COUNTER, GAUGE, HISTOGRAM
 from llmtap._core.record import AttemptRecord
-from llmtap._exporters.prometheus import _Ended, _Family, _measure, exemplar_of
+from llmtap._exporters._prometheus_common import Ended, Family, exemplar_of, measure
 from llmtap._fences import PROMETHEUS_BUCKETS
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class Objects:
     (their values live in files every worker writes; a scrape sums them). Label children are cached."""
 
     def __init__(
-        self, families: dict[str, _Family], mapping: Mapping, registry: CollectorRegistry, created_series: bool
+        self, families: dict[str, Family], mapping: Mapping, registry: CollectorRegistry, created_series: bool
     ) -> None:
         self._mapping = mapping
         counter, histogram = (Counter, Histogram) if created_series else (_LeanCounter, _LeanHistogram)
@@ -116,9 +117,9 @@ class Objects:
             elif value:
                 child.inc(value)
 
-    def ended(self, ended: _Ended) -> None:
-        """Write an ended record's measurements now (see :func:`_measure`)."""
-        self.write(*_measure(self._mapping, ended))
+    def ended(self, ended: Ended) -> None:
+        """Write an ended record's measurements now (see :func:`~llmtap._exporters._prometheus_common.measure`)."""
+        self.write(*measure(self._mapping, ended))
 
 
 def _merge_histogram(child: Histogram, buckets: Buckets) -> bool:

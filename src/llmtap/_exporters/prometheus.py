@@ -1,19 +1,24 @@
 """Prometheus exporter (prometheus-client).
 
 Metric names are a contract: the shipped dashboards and alert rules query them. The families are
-built from ``llmtap._core.metrics.INSTRUMENTS`` and filled from its :class:`~llmtap._core.metrics.Mapping`
+built from ``llmtap._core.metrics.INSTRUMENTS`` and filled from its :class:`~llmtap._core.mapping.Mapping`
 (shared with the OpenTelemetry exporter, whose translated names are the same): OpenTelemetry GenAI
 semconv names where one exists, ``llmtap_`` otherwise. Every series carries ``gen_ai_provider_name``,
 ``gen_ai_operation_name`` and ``gen_ai_request_model`` (bounded by ``Settings.max_models``).
 
 Writes are cheap, reads expensive: an attempt's (or call's) end only appends its record to a queue
 (:class:`_Folded`, a custom collector); each scrape first folds what is queued into plain numbers under one
-lock, through the same :func:`_measure` and fold as every other write, then builds the families, the
+lock, through the same ``measure`` (``_prometheus_common.py``, shared with the multiprocess store) and fold as
+every other write, then builds the families, the
 rate-limit values and the exemplars. Past :data:`PENDING_MAX` queued records an end folds the oldest one
 itself (a registry nobody scrapes costs no memory). prometheus-client's multiprocess mode
 (``PROMETHEUS_MULTIPROC_DIR``) only sees values written through its own value classes, read by another
 process: there the same measurements go to prometheus-client metric objects at once
 (``_prometheus_multiprocess.py``, imported only in that mode).
+
+The exporter and its single-process store (:class:`_Folded`) stay in one module though it is over 300 lines:
+the store is what the exporter is in the common mode, and its cap (:data:`PENDING_MAX`) is the exporter's; the
+other store and the parts both share (``_prometheus_common.py``) are their own modules.
 """
 
 from __future__ import annotations
@@ -26,32 +31,21 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, values
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Exemplar, Sample
-from prometheus_client.utils import floatToGoString
 
-from llmtap._core import handoff as _handoff
-from llmtap._core.metrics import (
-    COUNTER,
-    GAUGE,
-    HISTOGRAM,
-    INSTRUMENTS,
-    Buckets,
-    Instrument,
-    Mapping,
-    Measurement,
-    base_key,
-    label_name,
-)
+from llmtap._core.mapping import Buckets, Mapping, Measurement, base_key
+from llmtap._core.metrics import COUNTER, GAUGE, HISTOGRAM, INSTRUMENTS, label_name
 from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
 from llmtap._exporters._health import HEALTH_METRIC_NAMES
 from llmtap._exporters._health_prometheus import HealthCollector
+from llmtap._exporters._prometheus_common import Ended, Family, exemplar_of, measure
 from llmtap._log import internal_error
 
 if TYPE_CHECKING:
@@ -61,7 +55,7 @@ if TYPE_CHECKING:
 
     from llmtap._exporters._prometheus_multiprocess import Objects
 
-__all__ = ["METRIC_NAMES", "PENDING_MAX", "PrometheusExporter", "exemplar_of"]
+__all__ = ["METRIC_NAMES", "PENDING_MAX", "PrometheusExporter"]
 
 PENDING_MAX = 64
 """Ended records kept for the next scrape (~0.9 KiB each with a call's record and twelve raw rate-limit headers: ~58
@@ -74,15 +68,22 @@ METRIC_NAMES: tuple[str, ...] = (*(i.prometheus() for i in INSTRUMENTS), *HEALTH
 """Every metric family this exporter registers (histograms and counters by their family name)."""
 
 
-class _HandOff(Collector):
-    """Exports nothing: each scrape first ends the attempts handed off by the garbage collector
-    (:mod:`llmtap._core.handoff`), so an abandoned stream is counted by the next scrape at the latest."""
+class _Drain(Collector):
+    """Exports nothing: each scrape first calls the ``drain`` the exporter was given (the tap's hand-off,
+    :mod:`llmtap._core.handoff`, which ends the attempts the garbage collector handed off), so an abandoned
+    stream is counted by the next scrape at the latest."""
+
+    def __init__(self, drain: Callable[[], None]) -> None:
+        self._drain = drain
 
     def describe(self) -> Iterator[Metric]:
         return iter(())
 
     def collect(self) -> Iterator[Metric]:
-        _handoff.drain()
+        try:
+            self._drain()
+        except Exception as exc:  # never into the scrape
+            internal_error("sink", "the %s exporter failed: %r", PrometheusExporter.name, exc)
         return iter(())
 
 
@@ -96,6 +97,8 @@ class PrometheusExporter:
             ``Settings.excluded_metrics``).
         created_series: expose ``*_created`` series (``Settings.prometheus_created_series``).
         attribute_labels: ``Settings.attribute_labels``, labels after the base ones.
+        drain: called first at each scrape (what ends the attempts handed off to be ended later, so the
+            scrape counts them); ``None``: nothing is.
     """
 
     name = "prometheus"
@@ -108,16 +111,18 @@ class PrometheusExporter:
         exclude: tuple[str, ...] = (),
         created_series: bool = False,
         attribute_labels: tuple[str, ...] = (),
+        drain: Callable[[], None] | None = None,
     ) -> None:
         self.registry = reg = REGISTRY if registry is None else registry
         self.mapping = mapping = Mapping(exclude)
         self.excluded = frozenset(i.key for i in INSTRUMENTS) - mapping.on
         extra = tuple(label_name(key) for key in attribute_labels)
-        families = {i.key: _Family(i, namespace, extra) for i in mapping.instruments}
+        families = {i.key: Family(i, namespace, extra) for i in mapping.instruments}
         multiprocess = values.ValueClass is not values.MutexValue  # chosen by prometheus-client at import
         self.health: HealthCollector | None = None
-        self._handoff = _HandOff()
-        reg.register(self._handoff)  # first, so a scrape ends handed-off attempts before it reads the rest
+        self._drain = None if drain is None else _Drain(drain)
+        if self._drain is not None:
+            reg.register(self._drain)  # first, so a scrape ends handed-off attempts before it reads the rest
         self._store: _Folded | Objects | None = None
         try:
             if multiprocess:  # only there: the module of its store is not loaded otherwise
@@ -161,7 +166,7 @@ class PrometheusExporter:
 
     def unregister(self) -> None:
         """Remove every llmtap metric from the registry."""
-        collectors: list[Any] = [self._handoff, self.health]
+        collectors: list[Any] = [self._drain, self.health]
         if isinstance(self._store, _Folded):
             collectors.append(self._store)
         elif self._store is not None:
@@ -170,49 +175,6 @@ class PrometheusExporter:
             if collector is not None:
                 with contextlib.suppress(KeyError):
                     self.registry.unregister(collector)
-
-
-def exemplar_of(context: SpanContext) -> dict[str, str]:
-    """The OpenMetrics exemplar labels of a span: ``trace_id`` and ``span_id`` in W3C hex, the names
-    Grafana links to a trace by."""
-    return {"trace_id": format(context.trace_id, "032x"), "span_id": format(context.span_id, "016x")}
-
-
-_Ended = tuple["AttemptRecord | CallRecord", "bool | None", float]
-"""What an end hands over: the record, whether its start counted a stream in flight (``None``: a call's
-record) and the wall-clock time it ended (an exemplar's timestamp)."""
-
-
-def _measure(
-    mapping: Mapping, ended: _Ended
-) -> tuple[tuple[str, ...], list[Measurement], SpanContext | None, AttemptRecord | None]:
-    """What an ended record writes, for both stores: its base label set, its measurements, its span (for
-    exemplars) and itself again when it has rate limits (converted when they are read)."""
-    record, in_flight, _ = ended
-    if in_flight is None:
-        call = cast("CallRecord", record)
-        return base_key(call), mapping.call_end(call), call.span_context, None
-    attempt = cast("AttemptRecord", record)
-    limits = attempt if mapping.rate_limited and attempt.rate_limit_headers else None
-    return base_key(attempt), mapping.end(attempt, in_flight), attempt.span_context, limits
-
-
-class _Family:
-    """How one instrument is exposed: family name (namespaced, without ``_total``, as prometheus-client
-    takes it), label names, bucket bounds and their ``le`` strings."""
-
-    __slots__ = ("bounds", "exemplar", "kind", "labels", "les", "name", "spec")
-
-    def __init__(self, spec: Instrument, namespace: str, extra_labels: tuple[str, ...]) -> None:
-        self.spec = spec
-        self.kind = spec.kind
-        self.name = spec.prometheus().removesuffix("_total")
-        if namespace and not spec.semconv:
-            self.name = f"{namespace}_{self.name}"
-        self.labels = spec.labels_with(extra_labels)
-        self.bounds = spec.buckets
-        self.les = (*(floatToGoString(b) for b in spec.buckets), "+Inf")  # type: ignore[no-untyped-call]
-        self.exemplar = spec.exemplar
 
 
 class _Histogram:
@@ -237,13 +199,13 @@ class _Folded(Collector):
     registry nobody reads holds nothing). Past :data:`PENDING_MAX` queued records, an end folds the oldest
     itself. A forked child forgets its parent's queue (the parent reports it)."""
 
-    def __init__(self, families: dict[str, _Family], mapping: Mapping, created_series: bool) -> None:
+    def __init__(self, families: dict[str, Family], mapping: Mapping, created_series: bool) -> None:
         self._families = families
         self._mapping = mapping
         self._created_series = created_series
         self._lock = threading.Lock()
         self._scrape_lock = threading.Lock()
-        self._pending: deque[_Ended] = deque()
+        self._pending: deque[Ended] = deque()
         self._scraped = False
         """The registry has been scraped: a reader exists, so ended records may wait for it (until then
         each end folds its own record: a registry nobody reads holds nothing)."""
@@ -259,7 +221,7 @@ class _Folded(Collector):
         self._pending_limits: dict[tuple[str, ...], AttemptRecord] = {}
         os.register_at_fork(after_in_child=functools.partial(_forget_in_child, weakref.ref(self)))
 
-    def ended(self, ended: _Ended) -> None:
+    def ended(self, ended: Ended) -> None:
         """Queue an ended record for the next scrape (no lock); past :data:`PENDING_MAX`, fold the oldest
         :data:`_DRAIN_BATCH` first (in one batch, as a scrape does: the ends that follow only queue)."""
         pending = self._pending
@@ -299,11 +261,11 @@ class _Folded(Collector):
         with self._lock:
             self._fold(key, measurements, span, limits, 0.0)
 
-    def _fold_ended(self, ended: _Ended) -> None:
+    def _fold_ended(self, ended: Ended) -> None:
         """Under the fold lock: one queued record (a failure is counted as the request path counts it, and
         the scrape goes on)."""
         try:
-            key, measurements, span, limits = _measure(self._mapping, ended)
+            key, measurements, span, limits = measure(self._mapping, ended)
             self._fold(key, measurements, span, limits, ended[2])
         except Exception as exc:
             internal_error("sink", "the %s exporter failed: %r", PrometheusExporter.name, exc)

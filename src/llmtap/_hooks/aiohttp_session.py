@@ -1,7 +1,7 @@
 """aiohttp: ``aiohttp.ClientSession`` requests observed with the same observer and bookkeeping.
 
 google-genai's async client sends through aiohttp whenever aiohttp is installed, and so do other LLM
-clients. ``httpx_transport.py`` wraps ``ClientSession._request`` when (and only when) the application imports
+clients. ``patches.py`` wraps ``ClientSession._request`` when (and only when) the application imports
 aiohttp, and hands the requests sent while instrumented to :func:`request_wrapper` (this module is imported
 by the first of them); ``uninstrument()`` restores it.
 
@@ -40,7 +40,7 @@ out closed happen inside it.
 
 **Once, never twice.** An httpx client with an aiohttp transport (``httpx-aiohttp``, the anthropic and
 openai SDKs' ``DefaultAioHttpClient``) is observed by the httpx hook above; while that hook is
-sending the attempt, ``_request`` below it passes through (the shells' ``_OBSERVING`` flag).
+sending the attempt, ``_request`` below it passes through (the shells' ``OBSERVING`` flag).
 """
 
 from __future__ import annotations
@@ -56,7 +56,16 @@ from yarl import URL
 from llmtap import _installation
 from llmtap._core import stream as _stream
 from llmtap._core.observer import Ending
-from llmtap._core.stream import _after_the_end, _begin, _clock, _closed, _end, _internal_error, _Sending, watch_drop
+from llmtap._core.stream import (
+    Sending,
+    after_the_end,
+    begin_attempt,
+    end_at_close,
+    end_attempt,
+    perf_clock,
+    stream_error,
+    watch_drop,
+)
 from llmtap._core.tap import Attempt, Tap
 
 __all__ = ["ObservedContent", "request_wrapper"]
@@ -124,10 +133,10 @@ def request_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
 async def _observed(
     tap: Tap, session: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any], send: Callable[[], Awaitable[Any]]
 ) -> Any:
-    if _stream._OBSERVING.get():  # an httpx client above is observing this attempt already
+    if _stream.OBSERVING.get():  # an httpx client above is observing this attempt already
         return await send()
     url = _url(session, args, kwargs)
-    sending = None if url is None else _begin(tap, _Request(url, args, kwargs))
+    sending = None if url is None else begin_attempt(tap, _Request(url, args, kwargs))
     if sending is None:
         return await send()
     try:
@@ -139,7 +148,7 @@ async def _observed(
     return response
 
 
-def _failed(sending: _Sending, exc: BaseException) -> None:
+def _failed(sending: Sending, exc: BaseException) -> None:
     """``_request`` raised. With ``raise_for_status`` it raises after the response's headers: that
     attempt ended with the server's status, not with a connection error."""
     if not (isinstance(exc, ClientResponseError) and isinstance(exc.status, int) and exc.status >= 400):
@@ -150,7 +159,7 @@ def _failed(sending: _Sending, exc: BaseException) -> None:
     except Exception:
         raw = ()
     if sending.answered(exc.status, raw):
-        _end(sending.tap, sending.attempt, Ending.RAISED, exc)
+        end_attempt(sending.tap, sending.attempt, Ending.RAISED, exc)
 
 
 def _decoded(response: Any, session: Any, kwargs: Mapping[str, Any], raw: Sequence[tuple[bytes, bytes]]) -> bool:
@@ -169,7 +178,7 @@ def _decoded(response: Any, session: Any, kwargs: Mapping[str, Any], raw: Sequen
     return len(encodings) == 1 and encodings[0] in _DECODED_BEFORE_3_13
 
 
-def _responded(sending: _Sending, response: Any, session: Any, kwargs: Mapping[str, Any]) -> None:
+def _responded(sending: Sending, response: Any, session: Any, kwargs: Mapping[str, Any]) -> None:
     tap, attempt = sending.tap, sending.attempt
     try:
         raw = response.raw_headers
@@ -177,21 +186,21 @@ def _responded(sending: _Sending, response: Any, session: Any, kwargs: Mapping[s
             # aiohttp decompressed the body: the observer gets decoded bytes, so no encoding for it
             raw = tuple(header for header in raw if header[0].lower() != _CONTENT_ENCODING)
     except Exception as exc:
-        _internal_error("aiohttp headers", exc)
+        stream_error("aiohttp headers", exc)
         raw = ()
     if not sending.answered(getattr(response, "status", 0), raw):
         return
     try:
         content = response.content
         if content.at_eof():  # no body at all (HEAD, 204, 304): ended already
-            _end(tap, attempt, Ending.EOF)
+            end_attempt(tap, attempt, Ending.EOF)
             return
         observed = ObservedContent(content, tap, attempt)
         watch_drop(observed, tap, attempt)
         response.content = observed
     except Exception as exc:
-        _internal_error("aiohttp content", exc)
-        _end(tap, attempt, Ending.INTERNAL)
+        stream_error("aiohttp content", exc)
+        end_attempt(tap, attempt, Ending.INTERNAL)
 
 
 class ObservedContent:
@@ -219,16 +228,16 @@ class ObservedContent:
     def _seen(self, data: bytes) -> None:
         if data:
             try:
-                if self._on_chunk(data, _clock()):  # the provider's terminal event: the attempt ends here
-                    self._on_chunk = _after_the_end
-                    _end(self._tap, self._attempt, Ending.TERMINAL)
+                if self._on_chunk(data, perf_clock()):  # the provider's terminal event: the attempt ends here
+                    self._on_chunk = after_the_end
+                    end_attempt(self._tap, self._attempt, Ending.TERMINAL)
             except Exception as exc:
-                _internal_error("on_chunk", exc)
+                stream_error("on_chunk", exc)
         if self._inner.at_eof():
-            _end(self._tap, self._attempt, Ending.EOF)
+            end_attempt(self._tap, self._attempt, Ending.EOF)
 
     def _raised(self, exc: BaseException) -> None:
-        _end(self._tap, self._attempt, Ending.RAISED, exc)
+        end_attempt(self._tap, self._attempt, Ending.RAISED, exc)
 
     async def _read(self, reading: Awaitable[bytes]) -> bytes:
         try:
@@ -289,7 +298,7 @@ class ObservedContent:
 
     def set_exception(self, exc: BaseException, *cause: BaseException) -> None:
         """``ClientResponse.release()`` / ``close()`` (or the app) ends the body here."""
-        _closed(self._tap, self._attempt)
+        end_at_close(self._tap, self._attempt)
         self._inner.set_exception(exc, *cause)
 
 

@@ -1,6 +1,6 @@
 """botocore: the HTTP attempts of every ``bedrock-runtime`` client (boto3's, and any library's on botocore:
 Strands, LangChain's ``ChatBedrock*``, pydantic-ai, instructor ...), observed with the same observer and
-bookkeeping as the httpx and aiohttp hooks. ``httpx_transport.Patches`` wraps three methods when (and only when)
+bookkeeping as the httpx and aiohttp hooks. ``patches.Patches`` wraps three methods when (and only when)
 the application imports botocore; ``uninstrument()`` restores them. Every client is covered, made before
 ``instrument()`` or after: the wraps are on the classes, not per-client event handlers.
 
@@ -38,7 +38,7 @@ Reads the proxy does not know reach the real response unobserved, never broken. 
 bytes go to the observer and on to the caller.
 
 **Which requests.** :func:`send_wrapper` passes every request through at the cost of a few checks unless a
-``bedrock-runtime`` client's call is open (``httpx_transport`` wraps ``BaseClient._make_api_call`` when
+``bedrock-runtime`` client's call is open (``sdk_calls.py`` wraps ``BaseClient._make_api_call`` when
 ``sdk_calls`` is on: it links the attempts of one call, as the anthropic SDK's hook does), the URL names
 ``bedrock-runtime``, or the tap observes configured base URLs or any host; then the tap's endpoint rules
 decide, as for every client. botocore's ``amz-sdk-invocation-id`` is the same for every attempt of one call and
@@ -57,7 +57,16 @@ from urllib.parse import unquote, urlsplit
 from llmtap import _installation
 from llmtap._core.calls import CURRENT_CALL
 from llmtap._core.observer import Ending
-from llmtap._core.stream import _begin, _clock, _closed, _end, _internal_error, _Sending, _Watched, observed_chunks
+from llmtap._core.stream import (
+    Sending,
+    Watched,
+    begin_attempt,
+    end_at_close,
+    end_attempt,
+    observed_chunks,
+    perf_clock,
+    stream_error,
+)
 from llmtap._core.tap import Attempt, Tap
 
 __all__ = ["PROVIDER_NAME", "SERVICE", "ObservedBody", "response_init_wrapper", "send_wrapper"]
@@ -130,7 +139,7 @@ class _Pending:
 
     __slots__ = ("answered", "sending")
 
-    def __init__(self, sending: _Sending) -> None:
+    def __init__(self, sending: Sending) -> None:
         self.sending = sending
         self.answered = False
 
@@ -147,9 +156,9 @@ def send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     try:
         request = args[0] if args else kwargs["request"]
         url = request.url
-        sending = _begin(tap, _Request(request, url)) if type(url) is str and _wanted(tap, url) else None
+        sending = begin_attempt(tap, _Request(request, url)) if type(url) is str and _wanted(tap, url) else None
     except Exception as exc:
-        _internal_error("botocore request", exc)
+        stream_error("botocore request", exc)
         sending = None
     if sending is None:
         return wrapped(*args, **kwargs)
@@ -159,7 +168,7 @@ def send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         response = wrapped(*args, **kwargs)
     except BaseException as exc:
         if pending.answered:  # the body botocore was reading failed (its read ended the attempt already)
-            _end(sending.tap, sending.attempt, Ending.RAISED, exc)
+            end_attempt(sending.tap, sending.attempt, Ending.RAISED, exc)
         else:
             sending.failed(exc)
         raise
@@ -188,32 +197,32 @@ def _raw_headers(headers: Any) -> list[tuple[bytes, bytes]]:
     return [(str(name).encode("latin-1"), str(value).encode("latin-1")) for name, value in pairs]
 
 
-def _responded(sending: _Sending, response: Any) -> None:
+def _responded(sending: Sending, response: Any) -> None:
     tap, attempt = sending.tap, sending.attempt
     try:
         status = response.status_code
         raw_headers = _raw_headers(response.headers)
     except Exception as exc:
-        _internal_error("botocore headers", exc)
+        stream_error("botocore headers", exc)
         status, raw_headers = getattr(response, "status_code", 0), []
     if not sending.answered(status, raw_headers):
         return
     try:
         content = getattr(response, "_content", None)
         if isinstance(content, bytes):  # read whole already (a session that made no AWSResponse of its own)
-            attempt.observer.on_chunk(content, _clock())
-            _end(tap, attempt, Ending.EOF)
+            attempt.observer.on_chunk(content, perf_clock())
+            end_attempt(tap, attempt, Ending.EOF)
             return
         response.raw = ObservedBody(response.raw, tap, attempt)
     except Exception as exc:
-        _internal_error("botocore body", exc)
-        _end(tap, attempt, Ending.INTERNAL)
+        stream_error("botocore body", exc)
+        end_attempt(tap, attempt, Ending.INTERNAL)
 
 
 _OWN = frozenset({"_attempt", "_inner", "_tap"})
 
 
-class ObservedBody(_Watched):
+class ObservedBody(Watched):
     """An observed response's ``raw`` (urllib3's ``HTTPResponse``): ``stream()``, ``read()``, ``readinto()``,
     ``readlines()`` and iteration go to the real response and what they return to the observer; ``close()``
     ends the attempt as closed. Anything else is the real response's."""
@@ -265,28 +274,28 @@ class ObservedBody(_Watched):
         non-streamed body cut short as it is), the connection was cut: its ending, before the end of body's."""
         remaining = getattr(self._inner, "length_remaining", None)
         if type(remaining) is int and remaining > 0:
-            _end(self._tap, self._attempt, Ending.RAISED, IncompleteRead(b"", remaining))
+            end_attempt(self._tap, self._attempt, Ending.RAISED, IncompleteRead(b"", remaining))
 
     def _seen(self, data: bytes, at_end: bool) -> None:
         """``data`` was read; ``at_end``: the read left nothing to read."""
         attempt = self._attempt
         if data:
             try:
-                if attempt.observer.on_chunk(data, _clock()):
-                    _end(self._tap, attempt, Ending.TERMINAL)
+                if attempt.observer.on_chunk(data, perf_clock()):
+                    end_attempt(self._tap, attempt, Ending.TERMINAL)
             except Exception as exc:
-                _internal_error("on_chunk", exc)
+                stream_error("on_chunk", exc)
         if at_end:
             self._short()
         if at_end or getattr(self._inner, "length_remaining", None) == 0:
-            _end(self._tap, attempt, Ending.EOF)
+            end_attempt(self._tap, attempt, Ending.EOF)
 
     def read(self, amt: int | None = None, *args: Any, **kwargs: Any) -> Any:
         """What ``StreamingBody.read()`` reads (``InvokeModel``'s body)."""
         try:
             data = self._inner.read(amt, *args, **kwargs)
         except BaseException as exc:
-            _end(self._tap, self._attempt, Ending.RAISED, exc)
+            end_attempt(self._tap, self._attempt, Ending.RAISED, exc)
             raise
         if isinstance(data, bytes):
             self._seen(data, amt is None or not data)
@@ -296,7 +305,7 @@ class ObservedBody(_Watched):
         try:
             count = self._inner.readinto(buffer)
         except BaseException as exc:
-            _end(self._tap, self._attempt, Ending.RAISED, exc)
+            end_attempt(self._tap, self._attempt, Ending.RAISED, exc)
             raise
         if isinstance(count, int):
             self._seen(bytes(memoryview(buffer)[:count]), count == 0)
@@ -306,12 +315,12 @@ class ObservedBody(_Watched):
         try:
             lines = self._inner.readlines(*args, **kwargs)
         except BaseException as exc:
-            _end(self._tap, self._attempt, Ending.RAISED, exc)
+            end_attempt(self._tap, self._attempt, Ending.RAISED, exc)
             raise
         self._seen(b"".join(lines), not args and not kwargs)
         return lines
 
     def close(self) -> None:
         if not self._attempt.observer.done:  # a body read to its end ended its attempt already
-            _closed(self._tap, self._attempt)
+            end_at_close(self._tap, self._attempt)
         self._inner.close()

@@ -13,7 +13,21 @@ from typing import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:
     from llmtap._providers._base import Provider
 
-__all__ = ["ENTRIES", "Entry", "parser"]
+__all__ = [
+    "ANTHROPIC",
+    "BEDROCK",
+    "BEDROCK_CONVERSE",
+    "COHERE",
+    "ENTRIES",
+    "GEMINI",
+    "OLLAMA_CHAT",
+    "OLLAMA_GENERATE",
+    "OPENAI_CHAT",
+    "OPENAI_RESPONSES",
+    "VERTEX_ANTHROPIC",
+    "Entry",
+    "parser",
+]
 
 
 class Entry(NamedTuple):

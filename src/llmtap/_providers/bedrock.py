@@ -33,7 +33,7 @@ from llmtap._providers._base import Facts, Header, Output, model_in_path
 from llmtap._providers._catalog import BEDROCK
 from llmtap._providers.anthropic import QUIET_DATA, AnthropicMessages
 
-__all__ = ["PROVIDER", "AnthropicBedrock"]
+__all__ = ["HEADERS", "PROVIDER", "AnthropicBedrock"]
 
 # the model segment may be decoded already (httpx's and yarl's paths are): an ARN's "/" is then in it
 _PATH = re.compile(r"/model/(.+)/(invoke|invoke-with-response-stream)$")

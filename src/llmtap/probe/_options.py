@@ -10,7 +10,17 @@ from llmtap.simulator import Scenario
 
 from ._formula import CLAIM_KINDS, parse_band, parse_formula
 
-__all__ = ["DEFAULT_SIM_SCENARIO", "PROVIDERS", "ProbeOptions", "Resolved", "clean_url", "resolve"]
+__all__ = [
+    "DEFAULT_MODELS",
+    "DEFAULT_SIM_SCENARIO",
+    "KEY_ENV",
+    "PROVIDERS",
+    "SIM_MODEL",
+    "ProbeOptions",
+    "Resolved",
+    "clean_url",
+    "resolve",
+]
 
 PROVIDERS = ("anthropic", "openai", "openai-compatible")
 DEFAULT_BASE_URLS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1"}

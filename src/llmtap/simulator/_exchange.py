@@ -29,6 +29,7 @@ __all__ = [
     "ClientGone",
     "Context",
     "Exchange",
+    "Outcome",
     "RateLimitSnapshot",
     "RunResult",
     "Stopping",

@@ -1,4 +1,9 @@
-"""The HTTP/1.1 server, request routing, rate-limit bookkeeping and the :class:`Simulator` handle."""
+"""The HTTP/1.1 server, request routing, rate-limit bookkeeping and the :class:`Simulator` handle.
+
+One module though over 300 lines: the handle owns what the server's threads record (the requests in flight,
+the served records and their generation), and a request's handling (:meth:`Simulator._handle`, in steps:
+what no API serves, the request's context, the API's run, the record) reads and writes it under one lock.
+The wire formats are the API modules'."""
 
 from __future__ import annotations
 
@@ -469,74 +474,13 @@ class Simulator:
                     scenario = Scenario.parse(header)
                 except ScenarioError as exc:
                     problem = f"invalid {SCENARIO_HEADER} header: {exc}"
-            if path == "/healthz" and method == "GET":
-                ex.send_full(
-                    200,
-                    [("request-id", request_id), ("content-type", "application/json")],
-                    json_bytes({"status": "ok"}),
-                )
-                result = RunResult("completed", "health check")
-                return
             if api_cls is None or method != "POST":
-                status = 404 if api_cls is None else 405
-                what = "Not found" if api_cls is None else "Method not allowed"
-                body = anthropic_error_body(
-                    "not_found_error" if status == 404 else "invalid_request_error",
-                    f"{what}: {method} {path} (simulator serves POST "
-                    f"{', '.join([*ROUTES, *(shape for _, shape, _ in PATTERN_ROUTES)])})",
-                    request_id,
-                )
-                ex.send_full(
-                    status,
-                    [("request-id", request_id), ("content-type", "application/json")],
-                    json_bytes(body),
-                )
-                result = RunResult("error_status", f"{status} {what}")
+                result = self._unrouted(ex, path, method, api_cls, request_id)
                 return
-            body_obj: dict[str, Any] = {}
-            try:
-                parsed = json.loads(raw) if raw else {}
-                if isinstance(parsed, dict):
-                    body_obj = parsed
-                else:
-                    problem = problem or "request body must be a JSON object"
-            except ValueError as exc:
-                problem = problem or f"request body is not valid JSON: {exc}"
-            stream = api_cls.request_stream(path, url.query, body_obj)
-            scenario = scenario.resolve(
-                api_cls.request_max_tokens(path, body_obj), count_words(body_obj) if scenario.count_input else 0
+            ctx, problem, attempt = self._context(
+                h, api_cls, path, url.query, raw, scenario, problem, said, header, request_id, received_at
             )
-            model = scenario.model or api_cls.request_model(path, body_obj) or api_cls.default_model
-            problem = problem or api_cls.request_problem(path, url.query, body_obj)
-            if said is None:  # a client that numbers no attempt (LiteLLM's retries, plain httpx, google-genai ...)
-                attempt = self._seen_before((path, model, header or ""))
-            family = (
-                "anthropic"
-                if issubclass(api_cls, AnthropicMessagesApi)
-                else "gemini"
-                if api_cls is GeminiGenerateApi
-                else "openai"
-            )
-            ok = problem is None and attempt >= scenario.fail
-            rl = self._ratelimits.take(
-                family,
-                scenario.input + scenario.cache_write if ok else 0,
-                scenario.tokens + scenario.reasoning if ok else 0,
-            )
-            if scenario.ratelimit_remaining is not None:
-                rl = replace(rl, requests_remaining=scenario.ratelimit_remaining)
-            ctx = Context(
-                path=path,
-                body=body_obj,
-                scenario=scenario,
-                request_id=request_id,
-                model=model,
-                stream=stream,
-                received_at=received_at,
-                ratelimit=rl,
-                query=url.query,
-                user_agent=h.headers.get("user-agent", ""),
-            )
+            scenario, model, stream = ctx.scenario, ctx.model, ctx.stream
             api = api_cls(ctx)
             if problem is not None:
                 ex.send_full(
@@ -594,6 +538,97 @@ class Simulator:
                 )
             finally:
                 self._record(record, generation)
+
+    def _context(
+        self,
+        h: _Handler,
+        api_cls: type[Api],
+        path: str,
+        query: str,
+        raw: bytes,
+        scenario: Scenario,
+        problem: str | None,
+        said: int | None,
+        header: str | None,
+        request_id: str,
+        received_at: float,
+    ) -> tuple[Context, str | None, int]:
+        """What an API's request asks for, read once: its JSON body, the scenario resolved against it, the
+        model, the rate-limit budget it takes (a request refused takes none), and the first problem that
+        makes it a 400 (``problem``: one found before), and the attempt number ``Scenario.fail`` compares: the
+        resend count the client said (``said``), else the server's count of the same call (``header``: the
+        scenario header as sent)."""
+        body_obj: dict[str, Any] = {}
+        try:
+            parsed = json.loads(raw) if raw else {}
+            if isinstance(parsed, dict):
+                body_obj = parsed
+            else:
+                problem = problem or "request body must be a JSON object"
+        except ValueError as exc:
+            problem = problem or f"request body is not valid JSON: {exc}"
+        stream = api_cls.request_stream(path, query, body_obj)
+        scenario = scenario.resolve(
+            api_cls.request_max_tokens(path, body_obj), count_words(body_obj) if scenario.count_input else 0
+        )
+        model = scenario.model or api_cls.request_model(path, body_obj) or api_cls.default_model
+        problem = problem or api_cls.request_problem(path, query, body_obj)
+        attempt = said or 0
+        if said is None:  # a client that numbers no attempt (LiteLLM's retries, plain httpx, google-genai ...)
+            attempt = self._seen_before((path, model, header or ""))
+        family = (
+            "anthropic"
+            if issubclass(api_cls, AnthropicMessagesApi)
+            else "gemini"
+            if api_cls is GeminiGenerateApi
+            else "openai"
+        )
+        ok = problem is None and attempt >= scenario.fail
+        rl = self._ratelimits.take(
+            family,
+            scenario.input + scenario.cache_write if ok else 0,
+            scenario.tokens + scenario.reasoning if ok else 0,
+        )
+        if scenario.ratelimit_remaining is not None:
+            rl = replace(rl, requests_remaining=scenario.ratelimit_remaining)
+        context = Context(
+            path=path,
+            body=body_obj,
+            scenario=scenario,
+            request_id=request_id,
+            model=model,
+            stream=stream,
+            received_at=received_at,
+            ratelimit=rl,
+            query=query,
+            user_agent=h.headers.get("user-agent", ""),
+        )
+        return context, problem, attempt
+
+    @staticmethod
+    def _unrouted(ex: Exchange, path: str, method: str, api_cls: type[Api] | None, request_id: str) -> RunResult:
+        """Answer what no API serves: the health check, a path no API has (404), a method other than POST (405)."""
+        if path == "/healthz" and method == "GET":
+            ex.send_full(
+                200,
+                [("request-id", request_id), ("content-type", "application/json")],
+                json_bytes({"status": "ok"}),
+            )
+            return RunResult("completed", "health check")
+        status = 404 if api_cls is None else 405
+        what = "Not found" if api_cls is None else "Method not allowed"
+        body = anthropic_error_body(
+            "not_found_error" if status == 404 else "invalid_request_error",
+            f"{what}: {method} {path} (simulator serves POST "
+            f"{', '.join([*ROUTES, *(shape for _, shape, _ in PATTERN_ROUTES)])})",
+            request_id,
+        )
+        ex.send_full(
+            status,
+            [("request-id", request_id), ("content-type", "application/json")],
+            json_bytes(body),
+        )
+        return RunResult("error_status", f"{status} {what}")
 
     @staticmethod
     def _read_body(h: _Handler) -> bytes:

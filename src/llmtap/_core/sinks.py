@@ -1,4 +1,6 @@
-"""The sink interface every exporter implements."""
+"""What the tap hands records to: the interfaces every exporter implements (:class:`Sink`, and
+:class:`SpanSink` for the span exporter, whose span is current while the request is sent). They live in
+the core, beside the tap that calls them (``Tap(sinks=, spans=)``); the exporters implement them."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from llmtap._core.record import AttemptRecord, AttemptStart, CallRecord
 
-__all__ = ["Sink"]
+__all__ = ["Sink", "SpanSink"]
 
 
 class Sink(Protocol):
@@ -35,4 +37,14 @@ class Sink(Protocol):
     def close(self) -> None:
         """The tap is being closed (``uninstrument()``): release what the sink holds (registered
         metrics, callbacks, per-call state). Called once, after the last record."""
+        ...
+
+
+class SpanSink(Sink, Protocol):
+    """A sink in the span exporter's role: what :meth:`start` returns is the attempt's span (``None``
+    when it has none), made current while the request is sent; its span context (when sampled) lends the
+    records their exemplars."""
+
+    def attach(self, state: object) -> object:
+        """Make the span :meth:`start` returned current; returns the context token to detach."""
         ...
