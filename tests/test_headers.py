@@ -36,8 +36,15 @@ def test_what_the_path_needs() -> None:
 
 def test_provider_kinds_go_into_the_facts() -> None:
     facts = Facts()
-    read_headers(OPENAI, [(b"openai-processing-ms", b"250")], facts)
-    assert facts.server_time == 0.25
+    read_headers(OPENAI, [(b"openai-processing-ms", b"250"), (b"x-envoy-upstream-service-time", b"300")], facts)
+    assert facts.server_time == 0.25  # the provider's processing time; Envoy's is a server time, not that
+    assert facts.server_times == {"openai-processing-ms": 0.25, "x-envoy-upstream-service-time": 0.3}
+    facts = Facts()
+    found = read_headers(ANTHROPIC, [(b"x-envoy-upstream-service-time", b"-5")], facts)
+    assert found.errors == 1 and facts.server_times is None  # a negative time is garbage
+    found = read_headers(ANTHROPIC, [(b"X-Envoy-Upstream-Service-Time", b"12")], facts)
+    assert found.errors == 0 and facts.server_times == {"x-envoy-upstream-service-time": 0.012}
+    assert facts.server_time is None
     facts = Facts()
     read_headers(BEDROCK, [(b"x-amzn-errortype", b"ThrottlingException:http://x")], facts)
     assert facts.error_type == "ThrottlingException"

@@ -35,6 +35,7 @@ def attempt_record(**fields: Any) -> AttemptRecord:
         "rate_limit_headers": None,
         "retry_after": None,
         "server_time": None,
+        "server_times": (),
         "parse_errors": 0,
     }
     unknown = set(fields) - set(AttemptRecord._fields)
