@@ -445,9 +445,11 @@ class Mapping:
             add(("tokens", usage.reasoning_tokens, ("reasoning",)))
         for reason in record.stop_reasons:
             add(("stop_reasons", 1, (reason,)))
-        for source, server, client in record.server_times:
-            add(("server_reported", server, (source,)))
-            add(("client_observed", client, (source,)))
+        times = record.server_times
+        if times:  # most responses carry one server time, some none
+            for source, server, client in times:
+                add(("server_reported", server, (source,)))
+                add(("client_observed", client, (source,)))
         if self.priced:
             cost = record.cost
             if cost is not None:
