@@ -27,6 +27,7 @@ from llmtap._providers._base import SERVER_TIMES, Until
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture, capture
 from tests.support.delayproxy import DelayProxy
+from tests.support.paths import ROOT
 
 DELAY = 0.15
 """Seconds the proxy holds each byte, each way."""
@@ -96,3 +97,9 @@ def test_straight_to_the_simulator_the_path_is_the_loopback(sim: Simulator, cap:
     ((source, server, client),) = record.server_times
     assert source == "openai-processing-ms" and -0.002 <= client - server < BAND
     assert server >= SCENARIO.headers_delay - 0.001  # the simulator's own wait is the server's time
+
+
+def test_the_guide_lists_every_source() -> None:
+    guide = (ROOT / "docs" / "guides" / "provider-time.md").read_text()
+    rows = {line.split("`")[1] for line in guide.splitlines() if line.startswith("| `")}
+    assert set(SERVER_TIMES) <= rows
