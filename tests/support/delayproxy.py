@@ -59,8 +59,8 @@ class DelayProxy:
             return
         try:
             await asyncio.gather(self._pipe(client_reader, upstream_writer), self._pipe(upstream_reader, client_writer))
-        except (OSError, asyncio.IncompleteReadError):
-            pass
+        except (OSError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # the peer left, or the proxy stops (a cancelled connection task would be logged by asyncio)
         finally:
             for writer in (client_writer, upstream_writer):
                 writer.close()
