@@ -670,6 +670,7 @@ def overview() -> Json:
             NAME["duration"],
             "Per attempt: request start to the end of the response body / stream.",
         ),
+        *provider_or_path_panels(),
         row("Throughput"),
         Panel(
             "Output tokens per second",
@@ -699,6 +700,59 @@ def overview() -> Json:
         "throughput of LLM API traffic as seen by the client (llmtap).",
         panels,
     )
+
+
+def provider_or_path_panels() -> list[Panel]:
+    """The Overview's "provider or path" row: the time each provider reports it took (``source``: the header or
+    stream field it came from) beside the same attempts' time as the client saw it over the same interval; their
+    difference is everything between (network, proxies, gateways, queues, the app's own reading)."""
+    server, client = NAME["server_reported"], NAME["client_observed"]
+    by = f"{BY}, source"
+    legend = f"{PM_LEGEND} {{{{source}}}}"
+
+    def mean(histogram: str) -> str:
+        return f"{agg(by)} ({rate(histogram + '_sum')})\n/\n({agg(by)} ({rate(histogram + '_count')}) > 0)"
+
+    path = (
+        f"({agg(by)} ({rate(client + '_sum')}) - {agg(by)} ({rate(server + '_sum')}))"
+        f"\n/\n({agg(by)} ({rate(client + '_count')}) > 0)"
+    )
+    outside = f"1 - {agg(by)} ({rate(server + '_sum')})\n/\n({agg(by)} ({rate(client + '_sum')}) > 0)"
+    return [
+        row("Provider or path"),
+        Panel(
+            "Provider time and client time (mean per attempt)",
+            "The time the provider reports it took (source: the header or stream field it came from) beside the "
+            "same attempts' time as llmtap saw it over the same interval: to the response headers for a header's "
+            "number, to the first body chunk for a first-byte latency, to the end for a stream's last event.",
+            [Target(mean(server), f"provider {legend}"), Target(mean(client), f"client {legend}")],
+            unit="s",
+        ),
+        Panel(
+            "Path time: client minus provider (mean per attempt)",
+            "Client time minus provider time over the same interval: network, proxies and gateways, queues "
+            "before the provider's timer starts, the app's own reading. A rise here with a flat provider time is "
+            "not the provider.",
+            [Target(path, legend)],
+            unit="s",
+        ),
+        Panel(
+            "Share of the client's time outside the provider",
+            "1 - provider time / client time, summed over the attempts that reported a server time.",
+            [Target(outside, legend)],
+            unit="percentunit",
+            minimum=0,
+        ),
+        Panel(
+            "Provider time and client time p95",
+            "The 95th percentiles of the two. Percentiles do not subtract: the path's share is in the mean panels.",
+            [
+                Target(quantile(0.95, server, by=by), f"provider p95 {legend}"),
+                Target(quantile(0.95, client, by=by), f"client p95 {legend}"),
+            ],
+            unit="s",
+        ),
+    ]
 
 
 def error_budget_panels() -> list[Panel]:

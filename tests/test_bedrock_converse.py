@@ -82,7 +82,7 @@ def test_stream_through_the_observer(size: int) -> None:
     assert record.usage.input_tokens == 9 + 4 + 1  # the total: Converse leaves the cache out
     assert (record.usage.output_tokens, record.usage.cache_read_tokens, record.usage.cache_write_tokens) == (3, 4, 1)
     assert record.stop_reason == "end_turn" and record.request_id == "r-1"
-    assert record.server_time == 0.25
+    assert record.server_time == 0.25 and [s[:2] for s in record.server_times] == [("latencyMs", 0.25)]
     assert record.first_token_at is not None and record.parse_errors == 0
 
 
@@ -259,3 +259,4 @@ def test_invoke_stream_server_time_from_invocation_metrics() -> None:
     ).encode()
     assert bedrock.PROVIDER.on_event(facts, None, data) is None
     assert facts.final and facts.server_time == 0.84
+    assert facts.server_times == {"invocationLatency": 0.84, "firstByteLatency": 0.09}

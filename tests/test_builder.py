@@ -85,3 +85,22 @@ def test_records_share_their_response_model_and_stop_reasons(monkeypatch: pytest
     assert fourth.stop_reasons == ("stop",) and third.stop_reasons is not fourth.stop_reasons
     empty = _build(Facts(), includes_cache=True)
     assert (empty.stop_reasons, empty.response_model) == ((), None) and len(shared) == 2  # nothing to share
+
+
+def test_each_server_time_is_paired_with_the_client_interval_its_source_covers() -> None:
+    facts = Facts()
+    facts.report_time("openai-processing-ms", 0.25)  # a header: until the headers (0.5)
+    facts.report_time("firstByteLatency", 0.75, processing=False)  # until the first body chunk (1.0)
+    facts.report_time("invocationLatency", 3.0)  # the last chunk: until the end (3.5)
+    facts.report_time("not-a-source", 1.0, processing=False)  # never a label value
+    record = _build(facts, includes_cache=True)
+    at = START.started_at
+    assert record.server_times == (
+        ("openai-processing-ms", 0.25, 0.5 - at),
+        ("firstByteLatency", 0.75, 1.0 - at),
+        ("invocationLatency", 3.0, 3.5 - at),
+    )
+    assert record.server_time == 3.0  # the processing time the span carries: the last one read, a first byte's never
+    # no headers seen (a connection dropped): nothing to pair a header's time with; no report at all: nothing
+    assert _build(facts, includes_cache=True, headers_at=None).server_times[0][0] == "firstByteLatency"
+    assert _build(Facts(), includes_cache=True).server_times == ()

@@ -275,6 +275,9 @@ def test_overview_content() -> None:
         'status_code=~"4..", status_code!~"408|409|429"',
         "gen_ai_client_operation_duration_seconds_bucket",
         'gen_ai_token_type="output"',
+        # provider or path: the two histograms of one set of attempts, by source, side by side and subtracted
+        "sum by (gen_ai_provider_name, gen_ai_request_model, source) (rate(llmtap_client_observed_seconds_sum",
+        ") - sum by (gen_ai_provider_name, gen_ai_request_model, source) (rate(llmtap_server_reported_seconds_sum",
     ):
         assert needle in text
 

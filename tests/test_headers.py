@@ -7,7 +7,8 @@ import time
 import pytest
 
 from llmtap._core.headers import _RESET_AT, rate_limits, read_header_items, read_headers
-from llmtap._providers._base import Facts
+from llmtap._providers._base import SERVER_TIMES, Facts, Header
+from llmtap._providers._catalog import ENTRIES, parser
 from llmtap._providers.anthropic import PROVIDER as ANTHROPIC
 from llmtap._providers.bedrock import PROVIDER as BEDROCK
 from llmtap._providers.openai_chat import PROVIDER as OPENAI
@@ -36,11 +37,31 @@ def test_what_the_path_needs() -> None:
 
 def test_provider_kinds_go_into_the_facts() -> None:
     facts = Facts()
-    read_headers(OPENAI, [(b"openai-processing-ms", b"250")], facts)
-    assert facts.server_time == 0.25
+    read_headers(OPENAI, [(b"openai-processing-ms", b"250"), (b"x-envoy-upstream-service-time", b"300")], facts)
+    assert facts.server_time == 0.25  # the provider's processing time; Envoy's is a server time, not that
+    assert facts.server_times == {"openai-processing-ms": 0.25, "x-envoy-upstream-service-time": 0.3}
+    facts = Facts()
+    found = read_headers(ANTHROPIC, [(b"x-envoy-upstream-service-time", b"-5")], facts)
+    assert found.errors == 1 and facts.server_times is None  # a negative time is garbage
+    found = read_headers(ANTHROPIC, [(b"X-Envoy-Upstream-Service-Time", b"12")], facts)
+    assert found.errors == 0 and facts.server_times == {"x-envoy-upstream-service-time": 0.012}
+    assert facts.server_time is None
     facts = Facts()
     read_headers(BEDROCK, [(b"x-amzn-errortype", b"ThrottlingException:http://x")], facts)
     assert facts.error_type == "ThrottlingException"
+
+
+def test_every_server_time_header_is_a_source() -> None:
+    """A server-time header a provider declares is read under its own name as the ``source`` label: one missing
+    from ``SERVER_TIMES`` would be dropped by the walk (the control: the table's header sources are declared)."""
+    declared = {
+        name.decode()
+        for entry in ENTRIES
+        for name, (kind, _) in parser(entry).headers.items()
+        if kind in (Header.SERVER_TIME_MS, Header.UPSTREAM_TIME_MS)
+    }
+    assert declared <= set(SERVER_TIMES)
+    assert {"openai-processing-ms", "x-envoy-upstream-service-time", "x-amzn-bedrock-invocation-latency"} <= declared
 
 
 def test_rate_limits_are_kept_raw_and_converted_when_read() -> None:

@@ -62,12 +62,19 @@ def test_one_streamed_attempt_measures_what_the_native_exporter_always_did() -> 
     )
     assert ("cost_savings", 0.05, ()) in out and ("stop_reasons", 1, ("end_turn",)) in out
     assert not any(name.startswith("ratelimit") for name, _, _ in out)  # converted when read: rate_limits()
+    assert [m for m in out if m[0] in ("server_reported", "client_observed")] == [
+        ("server_reported", 0.08, ("x-envoy-upstream-service-time",)),
+        ("client_observed", 0.1, ("x-envoy-upstream-service-time",)),
+        ("server_reported", 1.5, ("latencyMs",)),
+        ("client_observed", 2.0, ("latencyMs",)),
+    ]  # one pair per source the response reported, whatever the outcome (the pair is one exchange's two views)
 
 
 def test_a_failed_json_attempt() -> None:
     failed = record(
         streamed=False, request_stream=False, status_code=529, error_type="overloaded_error",
         outcome=Outcome.REJECTED, usage=Usage(), stop_reasons=(), cost=None, parse_errors=0, stalls=0,
+        server_times=(),
     )  # fmt: skip
     out = Mapping().end(failed)
     assert {name for name, _, _ in out} == {"attempts", "duration", "retry_after"}

@@ -71,6 +71,8 @@ def test_a_whole_chat_stream() -> None:
     assert (record.usage.input_tokens, record.usage.output_tokens) == (11, 7)
     assert record.stop_reasons == ("length",) and record.response_model == "m"
     assert record.server_time == 2.5
+    assert [s[:2] for s in record.server_times] == [("total_duration", 2.5)]  # paired with the whole attempt
+    assert record.server_times[0][2] == record.ended_at - record.started_at
     assert record.first_chunk_at == 1.0 and record.first_token_at == 2.0
     assert record.parse_errors == 0
 

@@ -10,6 +10,7 @@
 * ``spans``: the tracing exporter as a unit (records in, spans read from an in-memory exporter);
 * ``race``: ends racing reads, the harness both metric exporters' "counted once" tests share;
 * ``rawserver``: a raw-socket HTTP server sending exactly the bytes a test gives it;
+* ``delayproxy``: a TCP proxy that holds every byte it forwards for a fixed time (a network path of known latency);
 * ``prom``: dashboards and rule files, and the rule for a missing ``prometheus`` / ``promtool``;
 * ``otlp``: an OTLP/HTTP receiver on 127.0.0.1 that decodes what it gets;
 * ``deploy``: free ports, waiting for servers, scraping ``/metrics``, reading the OTLP receiver;

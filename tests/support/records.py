@@ -42,6 +42,7 @@ def attempt_record(**fields: Any) -> AttemptRecord:
         "rate_limit_headers": None,
         "retry_after": None,
         "server_time": None,
+        "server_times": (),
         "parse_errors": 0,
     }
     unknown = set(fields) - set(AttemptRecord._fields)
@@ -104,6 +105,7 @@ def record(**changes: Any) -> AttemptRecord:
         response_id="r", response_model="m-2025", request_id="q", retry_after=1.5, server_time=None,
         rate_limit_headers=RAW_LIMITS,
         parse_errors=2, cost=Cost(0.1, 0.2, 0.03, 0.04, 0.05), context_window=400,
+        server_times=(("x-envoy-upstream-service-time", 0.08, 0.1), ("latencyMs", 1.5, 2.0)),
     )  # fmt: skip
     fields.update(changes)
     return AttemptRecord(**fields)

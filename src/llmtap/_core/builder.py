@@ -7,7 +7,7 @@ from typing import TypeVar
 from llmtap._core.gaps import GapCounter
 from llmtap._core.headers import RawRateLimits
 from llmtap._core.record import AttemptRecord, AttemptStart, Outcome, Usage
-from llmtap._providers._base import Facts
+from llmtap._providers._base import SERVER_TIMES, Facts, Until
 
 __all__ = ["build_record"]
 
@@ -20,6 +20,8 @@ a record holds that one, not its own copy parsed from this body. Spans keep thes
 application's span processor exports them (up to 512 spans between exports by default), so each record
 sharing the few distinct values saves ~120 bytes of every held span."""
 _MAX_SHARED = 512
+_UNTIL = {source: int(spec.until) for source, spec in SERVER_TIMES.items()}
+_HEADERS, _FIRST_CHUNK = int(Until.HEADERS), int(Until.FIRST_CHUNK)
 
 
 def _shared(value: _T) -> _T:
@@ -58,6 +60,7 @@ def build_record(
     # per choice index, in index order (one choice but for n > 1)
     reasons = tuple(stops.values()) if len(stops) < 2 else tuple(reason for _, reason in sorted(stops.items()))
     model = facts.response_model
+    reported = facts.server_times
     return _new(
         AttemptRecord,
         (
@@ -91,6 +94,27 @@ def build_record(
             parse_errors + facts.rejected,
             None,  # cost: priced by the tap (Settings.cost)
             span_context,
+            () if reported is None else _paired(reported, start.started_at, headers_at, gaps.first, ended_at),
             None,  # context_window: looked up by the tap
         ),
     )
+
+
+def _paired(
+    reported: dict[str, float],
+    started_at: float,
+    headers_at: float | None,
+    first_chunk_at: float | None,
+    ended_at: float,
+) -> tuple[tuple[str, float, float], ...]:
+    """Each server-reported time with the attempt's own time over the interval its source covers (a source whose
+    interval's end was never seen, or unknown, is left out)."""
+    out = []
+    for source, seconds in reported.items():
+        until = _UNTIL.get(source)
+        if until is None:
+            continue
+        end = headers_at if until == _HEADERS else first_chunk_at if until == _FIRST_CHUNK else ended_at
+        if end is not None:
+            out.append((source, seconds, end - started_at))
+    return tuple(out)

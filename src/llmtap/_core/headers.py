@@ -21,7 +21,7 @@ from email.utils import parsedate_to_datetime
 from typing import NamedTuple
 
 from llmtap._log import log_once
-from llmtap._providers._base import Facts, Header, Provider
+from llmtap._providers._base import SERVER_TIMES, Facts, Header, Provider
 
 __all__ = [
     "RawRateLimits",
@@ -151,13 +151,16 @@ def _one_line(value: bytes) -> None:
 
 
 # Header kinds as plain ints: enum member lookups cost more than the whole comparison on this path
-_RESET_AT, _RESET_IN, _REQUEST_ID, _SERVER_TIME_MS, _ERROR_TYPE = (
+_RESET_AT, _RESET_IN, _REQUEST_ID, _SERVER_TIME_MS, _ERROR_TYPE, _UPSTREAM_TIME_MS = (
     int(Header.RESET_AT),
     int(Header.RESET_IN),
     int(Header.REQUEST_ID),
     int(Header.SERVER_TIME_MS),
     int(Header.ERROR_TYPE),
+    int(Header.UPSTREAM_TIME_MS),
 )
+_SOURCES = {source.encode(): source for source in SERVER_TIMES}
+"""Server-time header names -> their ``source`` label value (the same name, as the one shared ``str``)."""
 # generic headers, after the provider's Header kinds in the same table
 _CONTENT_TYPE, _CONTENT_ENCODING, _RETRY_AFTER_MS, _RETRY_AFTER = range(100, 104)
 _GENERIC_HEADERS: dict[bytes, tuple[int, int]] = {
@@ -260,8 +263,13 @@ def read_header_items(provider: Provider, items: Sequence[tuple[bytes, bytes, by
                 encoding = encoding + b"," + value if encoding else value  # as the client joins them
             elif kind == _REQUEST_ID:
                 facts.request_id = value.decode("ascii", "replace")
-            elif kind == _SERVER_TIME_MS:
-                facts.server_time = finite(value) / 1000.0
+            elif kind in (_SERVER_TIME_MS, _UPSTREAM_TIME_MS):
+                source = _SOURCES.get(name)
+                milliseconds = finite(value)
+                if milliseconds < 0:
+                    raise ValueError("a negative server time")
+                if source is not None:
+                    facts.report_time(source, milliseconds / 1000.0, processing=kind == _SERVER_TIME_MS)
             elif kind == _ERROR_TYPE:
                 facts.error_type = value.partition(b":")[0].decode("ascii").strip() or None
             elif kind == _RETRY_AFTER_MS:

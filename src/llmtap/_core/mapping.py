@@ -168,6 +168,11 @@ class Mapping:
             add(("tokens", usage.reasoning_tokens, ("reasoning",)))
         for reason in record.stop_reasons:
             add(("stop_reasons", 1, (reason,)))
+        times = record.server_times
+        if times:  # most responses carry one server time, some none
+            for source, server, client in times:
+                add(("server_reported", server, (source,)))
+                add(("client_observed", client, (source,)))
         # every attempt that reported input tokens, whatever its ending: the input's size is known in full when
         # reported (Anthropic's message_start says it), unlike the output's; it lands in exactly one of the two
         if self.windowed and usage.input_tokens:

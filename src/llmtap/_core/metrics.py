@@ -246,6 +246,17 @@ INSTRUMENTS: tuple[Instrument, ...] = (
         "llmtap.context_window.utilization).",
     ),
     Instrument(
+        "server_reported", "llmtap.server_reported", HISTOGRAM, "s", ("source",),
+        "Time the server reports it took (a response header or a stream field), by the header or field it came "
+        "from: the provider's side of the attempt.", DURATION_BUCKETS,
+    ),
+    Instrument(
+        "client_observed", "llmtap.client_observed", HISTOGRAM, "s", ("source",),
+        "The same attempts' time as the client saw it, over the interval each source covers (from sending the "
+        "request to the headers, the first body chunk or the end); minus llmtap.server_reported: the path between.",
+        DURATION_BUCKETS,
+    ),
+    Instrument(
         "cost", "llmtap.cost.usd", COUNTER, "{USD}", ("gen_ai.token.type",),
         "USD the attempts cost by token type (input is uncached input), priced from the reported tokens.",
         requires="cost",

@@ -205,6 +205,12 @@ class AttemptRecord(NamedTuple):
     span_context: "SpanContext | None" = None
     """The attempt's sampled span (``Settings.exemplars``): the metric exporters attach it to their
     histograms as an exemplar, so a dashboard jumps from a latency spike to the trace."""
+    server_times: tuple[tuple[str, float, float], ...] = ()
+    """Every server-reported time the response carried, as ``(source, server seconds, client seconds)``: the
+    source names the header or field (``openai-processing-ms``, ``latencyMs`` ...), the client seconds are this
+    attempt's own time over the interval the source covers (from sending the request to the headers, the first
+    body chunk or the end: ``llmtap._providers._base.SERVER_TIMES``). Their difference is the path: network,
+    proxies, gateways and queues between the app and the provider's timer."""
     context_window: int | None = None
     """The model's context window in tokens (``Settings.context_windows``, then genai-prices' table; ``None``:
     unknown, or the attempt reported no usage): :attr:`context_utilization` is measured against it."""

@@ -13,7 +13,19 @@ import re
 from typing import Any, NamedTuple
 from urllib.parse import unquote
 
-__all__ = ["MAX_COUNT", "Facts", "Header", "Output", "Provider", "RequestInfo", "as_int", "model_in_path"]
+__all__ = [
+    "MAX_COUNT",
+    "SERVER_TIMES",
+    "Facts",
+    "Header",
+    "Output",
+    "Provider",
+    "RequestInfo",
+    "ServerTime",
+    "Until",
+    "as_int",
+    "model_in_path",
+]
 
 MAX_COUNT = (1 << 63) - 1
 """The largest token count accepted: an OTLP int attribute is a signed 64-bit integer."""
@@ -36,6 +48,56 @@ class Header(enum.IntEnum):
     """Server processing time in milliseconds (``openai-processing-ms``)."""
     ERROR_TYPE = 6
     """The error's type, up to the first ``:`` (Bedrock's ``x-amzn-errortype``); the body's word wins."""
+    UPSTREAM_TIME_MS = 7
+    """A proxy's time for the upstream's answer in milliseconds (Envoy's ``x-envoy-upstream-service-time``): a
+    server-reported time (:data:`SERVER_TIMES`), not the provider's own processing time."""
+
+
+class Until(enum.IntEnum):
+    """Where the client's counterpart of a server-reported time ends: the client interval runs from sending the
+    request to the moment the bytes the server's number speaks of arrived."""
+
+    HEADERS = 0
+    """The response headers arrived (the number came in them: the server had written it before sending them)."""
+    FIRST_CHUNK = 1
+    """The first bytes of the body arrived (a time to the server's first byte)."""
+    END = 2
+    """The attempt ended (the number came in the body's last event or in a whole body)."""
+
+
+class ServerTime(NamedTuple):
+    """One server-reported latency llmtap reads: the client interval it pairs with, and what it measures."""
+
+    until: Until
+    measures: str
+
+
+SERVER_TIMES: dict[str, ServerTime] = {
+    "openai-processing-ms": ServerTime(
+        Until.HEADERS, "OpenAI's processing time (header): from receiving the request to sending the headers"
+    ),
+    "x-envoy-upstream-service-time": ServerTime(
+        Until.HEADERS,
+        "the provider's Envoy proxy (header, sent by Anthropic and OpenAI): the upstream's time to its response "
+        "headers, the hop from Envoy to it included",
+    ),
+    "x-amzn-bedrock-invocation-latency": ServerTime(
+        Until.HEADERS, "Bedrock InvokeModel, not streamed (header): the invocation's latency"
+    ),
+    "invocationLatency": ServerTime(
+        Until.END, "Bedrock InvokeModelWithResponseStream (the last chunk's invocation metrics): the invocation"
+    ),
+    "firstByteLatency": ServerTime(
+        Until.FIRST_CHUNK,
+        "Bedrock InvokeModelWithResponseStream (the last chunk's invocation metrics): the time to its first byte",
+    ),
+    "latencyMs": ServerTime(Until.END, "Bedrock Converse and ConverseStream (metrics.latencyMs): the whole call"),
+    "total_duration": ServerTime(
+        Until.END, "ollama (the final object's total_duration, in ns): the whole request, model load included"
+    ),
+}
+"""The ``source`` values of ``llmtap.server_reported`` and ``llmtap.client_observed``, each the name of the header
+or field it is read from: a fixed set (a label value is never taken from the wire)."""
 
 
 class Output(enum.Enum):
@@ -81,6 +143,7 @@ class Facts:
         "response_model",
         "server_error",
         "server_time",
+        "server_times",
         "stop_reasons",
     )
 
@@ -94,6 +157,8 @@ class Facts:
         """Why generation stopped, per choice index (one entry unless the request asked for n > 1)."""
         self.server_time: float | None = None
         """Server-reported processing time in seconds (e.g. ``openai-processing-ms``)."""
+        self.server_times: dict[str, float] | None = None
+        """Every server-reported time read, in seconds, by source (a key of :data:`SERVER_TIMES`)."""
         self.response_id: str | None = None
         self.response_model: str | None = None
         self.request_id: str | None = None
@@ -138,6 +203,16 @@ class Facts:
             self.rejected += 1
             return None
         return total
+
+    def report_time(self, source: str, seconds: float, *, processing: bool = True) -> None:
+        """A server-reported time read from ``source`` (a key of :data:`SERVER_TIMES`); ``processing``: it is also
+        the provider's processing time (:attr:`server_time`, the span's ``llmtap.server.processing_time``)."""
+        if self.server_times is None:
+            self.server_times = {source: seconds}
+        else:
+            self.server_times[source] = seconds
+        if processing:
+            self.server_time = seconds
 
     def set_stop_reason(self, reason: str, index: int = 0) -> None:
         self.stop_reasons[index] = reason

@@ -81,7 +81,7 @@ class OllamaNative(Provider):
             facts.take_counts(payload, _COUNTS)
             total = payload.get("total_duration")
             if total is not None and (total := facts.count(total)) is not None:
-                facts.server_time = total / _NANOSECONDS
+                facts.report_time("total_duration", total / _NANOSECONDS)
             facts.final = True
         return output
 

@@ -11,6 +11,7 @@ __all__ = ["HEADERS", "apply_error"]
 HEADERS: dict[bytes, tuple[Header, str]] = {
     b"x-request-id": (Header.REQUEST_ID, ""),
     b"openai-processing-ms": (Header.SERVER_TIME_MS, ""),
+    b"x-envoy-upstream-service-time": (Header.UPSTREAM_TIME_MS, ""),
     **{
         f"x-ratelimit-{field}-{resource}".encode(): (kind, resource)
         for resource in ("requests", "tokens")

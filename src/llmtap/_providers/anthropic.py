@@ -49,6 +49,7 @@ def _block_output(block: dict[str, Any]) -> Output | None:
 
 HEADERS: dict[bytes, tuple[Header, str]] = {
     b"request-id": (Header.REQUEST_ID, ""),
+    b"x-envoy-upstream-service-time": (Header.UPSTREAM_TIME_MS, ""),
     **{
         f"anthropic-ratelimit-{resource.replace('_', '-')}-{field}".encode(): (kind, resource)
         for resource in ("requests", "tokens", "input_tokens", "output_tokens")

@@ -96,9 +96,13 @@ class AnthropicBedrock(AnthropicMessages):
         if output is None and _METRICS in data:  # the last chunk (message_stop): the server's own latency
             payload = json.loads(data)
             metrics = payload.get(_METRICS.decode()) if isinstance(payload, dict) else None
-            latency = metrics.get("invocationLatency") if isinstance(metrics, dict) else None
-            if type(latency) is int and 0 <= latency < 1 << 53:
-                facts.server_time = latency / 1000.0
+            if isinstance(metrics, dict):
+                latency = metrics.get("invocationLatency")
+                if type(latency) is int and 0 <= latency < 1 << 53:
+                    facts.report_time("invocationLatency", latency / 1000.0)
+                latency = metrics.get("firstByteLatency")
+                if type(latency) is int and 0 <= latency < 1 << 53:
+                    facts.report_time("firstByteLatency", latency / 1000.0, processing=False)
         return output
 
     def event_from_frame(self, headers: dict[str, str], payload: bytes) -> tuple[bytes | None, bytes] | None:

@@ -58,7 +58,7 @@ def _apply_metrics(facts: Facts, metrics: Any) -> None:
     """``metrics.latencyMs``: the server's time for the whole call."""
     latency = metrics.get("latencyMs") if isinstance(metrics, dict) else None
     if type(latency) is int and 0 <= latency < 1 << 53:
-        facts.server_time = latency / 1000.0
+        facts.report_time("latencyMs", latency / 1000.0)
 
 
 def _delta_output(delta: Any) -> Output | None:

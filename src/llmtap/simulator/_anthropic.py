@@ -39,7 +39,11 @@ class AnthropicMessagesApi(Api):
     def common_headers(self) -> list[tuple[str, str]]:
         rl = self.ctx.ratelimit
         reset = rfc3339(rl.reset_at)
-        hs: list[tuple[str, str]] = [("request-id", self.ctx.request_id)]
+        # the API's Envoy front proxy reports its upstream's time to the headers (the real API sends it too)
+        hs: list[tuple[str, str]] = [
+            ("request-id", self.ctx.request_id),
+            ("x-envoy-upstream-service-time", str(self.elapsed_ms())),
+        ]
         for kind, limit, remaining in (
             ("requests", rl.requests_limit, rl.requests_remaining),
             ("tokens", rl.tokens_limit, rl.tokens_remaining),

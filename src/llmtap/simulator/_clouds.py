@@ -108,6 +108,8 @@ def _path_model(pattern: re.Pattern[str], path: str) -> str | None:
 
 class BedrockInvokeApi(AnthropicMessagesApi):
     name: ClassVar[str] = "bedrock"
+    _first_byte_ms: int = 1
+    """When the stream's first bytes were sent, ms after the request was received (``firstByteLatency``)."""
     stream_content_type: ClassVar[str] = "application/vnd.amazon.eventstream"
 
     @classmethod
@@ -144,9 +146,8 @@ class BedrockInvokeApi(AnthropicMessagesApi):
 
     def json_headers(self) -> list[tuple[str, str]]:
         sc = self.ctx.scenario
-        latency = 1 + round(sc.ttft * 1000 + sc.gap * 1000 * max(sc.tokens - 1, 0))
         return [
-            ("x-amzn-bedrock-invocation-latency", str(latency)),
+            ("x-amzn-bedrock-invocation-latency", str(self.elapsed_ms())),
             ("x-amzn-bedrock-input-token-count", str(sc.input)),
             ("x-amzn-bedrock-output-token-count", str(sc.tokens)),
             ("x-amzn-bedrock-cache-read-input-token-count", str(sc.cache_read)),
@@ -154,6 +155,7 @@ class BedrockInvokeApi(AnthropicMessagesApi):
         ]
 
     def preamble_events(self) -> list[bytes]:
+        self._first_byte_ms = self.elapsed_ms()  # the preamble is the body's first bytes, sent right after this
         return [_chunk(_sse_data(sse)) for sse in super().preamble_events() if not sse.startswith(b"event: ping")]
 
     def delta_event(self, index: int, text: str) -> bytes:
@@ -180,8 +182,8 @@ class BedrockInvokeApi(AnthropicMessagesApi):
             "amazon-bedrock-invocationMetrics": {
                 "inputTokenCount": sc.input,
                 "outputTokenCount": sc.tokens,
-                "invocationLatency": 1 + round(sc.ttft * 1000 + sc.gap * 1000 * max(sc.tokens - 1, 0)),
-                "firstByteLatency": 1 + round(sc.ttft * 1000),
+                "invocationLatency": self.elapsed_ms(),
+                "firstByteLatency": self._first_byte_ms,
             },
         }
         return [_chunk(_sse_data(delta)), _chunk(json.dumps(stop, separators=(",", ":")).encode())]
@@ -242,10 +244,6 @@ class BedrockConverseApi(BedrockInvokeApi):
             "cacheWriteInputTokens": sc.cache_write,
         }
 
-    def _latency_ms(self) -> int:
-        sc = self.ctx.scenario
-        return 1 + round(sc.ttft * 1000 + sc.gap * 1000 * max(sc.tokens - 1, 0))
-
     def json_headers(self) -> list[tuple[str, str]]:
         return []
 
@@ -255,7 +253,7 @@ class BedrockConverseApi(BedrockInvokeApi):
             "output": {"message": {"role": "assistant", "content": [{"text": sc.expected_text()}]}},
             "stopReason": self._stop_reason(),
             "usage": self._usage(sc.tokens),
-            "metrics": {"latencyMs": self._latency_ms()},
+            "metrics": {"latencyMs": self.elapsed_ms()},
         }
 
     def preamble_events(self) -> list[bytes]:
@@ -286,9 +284,7 @@ class BedrockConverseApi(BedrockInvokeApi):
         sc = self.ctx.scenario
         return [
             _converse_event("messageStop", {"stopReason": self._stop_reason()}),
-            _converse_event(
-                "metadata", {"usage": self._usage(sc.tokens), "metrics": {"latencyMs": self._latency_ms()}}
-            ),
+            _converse_event("metadata", {"usage": self._usage(sc.tokens), "metrics": {"latencyMs": self.elapsed_ms()}}),
         ]
 
 

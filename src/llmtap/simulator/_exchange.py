@@ -128,6 +128,11 @@ class Api:
         """Why this request is answered with 400 (None: it is fine)."""
         return None
 
+    def elapsed_ms(self) -> int:
+        """Milliseconds since the request was received (at least 1): the server time the simulator reports where
+        its API reports one, measured as the real one is, so a delay outside the server is left out of it."""
+        return max(1, round((time.perf_counter() - self.ctx.received_at) * 1000))
+
     def error_status(self) -> int:
         """The HTTP status ``error_event_at`` answers a non-streaming request with."""
         return error_status_for(self.ctx.scenario.error_type)
