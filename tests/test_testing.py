@@ -72,3 +72,15 @@ def test_capture_reads_as_it_is_used(sim: Simulator) -> None:
     for name in ("records", "calls", "spans"):
         assert isinstance(getattr(Capture, name), property), name
     assert Capture.wait.__doc__ and "TimeoutError" in Capture.wait.__doc__
+
+
+def test_sample_takes_labels_named_like_its_own_parameters() -> None:
+    """``source`` and ``name`` are positional-only: ``llmtap_server_reported_seconds`` has a ``source`` label."""
+    scraped = (
+        "# TYPE x_seconds histogram\n"
+        'x_seconds_count{source="a",name="n"} 2.0\n'
+        'x_seconds_count{source="b",name="n"} 3.0\n'
+        'x_seconds_sum{source="a",name="n"} 1.0\n'
+    )
+    assert sample(scraped, "x_seconds_count", source="b") == 3.0
+    assert sample(scraped, "x_seconds_count", name="n") == 5.0  # positive control: both

@@ -144,13 +144,13 @@ class Capture:
             f"<llmtap.testing.Capture: {len(self.records)} records, {len(self.calls)} calls, {len(self.spans)} spans>"
         )
 
-    def sample(self, name: str, **labels: str) -> float:
+    def sample(self, name: str, /, **labels: str) -> float:
         """Sum of the samples named ``name`` whose labels include ``labels`` (0.0 when none), in
         :attr:`registry` now: :func:`sample` of it."""
         return sample(self.registry, name, **labels)
 
 
-def sample(source: CollectorRegistry | Iterable[Metric] | str, name: str, **labels: str) -> float:
+def sample(source: CollectorRegistry | Iterable[Metric] | str, name: str, /, **labels: str) -> float:
     """Sum of the samples named ``name`` whose labels include ``labels`` (0.0 when none).
 
     Label values are compared as exported (strings); labels not named may have any value, so
@@ -162,7 +162,8 @@ def sample(source: CollectorRegistry | Iterable[Metric] | str, name: str, **labe
             (``/metrics`` in the Prometheus text format).
         name: the sample's name as exported, suffix included (``llmtap_attempts_total``,
             ``gen_ai_client_operation_duration_seconds_count``).
-        labels: label values the sample must have.
+        labels: label values the sample must have. ``source`` and ``name`` are positional-only, so labels
+            of those names can be asked for (``llmtap_server_reported_seconds`` has a ``source`` label).
     """
     if isinstance(source, str):
         families: Iterable[Metric] = text_string_to_metric_families(source)
