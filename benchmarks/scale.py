@@ -560,7 +560,8 @@ def print_series(reports: Sequence[Series], workers: int = 1000, per_host: int =
             f"({r.exposition_histogram_samples:,} of them histograms', {r.exposition_bytes:,} B); "
             f"OTLP explicit {r.otlp_points['explicit']:,} points -> "
             f"{r.otlp_series['explicit']:,} series; OTLP exponential {r.otlp_points['exponential']:,} points -> "
-            f"{r.otlp_series['exponential']:,} series; mixed (the rules' {len(RULE_HISTOGRAMS)} explicit) {r.otlp_series['mixed']:,}"
+            f"{r.otlp_series['exponential']:,} series; "
+            f"mixed (the rules' {len(RULE_HISTOGRAMS)} explicit) {r.otlp_series['mixed']:,}"
         )
         hosts = -(-workers // per_host)
         print(
