@@ -66,15 +66,13 @@ test: $(STAMP) prometheus lint typecheck dashboards docs
 
 ## bench: llmtap's cost inside the real SDKs (anthropic, openai, boto3's ConverseStream) vs the issue's targets
 ## and the peers (the Anthropic SDK's tracing, OpenInference's Bedrock), ~5 min (BENCH_ARGS=--quick: ~1 min;
-## python benchmarks/micro.py: the sub-µs figures), then llmtap against the Anthropic SDK's tracing in one
-## process, ~6 min: non-stream, sync, async and Bedrock stream (INPROC_ARGS, e.g. "--rounds 20 --no-stream"), then
+## python benchmarks/micro.py: the sub-µs figures), then
 ## the targets as instruction counts under valgrind (non-stream, anthropic and Bedrock stream), ~5 min
 ## (INSTR_ARGS, e.g. "--units 2"), then
 ## the tests' fixed timing budgets (pytest -m budget, left out of `make test`). Method and figures:
 ## benchmarks/README.md
 bench: $(STAMP) valgrind
 	$(BIN)/python benchmarks/sdk.py $(BENCH_ARGS)
-	$(BIN)/python benchmarks/inproc.py $(INPROC_ARGS)
 	$(BIN)/python benchmarks/instructions.py $(INSTR_ARGS)
 	$(BIN)/python -m pytest -m budget -q
 

@@ -9,7 +9,7 @@ transport, collected with ``gc.DEBUG_SAVEALL`` (``tests/support/cycles.py``).
   bound stream refer to each other: google-genai over httpx, groq, cohere; tenacity keeps the tracebacks of
   google-genai's retried errors), llmtap's shell sits in that cycle: what it keeps alive there is the ended
   attempt's small record parts, not its span (1.3-2.4 KB a request, against 4.2-5.3 KB with the span's
-  attribute dict, lock and event and link lists: ``python benchmarks/profile_sdk.py cycle-garbage``). The ended
+  attribute dict, lock and event and link lists: tracemalloc around one collection). The ended
   attempt lets its span and its sinks' states go.
 
 The app in these tests lets go of the exception it caught (``Result.error``): a caught exception kept in a
