@@ -28,14 +28,15 @@ What makes two runs agree:
   (which here only export the finished spans to a counting exporter, or wait) are left out, for every
   configuration alike.
 
-The regression gate: ``--check`` counts what the committed reference (:data:`REFERENCE`) holds and exits 1,
+The regression gate: ``--check`` counts the baseline and llmtap's configurations on the workloads and units
+of the committed reference (:data:`REFERENCE`) and exits 1,
 one line per figure, when one of llmtap's figures (per request or per event) is more than :data:`TOLERANCE`
 per cent above it; ``--record`` writes that reference from a run. The configuration without instrumentation
 is the run's control: when it moved by more than the tolerance too, the packages or the interpreter differ
 from the reference's (it records their versions) and the run exits 2 without a verdict.
 
     python benchmarks/instructions.py            # the table and the targets (all four configurations)
-    python benchmarks/instructions.py --check    # the gate (make bench, make bench-check): ~4 min on 2 cores
+    python benchmarks/instructions.py --check    # the gate (make bench, make bench-check): ~6 min of CPU
     python benchmarks/instructions.py --record   # re-record benchmarks/instructions.json after a deliberate change
 """
 
@@ -64,8 +65,8 @@ CONFIGS = ("baseline", "prom_spans", "otlp", "anthropic_tracing")
 WORKLOADS = ("anthropic_create", "anthropic_stream", "bedrock_stream")
 """The workloads the Anthropic SDK's own tracing covers (the issue's comparison); every process warms up on all."""
 DEFAULT_WORKLOADS = WORKLOADS
-"""What ``make bench`` counts: all three (two runs agree within ~0.2 % on the request, ~2k instructions an
-event on the streams: benchmarks/README.md)."""
+"""What a run counts by default: all three (two runs agree within ~0.1 % on the request and ~1 % an event:
+benchmarks/README.md)."""
 SETTLE = 1
 """Units of each workload after the warm-up one, in every process, before what differs."""
 LOOPS = {"anthropic_create": 32}
@@ -82,10 +83,12 @@ GATED = ("prom_spans", "otlp")
 """The configurations whose figures the gate holds: llmtap as apps run it."""
 CONTROL = "baseline"
 """No instrumentation: what it counts depends only on the interpreter and the packages, never on llmtap."""
-TOLERANCE = 1.0
-"""Per cent a gated figure may grow over the reference before ``--check`` fails. Two runs of one tree agree
-within ~0.1 % on every figure (benchmarks/README.md), so 1 % is ten times the noise; llmtap's share of a
-figure is 7-15 % of it, so a change that adds ~10 % to llmtap's own cost fails."""
+TOLERANCE = 2.0
+"""Per cent a gated figure may grow over the reference before ``--check`` fails. Between two runs of one tree
+a figure per request moved by at most ~0.1 %, one per stream event by up to ~1 % (benchmarks/README.md):
+2 % is twice the widest. Of a figure, llmtap's share is ~6 % per event and ~12 % per request, so a change
+fails that adds about a sixth to llmtap's own cost per request, or a third (anthropic) to a half (Bedrock) of
+it per stream event."""
 PACKAGES = ("anthropic", "botocore", "httpx2", "opentelemetry-sdk", "prometheus-client")
 """The packages the counted work runs through, whose versions the reference records."""
 

@@ -181,6 +181,15 @@ def test_a_recorded_reference_is_what_the_gate_reads(tmp_path: Path) -> None:
     assert bench.check(_figures(scale=1.05), reference) == 1
 
 
+def test_the_committed_reference_holds_what_the_gate_compares() -> None:
+    bench = _load()
+    reference = json.loads((ROOT / "benchmarks/instructions.json").read_text())
+    assert set(reference["environment"]) == set(bench.environment())
+    assert {bench.CONTROL, *bench.GATED} <= set(reference["figures"])
+    workloads = set(reference["figures"][bench.CONTROL])
+    assert workloads and all(set(reference["figures"][c]) == workloads for c in bench.GATED)
+
+
 def test_the_gates_options_say_what_is_wrong_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
