@@ -85,7 +85,7 @@ CONTROL = "baseline"
 """No instrumentation: what it counts depends only on the interpreter and the packages, never on llmtap."""
 TOLERANCE = 2.0
 """Per cent a gated figure may grow over the reference before ``--check`` fails. Between two runs of one tree
-a figure per request moved by at most ~0.1 %, one per stream event by up to ~1 % (benchmarks/README.md):
+a figure per request moved by at most 0.11 %, one per stream event by up to 1.0 % (benchmarks/README.md):
 2 % is twice the widest. Of a figure, llmtap's share is ~6 % per event and ~12 % per request, so a change
 fails that adds about a sixth to llmtap's own cost per request, or a third (anthropic) to a half (Bedrock) of
 it per stream event."""
