@@ -74,7 +74,7 @@ bench: $(STAMP) valgrind
 	$(BIN)/python -m pytest -m budget -q
 
 ## bench-check: the regression gate alone: llmtap's instructions per request and per stream event under valgrind
-## against benchmarks/instructions.json; fails when one grows by more than 2 % (~6 min of CPU). After a
+## against benchmarks/instructions.json; fails when one grows by more than 2 % (~5 min of CPU). After a
 ## deliberate change: python benchmarks/instructions.py --record, and commit the file
 bench-check: $(STAMP) valgrind
 	$(BIN)/python benchmarks/instructions.py --check $(INSTR_ARGS)
