@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo test lint typecheck unit prometheus valgrind bench scale dashboards docs fuzz soak compat compat-legacy pythons clean
+.PHONY: demo test lint typecheck unit prometheus valgrind bench bench-check scale dashboards docs fuzz soak compat compat-legacy pythons clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,19 +64,20 @@ docs: $(STAMP)
 test: $(STAMP) prometheus lint typecheck dashboards docs
 	LLMTAPTEST_REQUIRE_PROMETHEUS=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
-## bench: llmtap's cost inside the real SDKs (anthropic, openai, boto3's ConverseStream) vs the issue's targets
-## and the peers (the Anthropic SDK's tracing, OpenInference's Bedrock), ~5 min (BENCH_ARGS=--quick: ~1 min;
-## python benchmarks/micro.py: the sub-µs figures), then llmtap against the Anthropic SDK's tracing in one
-## process, ~6 min: non-stream, sync, async and Bedrock stream (INPROC_ARGS, e.g. "--rounds 20 --no-stream"), then
-## the targets as instruction counts under valgrind (non-stream, anthropic and Bedrock stream), ~5 min
-## (INSTR_ARGS, e.g. "--units 2"), then
-## the tests' fixed timing budgets (pytest -m budget, left out of `make test`). Method and figures:
-## benchmarks/README.md
+## bench: llmtap's cost inside the real SDKs (anthropic, openai, boto3's ConverseStream) as ratios to no
+## instrumentation and to the peers (the Anthropic SDK's tracing, OpenInference's Bedrock), ~5 min (BENCH_ARGS=--quick:
+## ~1 min), then the instruction-count gate (bench-check), then the tests' fixed timing budgets (pytest -m budget).
+## Method and figures: benchmarks/README.md
 bench: $(STAMP) valgrind
 	$(BIN)/python benchmarks/sdk.py $(BENCH_ARGS)
-	$(BIN)/python benchmarks/inproc.py $(INPROC_ARGS)
-	$(BIN)/python benchmarks/instructions.py $(INSTR_ARGS)
+	$(BIN)/python benchmarks/instructions.py --check $(INSTR_ARGS)
 	$(BIN)/python -m pytest -m budget -q
+
+## bench-check: the regression gate alone: llmtap's instructions per request and per stream event under valgrind
+## against benchmarks/instructions.json; fails when one grows by more than 2 % (~5 min of CPU). After a
+## deliberate change: python benchmarks/instructions.py --record, and commit the file
+bench-check: $(STAMP) valgrind
+	$(BIN)/python benchmarks/instructions.py --check $(INSTR_ARGS)
 
 ## scale: 10,000 concurrent async streams and 64 threads on one sync client, in one process
 scale: $(STAMP)

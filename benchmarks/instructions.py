@@ -28,16 +28,26 @@ What makes two runs agree:
   (which here only export the finished spans to a counting exporter, or wait) are left out, for every
   configuration alike.
 
-Usage: ``python benchmarks/instructions.py [--configs ...] [--workloads ...] [--units N] [--jobs J]``
-(``make bench`` runs it: one process per configuration, about 5 minutes on 2 cores).
+The regression gate: ``--check`` counts the baseline and llmtap's configurations on the workloads and units
+of the committed reference (:data:`REFERENCE`) and exits 1,
+one line per figure, when one of llmtap's figures (per request or per event) is more than :data:`TOLERANCE`
+per cent above it; ``--record`` writes that reference from a run. The configuration without instrumentation
+is the run's control: when it moved by more than the tolerance too, the packages or the interpreter differ
+from the reference's (it records their versions) and the run exits 2 without a verdict.
+
+    python benchmarks/instructions.py            # the table and the targets (all four configurations)
+    python benchmarks/instructions.py --check    # the gate (make bench, make bench-check): ~5 min of CPU
+    python benchmarks/instructions.py --record   # re-record benchmarks/instructions.json after a deliberate change
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib.metadata
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -55,8 +65,8 @@ CONFIGS = ("baseline", "prom_spans", "otlp", "anthropic_tracing")
 WORKLOADS = ("anthropic_create", "anthropic_stream", "bedrock_stream")
 """The workloads the Anthropic SDK's own tracing covers (the issue's comparison); every process warms up on all."""
 DEFAULT_WORKLOADS = WORKLOADS
-"""What ``make bench`` counts: all three (two runs agree within ~0.2 % on the request, ~2k instructions an
-event on the streams: benchmarks/README.md)."""
+"""What a run counts by default: all three (runs agree within ~0.15 % on the request and ~1 % an event:
+benchmarks/README.md)."""
 SETTLE = 1
 """Units of each workload after the warm-up one, in every process, before what differs."""
 LOOPS = {"anthropic_create": 32}
@@ -65,6 +75,22 @@ LOOPS = {"anthropic_create": 32}
 TOKENS = 200
 """Output tokens per stream (~205 events)."""
 _SUMMARY = re.compile(r"^summary: (\d+)$", re.MULTILINE)
+
+
+REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "instructions.json")
+"""The committed figures ``--check`` compares with (``--record`` writes them)."""
+GATED = ("prom_spans", "otlp")
+"""The configurations whose figures the gate holds: llmtap as apps run it."""
+CONTROL = "baseline"
+"""No instrumentation: what it counts depends only on the interpreter and the packages, never on llmtap."""
+TOLERANCE = 2.0
+"""Per cent a gated figure may grow over the reference before ``--check`` fails. Between two runs of one tree
+a figure per request moved by at most 0.15 %, one per stream event by up to 1.0 % (benchmarks/README.md):
+2 % is twice the widest. Of a figure, llmtap's share is ~6 % per event and ~12 % per request, so a change
+fails that adds about a sixth to llmtap's own cost per request, or a third (anthropic) to a half (Bedrock) of
+it per stream event."""
+PACKAGES = ("anthropic", "botocore", "httpx2", "opentelemetry-sdk", "prometheus-client")
+"""The packages the counted work runs through, whose versions the reference records."""
 
 
 REGION = "sys_call_tracing"
@@ -182,7 +208,7 @@ def report(per: dict[str, dict[str, float]], workloads: tuple[str, ...]) -> list
             print(f"{workload:38s} {title:40s} {value:14,.0f} {ratio_text:>8s} {over:>12s}")
     missed: list[str] = []
     if base is None or sdk_tracing is None:
-        print("\n(the targets need the baseline and anthropic_tracing configurations)")
+        print("\n(the targets need the baseline and anthropic_tracing configurations: a run without --check)")
         return missed
     print("\nTargets (issue 15), in instructions: at or under the ratio target, or not above the Anthropic SDK's")
     print("own tracing in the same run (one span, as llmtap's):")
@@ -203,8 +229,77 @@ def report(per: dict[str, dict[str, float]], workloads: tuple[str, ...]) -> list
     return missed
 
 
+def environment() -> dict[str, str]:
+    """What the counts depend on besides llmtap: the interpreter and the versions of :data:`PACKAGES`."""
+    out = {"python": platform.python_version(), "machine": platform.machine()}
+    out.update({name: importlib.metadata.version(name) for name in PACKAGES})
+    return out
+
+
+def regressions(
+    reference: dict[str, dict[str, float]], measured: dict[str, dict[str, float]], tolerance: float = TOLERANCE
+) -> list[str]:
+    """One line per gated figure of ``reference`` that ``measured`` exceeds by more than ``tolerance`` per cent."""
+    out = []
+    for config in GATED:
+        for name, before in reference.get(config, {}).items():
+            now = measured[config][name]
+            growth = 100 * (now / before - 1)
+            if growth > tolerance:
+                unit = "event" if sdk.WORKLOADS[name][1] else "request"
+                out.append(
+                    f"{config} {name}: {now:,.0f} instructions per {unit}, {growth:+.2f} % over the reference "
+                    f"{before:,.0f} (at most +{tolerance:g} %)"
+                )
+    return out
+
+
+def incomparable(reference: dict[str, Any], measured: dict[str, dict[str, float]], tolerance: float = TOLERANCE) -> str:
+    """Why ``measured`` cannot be held to ``reference`` (another environment), or ``""``."""
+    here = environment()
+    differ = [
+        f"{k} {reference['environment'].get(k)} -> {v}" for k, v in here.items() if reference["environment"].get(k) != v
+    ]
+    moved = [
+        f"{name} {100 * (measured[CONTROL][name] / before - 1):+.2f} %"
+        for name, before in reference["figures"][CONTROL].items()
+        if abs(measured[CONTROL][name] / before - 1) * 100 > tolerance
+    ]
+    if not differ and not moved:
+        return ""
+    what = "; ".join(differ) if differ else "the same versions"
+    control = f", uninstrumented figures moved ({', '.join(moved)})" if moved else ""
+    return f"not comparable with the reference ({what}{control}): re-record it with --record"
+
+
+def record(per: dict[str, dict[str, float]], units: int, path: str = REFERENCE) -> None:
+    """Write ``per`` as the reference, in ``path``."""
+    data = {
+        "environment": environment(),
+        "units": units,
+        "figures": {c: {n: round(v) for n, v in w.items()} for c, w in per.items()},
+    }
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2)
+        f.write("\n")
+
+
+def check(per: dict[str, dict[str, float]], reference: dict[str, Any]) -> int:
+    """The gate's verdict on ``per``: 0 (held), 1 (a figure regressed: one line each) or 2 (not comparable)."""
+    why = incomparable(reference, per)
+    if why:
+        print(f"instructions.py --check: {why}", file=sys.stderr)
+        return 2
+    lines = regressions(reference["figures"], per)
+    for line in lines:
+        print(f"instructions.py --check: regression: {line}", file=sys.stderr)
+    gated = sum(len(reference["figures"].get(c, {})) for c in GATED)
+    print(f"\nGate: {gated - len(lines)} of {gated} figures within +{TOLERANCE:g} % of the reference")
+    return 1 if lines else 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(prog="instructions.py", description=__doc__.split("\n", 1)[0])
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=sdk.CONFIGS)
     parser.add_argument(
         "--workloads",
@@ -216,24 +311,50 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--units", type=int, default=5, help="units of each workload counted (default 5)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes at once")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    gate = parser.add_mutually_exclusive_group()
+    gate.add_argument(
+        "--check",
+        action="store_true",
+        help=f"exit 1 when one of llmtap's figures is more than {TOLERANCE:g} %% over the reference "
+        "(counts the baseline and llmtap's configurations with its workloads and units)",
+    )
+    gate.add_argument("--record", action="store_true", help="write the figures of this run as the reference")
+    parser.add_argument("--reference", default=REFERENCE, help="the reference file (default: %(default)s)")
     parser.add_argument("--worker", metavar="CONFIG", help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.units < 1 or args.jobs < 1:
         parser.error("--units and --jobs must be at least 1")
+    if args.record and not {CONTROL, *GATED} <= set(args.configs):
+        parser.error(f"--record needs the configurations {', '.join((CONTROL, *GATED))}")
     if args.worker:
         print(json.dumps(worker(args.worker, args.base_url, tuple(args.workloads), args.units)))
         return 0
     if shutil.which("valgrind") is None:
         print("instructions.py: valgrind is not installed (apt-get install valgrind); skipped", file=sys.stderr)
         return 2
-    configs, workloads = tuple(args.configs), tuple(args.workloads)
-    print(
-        f"Instructions per unit (valgrind callgrind, PYTHONHASHSEED=0, {args.units} units, streams of ~{TOKENS} events)"
-    )
-    per = measure(configs, workloads, args.units, args.jobs)
+    configs, workloads, units = tuple(args.configs), tuple(args.workloads), args.units
+    reference: dict[str, Any] = {}
+    if args.check:
+        try:
+            with open(args.reference, encoding="utf-8") as f:
+                reference = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"instructions.py --check: cannot read the reference {args.reference}: {e}", file=sys.stderr)
+            return 2
+        configs = (CONTROL, *GATED)  # what the gate compares; the SDK's tracing is the full run's
+        workloads = tuple(reference["figures"][CONTROL])
+        units = reference["units"]
+    print(f"Instructions per unit (valgrind callgrind, PYTHONHASHSEED=0, {units} units, streams of ~{TOKENS} events)")
+    per = measure(configs, workloads, units, args.jobs)
     missed = report(per, workloads)
-    print(f"\n{len(missed)} target(s) missed" + (f": {', '.join(missed)}" if missed else ""))
+    if "anthropic_tracing" in per:
+        print(f"\n{len(missed)} target(s) missed" + (f": {', '.join(missed)}" if missed else ""))
+    if args.record:
+        record(per, units, args.reference)
+        print(f"recorded {args.reference}")
+    if args.check:
+        return check(per, reference)
     return 1 if args.strict and missed else 0
 
 

@@ -11,6 +11,7 @@ interquartile range. Method and results: ``benchmarks/README.md``.
     python benchmarks/sdk.py --quick      # ~1 min, rough
     python benchmarks/sdk.py --rigorous   # twice the rounds and values
     python benchmarks/sdk.py -o out.json  # every value as a pyperf suite (python -m pyperf stats/compare_to)
+    python benchmarks/sdk.py --profile anthropic_stream --configs otlp  # where the time goes (cProfile)
 
 The worker (``--worker CONFIG``) imports nothing of llmtap unless its configuration uses it, so the peak-RSS
 deltas show what each configuration loads: in total (over the bare worker) and, for the issue's two
@@ -144,7 +145,7 @@ class Plan:
     sdk_default: bool = False
     """The anthropic clients of every worker leave the SDK's ``open_telemetry`` option unset (``--sdk-default``);
     otherwise only ``anthropic_tracing``'s do (its global provider turns the SDK's tracing on) and every other
-    worker's are off (``open_telemetry=False``), as ``inproc.py``'s: see :func:`sdk_option`."""
+    worker's are off (``open_telemetry=False``): see :func:`sdk_option`."""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -203,7 +204,7 @@ class Configured:
     """llmtap's configurations: the application-owned registry / providers handed to ``instrument()``."""
     tracer_provider: Any = None
     """``anthropic_tracing``: the provider of the Anthropic SDK's own spans (made global by :func:`configure`,
-    or handed to one client by its ``open_telemetry`` option: ``benchmarks/inproc.py``)."""
+    or handed to one client by its ``open_telemetry`` option)."""
     peer: Any = None
     """``openinference_bedrock``: (its ``BedrockInstrumentor``, the tracer provider it is handed), instrumented by
     :func:`activate` (it wraps the botocore clients made after it)."""
@@ -582,7 +583,7 @@ def max_rss_bytes() -> int:
 
 def sdk_option(config: str, plan: Plan) -> Any:
     """The anthropic clients' ``open_telemetry`` option in ``config``'s worker. Left unset, the SDK builds and
-    drops a non-recording span per call even with no tracer provider (~33 µs, ``inproc.py --sdk-default``):
+    drops a non-recording span per call even with no tracer provider (~33 µs, ``--sdk-default``):
     part of its tracing's cost, which the option turns off (as llmtap's README advises who runs llmtap without the
     SDK's spans). So the baseline and llmtap's workers turn it off, and the SDK's tracing is measured whole
     (unset, with a global provider); ``--sdk-default`` leaves it unset everywhere (the method before
@@ -1045,6 +1046,52 @@ def print_memory(memory: dict[str, dict[str, int]]) -> list[str]:
     return failed
 
 
+def profile(workload: str, config: str, base_url: str, top: int = 25, loops: int = 0) -> None:
+    """cProfile of ``workload`` under ``config`` in this process (streams of 2,000 deltas): the functions of
+    llmtap, prometheus_client and opentelemetry, by own time per event or request. cProfile inflates small
+    functions: read the ranking here, the figures in the timed run. ``loops``: units profiled (default 20
+    streams or 2,000 requests)."""
+    import cProfile
+    import pstats
+
+    import opentelemetry
+    import prometheus_client
+
+    import llmtap
+
+    # by the imported packages' own directories, never a name fragment (``/llmtap/`` also matches a
+    # virtualenv inside a clone named ``llmtap``)
+    roots = {os.path.dirname(os.path.abspath(llmtap.__file__)): "llmtap"}
+    roots[os.path.dirname(os.path.abspath(prometheus_client.__file__))] = "prometheus_client"
+    roots.update({os.path.abspath(path): "opentelemetry" for path in opentelemetry.__path__})
+    plan = Plan(base_url, 2000, {}, 1, 0, (workload,))
+    configured = configure(config, base_url)
+    wl = Workloads(base_url, plan.tokens, open_telemetry=sdk_option(config, plan))
+    run = collecting(configured, wl.unit(workload))
+    loops = loops or (20 if WORKLOADS[workload][1] else 2000)
+    run(max(1, loops // 10))  # warm: connections, label children, first-use caches
+    profiler = cProfile.Profile()
+    profiler.enable()
+    units = run(loops)
+    profiler.disable()
+    wl.close()
+    rows = []
+    for (filename, line, name), (_cc, ncalls, tottime, cumtime, _callers) in pstats.Stats(profiler).stats.items():  # type: ignore[attr-defined]
+        path = os.path.abspath(filename)
+        where = next(
+            (f"{pkg}/{path[len(root) + 1 :]}" for root, pkg in roots.items() if path.startswith(root + os.sep)), None
+        )
+        if where is not None:
+            rows.append((tottime, cumtime, ncalls, f"{where}:{line}({name})"))
+    rows.sort(reverse=True)
+    unit = "event" if WORKLOADS[workload][1] else "request"
+    print(f"{workload}, {config}: {units} {unit}s; cProfile, functions of llmtap, prometheus_client, opentelemetry")
+    print(f"{'own µs/' + unit:>14} {'cum µs/' + unit:>14} {'calls/' + unit:>12}  function")
+    for tottime, cumtime, ncalls, where in rows[:top]:
+        print(f"{tottime / units * 1e6:14.2f} {cumtime / units * 1e6:14.2f} {ncalls / units:12.2f}  {where}")
+    print(f"{sum(r[0] for r in rows) / units * 1e6:14.2f} µs/{unit} in those functions altogether")
+
+
 def pyperf_suite(rounds: list[dict[str, dict[str, Any]]], path: str) -> None:
     """Every value as a pyperf BenchmarkSuite: one benchmark per workload x configuration x clock, one run per
     round (pyperf's JSON, for ``python -m pyperf stats/hist/compare_to``)."""
@@ -1239,6 +1286,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="every worker's anthropic clients leave the SDK's open_telemetry option unset (see sdk_option)",
     )
     parser.add_argument("--no-memory", action="store_true", help="skip the memory-per-stream check")
+    parser.add_argument(
+        "--profile",
+        metavar="WORKLOAD",
+        choices=tuple(WORKLOADS),
+        help="instead of the benchmark: cProfile of this workload under the first of --configs (default prom_spans)",
+    )
+    parser.add_argument("--top", type=int, default=25, help="--profile: the functions listed (default 25)")
     parser.add_argument("--memory", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--markdown", nargs="+", metavar="ROUNDS_JSON", help="print markdown tables of earlier runs' raw rounds"
@@ -1267,6 +1321,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.markdown:
         markdown(args.markdown)
+        return 0
+    if args.profile:
+        ensure_bytecode()
+        with ChildSimulator() as sim:
+            profile(args.profile, (args.configs or ["prom_spans"])[0], sim.base_url, args.top)
         return 0
     if args.memory:
         plan = _load_plan(args.plan)

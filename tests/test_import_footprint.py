@@ -1,6 +1,6 @@
 """What ``import llmtap; llmtap.instrument(...)`` loads: none of llmtap's tools, and nothing a configuration
 does not use (each module found here costs every instrumented process its memory; benchmarks/README.md,
-"Peak RSS"). Each check runs in a fresh interpreter, and each "not imported" is paired with a run of the
+"Memory"). Each check runs in a fresh interpreter, and each "not imported" is paired with a run of the
 same check where the module is imported (the check would see it)."""
 
 from __future__ import annotations
@@ -210,8 +210,8 @@ def _patterns(schema: object) -> list[str]:
 
 def test_settings_compile_no_pydantic_pattern() -> None:
     """pydantic compiles a field's ``pattern=`` into a Rust regex when the model class is created: one
-    ``[^\\x00-\\x1f\\x7f]`` cost ~0.46 MiB of RSS in every process importing llmtap (benchmarks/README.md,
-    "Core v3, fifth pass"); the settings check such values in a validator instead."""
+    ``[^\\x00-\\x1f\\x7f]`` cost ~0.46 MiB of RSS in every process importing llmtap (measured when it
+    was taken out); the settings check such values in a validator instead."""
     from pydantic import BaseModel, Field
 
     from llmtap._settings import ModelPrice, Settings

@@ -1,14 +1,18 @@
 """``benchmarks/instructions.py`` (run in full by ``make bench``, under valgrind): its worker runs what it says
-against the simulator, and its report tells a missed target from a met one. No count is asserted here."""
+against the simulator, its report tells a missed target from a met one, and its regression gate fails a figure
+grown past the tolerance (synthetic figures). No count is asserted here."""
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import pytest
 
 from llmtap.simulator import Simulator
 from tests.support.paths import ROOT
@@ -109,3 +113,94 @@ def test_the_report_fails_a_configuration_above_both_its_target_and_the_sdks_tra
     assert missed == ["anthropic_stream prom_spans"]
     per["prom_spans"]["anthropic_stream"] = 11.0  # level with the SDK's tracing: met
     assert bench.report(per, ("anthropic_create", "anthropic_stream")) == []
+
+
+def _figures(scale: float = 1.0, control: float = 1.0) -> dict[str, dict[str, float]]:
+    """Synthetic figures of the four configurations: llmtap's scaled by ``scale``, the uninstrumented ones by
+    ``control``."""
+    base = {"anthropic_create": 4_000_000.0, "anthropic_stream": 170_000.0, "bedrock_stream": 320_000.0}
+    return {
+        "baseline": {name: value * control for name, value in base.items()},
+        "anthropic_tracing": {name: value * 1.2 * control for name, value in base.items()},
+        "prom_spans": {name: value * 1.1 * scale for name, value in base.items()},
+        "otlp": {name: value * 1.12 * scale for name, value in base.items()},
+    }
+
+
+def test_the_gate_fails_each_of_llmtaps_figures_grown_past_the_tolerance_and_only_those() -> None:
+    bench = _load()
+    reference = _figures()
+    assert bench.regressions(reference, _figures()) == []  # the same figures: held
+    assert bench.regressions(reference, _figures(scale=0.9)) == []  # fewer instructions: held
+    within = 1 + 0.9 * bench.TOLERANCE / 100
+    assert bench.regressions(reference, _figures(scale=within)) == []
+    # the control: the same growth past the tolerance fails all six of llmtap's figures, one line each
+    past = 1 + 1.1 * bench.TOLERANCE / 100
+    lines = bench.regressions(reference, _figures(scale=past))
+    assert len(lines) == 6 and all(line.startswith(("prom_spans ", "otlp ")) for line in lines), lines
+    grown = copy.deepcopy(reference)
+    grown["otlp"]["anthropic_stream"] *= past
+    (line,) = bench.regressions(reference, grown)
+    assert line.startswith("otlp anthropic_stream: ") and "per event" in line and "over the reference" in line
+    grown = copy.deepcopy(reference)
+    grown["prom_spans"]["anthropic_create"] *= past
+    assert "per request" in bench.regressions(reference, grown)[0]
+    # what is not llmtap's is not gated: the uninstrumented run and the SDK's own tracing
+    grown = copy.deepcopy(reference)
+    grown["anthropic_tracing"]["anthropic_stream"] *= 2
+    grown["baseline"]["anthropic_stream"] *= 2
+    assert bench.regressions(reference, grown) == []
+
+
+def test_the_gate_gives_no_verdict_against_another_environments_reference(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _load()
+    reference = {"environment": bench.environment(), "units": 5, "figures": _figures()}
+    assert bench.check(_figures(), reference) == 0  # the control: the same environment and figures
+    assert "6 of 6 figures within" in capsys.readouterr().out
+    regressed = _figures(scale=1.05)
+    assert bench.check(regressed, reference) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 6 and all(line.startswith("instructions.py --check: regression: ") for line in err)
+    # the uninstrumented figures moved as much: not llmtap's doing, no verdict
+    assert bench.check(_figures(scale=1.05, control=1.05), reference) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "not comparable" in line and "anthropic_create +5.00 %" in line and "--record" in line
+    # another package version: no verdict either, and the line names it
+    other = {**reference, "environment": {**reference["environment"], "anthropic": "0.0.1"}}
+    assert bench.check(_figures(), other) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "anthropic 0.0.1 -> " in line
+
+
+def test_a_recorded_reference_is_what_the_gate_reads(tmp_path: Path) -> None:
+    bench = _load()
+    bench.record(_figures(), 5, str(tmp_path / "instructions.json"))
+    reference = json.loads((tmp_path / "instructions.json").read_text())
+    assert reference["units"] == 5 and reference["environment"] == bench.environment()
+    assert bench.check(_figures(), reference) == 0
+    assert bench.check(_figures(scale=1.05), reference) == 1
+
+
+def test_the_committed_reference_holds_what_the_gate_compares() -> None:
+    bench = _load()
+    reference = json.loads((ROOT / "benchmarks/instructions.json").read_text())
+    assert set(reference["environment"]) == set(bench.environment())
+    assert {bench.CONTROL, *bench.GATED} <= set(reference["figures"])
+    workloads = set(reference["figures"][bench.CONTROL])
+    assert workloads and all(set(reference["figures"][c]) == workloads for c in bench.GATED)
+
+
+def test_the_gates_options_say_what_is_wrong_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench = _load()
+    monkeypatch.setattr(bench.shutil, "which", lambda name: "/usr/bin/valgrind")  # nothing is counted below
+    monkeypatch.setattr(bench, "REFERENCE", str(tmp_path / "missing.json"))
+    assert bench.main(["--check"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("instructions.py --check: cannot read the reference ")
+    for argv in (["--record", "--configs", "baseline", "otlp"], ["--check", "--record"]):
+        with pytest.raises(SystemExit) as exited:
+            bench.main(argv)
+        assert exited.value.code == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1].startswith("instructions.py: error: ")

@@ -198,7 +198,7 @@ class Settings(BaseModel):
     slim_spans: bool = False
     """Hand your span processors llmtap's ended spans with plain containers, to save memory while a
     ``BatchSpanProcessor`` holds them until its next export: ~1.0 KB a span instead of ~3.4 KB, up to 512
-    spans between two exports by default (``benchmarks/profile_sdk.py span-memory``). What it changes for
+    spans between two exports by default (benchmarks/README.md, "Memory"). What it changes for
     span processors, on llmtap's spans only:
 
     - while such a span ends, its ``_span_processor`` is a stand-in that passes every call through to your

@@ -18,7 +18,7 @@ or a frame or function of llmtap's code.
   bound stream refer to each other: google-genai over httpx, groq, cohere; tenacity keeps the tracebacks of
   google-genai's retried errors), llmtap's shell sits in that cycle: what it keeps alive there is the ended
   attempt's small record parts, not its span (1.3-2.4 KB a request, against 4.2-5.3 KB with the span's
-  attribute dict, lock and event and link lists: ``python benchmarks/profile_sdk.py cycle-garbage``). The
+  attribute dict, lock and event and link lists, as tracemalloc measured the garbage the collector found). The
   ended attempt lets its span and its sinks' states go (:func:`spans_in_the_garbage` is empty), except
   after the actions in :data:`DROPPING`, whose attempts the collector itself ends.
 

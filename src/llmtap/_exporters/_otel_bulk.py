@@ -7,7 +7,7 @@ series' key (2.2 µs), and the exemplar filter and the reader loop run per value
 arrive per series with one attribute dict built once (:class:`~llmtap._exporters._otel_aggregation.Histogram`),
 so :func:`record_many` finds the series' aggregation in each reader's view once per collection, the same
 way the SDK does, and hands it each value (~0.6 µs): a request's four histogram values went from ~26 µs to
-~3 µs (``benchmarks/otel_floor.py``).
+~3 µs.
 
 A chunk-gap histogram's values come pre-bucketed from the core (one count per bucket and attempt), so a
 collection has a few distinct values to hand over, each many times (:func:`record_counted`): on the SDK's

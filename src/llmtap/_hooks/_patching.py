@@ -1,5 +1,5 @@
 """The two patching tools the hooks need, written here rather than loaded from wrapt (whose package
-imports 15 modules, ~0.33 MiB of every instrumented process: benchmarks/README.md, "Peak RSS").
+imports 15 modules, ~0.33 MiB of every instrumented process: benchmarks/README.md, "Memory").
 
 - :func:`wrap_method`: a plain function that stands in for a method of a class and calls
   ``wrapper(wrapped, instance, args, kwargs)`` (wrapt's wrapper convention, which the hooks keep);
