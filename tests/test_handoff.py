@@ -221,6 +221,37 @@ def test_an_abandoned_stream_is_counted_by_the_next_scrape(
     assert _scraped_abandoned(cap) == 1
 
 
+def test_an_abandoned_stream_is_counted_by_the_next_opentelemetry_collection(sim: Simulator) -> None:
+    """The OpenTelemetry metric path drains the hand-off too (its exporter is handed ``drain=``): with the
+    Prometheus exporter off, an abandoned stream is in the next collection at the latest."""
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    settings = llmtap.Settings(base_urls=(sim.base_url,), prometheus=False, otel_metrics=True)
+    try:
+        with capture(settings, meter_provider=provider), httpx.Client(timeout=10) as client:
+            _abandon_in_a_cycle(client, sim.base_url + "/v1/messages")
+            assert _collected_abandoned(reader) == 0  # control: not yet collected
+            gc.collect()
+            assert _collected_abandoned(reader) == 1
+    finally:
+        provider.shutdown()
+
+
+def _collected_abandoned(reader: InMemoryMetricReader) -> float:
+    """The ``llmtap.streams`` data points with ``outcome="abandoned"`` in one collection of ``reader``."""
+    data = reader.get_metrics_data()
+    values: list[float] = [
+        point.value  # type: ignore[union-attr]
+        for rm in (data.resource_metrics if data else ())
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == "llmtap.streams"
+        for point in metric.data.data_points
+        if (point.attributes or {}).get("outcome") == "abandoned"
+    ]
+    return sum(values)
+
+
 def _scraped_abandoned(cap: Capture) -> float:
     """What a scrape of the registry says (not cap.sample, which drains by itself)."""
     return sample(generate_latest(cap.registry).decode(), "llmtap_streams_total", outcome="abandoned")

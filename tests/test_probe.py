@@ -274,6 +274,9 @@ def test_headers_unseen_and_metrics(report: ProbeReport) -> None:
     unseen = " ".join(u.what for u in report.unseen)
     assert "GPU utilisation" in unseen and "kernel launch" in unseen and "/v1/metrics" in unseen
     assert any(u.measured and "answered 404" in u.measured for u in report.unseen)
+    # the simulator reports Envoy's upstream time, as Anthropic does: the path is read from the pairs
+    path = [u.measured for u in report.unseen if u.measured and "the path between took" in u.measured]
+    assert path and "x-envoy-upstream-service-time" in path[0], [u.measured for u in report.unseen]
 
 
 def test_outputs(report: ProbeReport, tmp_path: Path) -> None:

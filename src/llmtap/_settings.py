@@ -24,6 +24,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from llmtap._core.metrics import resolve_names
 from llmtap._log import logger
+from llmtap._run_exit import RUN_ENV
 
 __all__ = [
     "ENV_PREFIX",
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 ENV_PREFIX = "LLMTAP_"
-INTERNAL_ENV = frozenset({"LLMTAP_RUN"})
+INTERNAL_ENV = frozenset({RUN_ENV})
 """``LLMTAP_*`` variables llmtap sets for itself that are not settings, so never reported as unknown:
 ``LLMTAP_RUN`` marks a program started by ``llmtap run``. Every other ``LLMTAP_*`` variable names a setting
 (the test-suite's knobs are ``LLMTAPTEST_*``, outside this namespace)."""

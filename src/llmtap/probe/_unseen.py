@@ -42,12 +42,14 @@ def unseen(
         if m.tokens_per_second is not None and tps is None:
             tps_s = m.tokens_per_second
             tps = f"{tps_s.p50:.0f} output tokens/s median, jitter {tps_s.jitter:.0f} ({m.model})"
-    server_times = [r.server_time for r in records if r.server_time is not None]
-    headers = [r.time_to_headers for r in records if r.server_time is not None and r.time_to_headers is not None]
-    if server_times and headers:
+    # each reported time against the client's own time over the interval it covers (AttemptRecord.server_times)
+    pairs = [(source, srv, cli) for r in records for source, srv, cli in r.server_times]
+    if pairs:
+        sources = ", ".join(sorted({source for source, _, _ in pairs}))
         server = (
-            f"server says it worked {statistics.median(server_times) * 1000:.1f} ms (median); time to headers "
-            f"{statistics.median(headers) * 1000:.1f} ms: the rest is network and queueing in front of it"
+            f"provider says {statistics.median(srv for _, srv, _ in pairs) * 1000:.1f} ms, the client saw "
+            f"{statistics.median(cli for _, _, cli in pairs) * 1000:.1f} ms over the same interval (medians; "
+            f"{sources}): the path between took {statistics.median(cli - srv for _, srv, cli in pairs) * 1000:.1f} ms"
         )
     return (
         Unseen(
@@ -64,8 +66,8 @@ def unseen(
         ),
         Unseen(
             "queueing and processing time inside the provider",
-            "only if the server reports it (openai-processing-ms, x-envoy-upstream-service-time)",
-            "time to headers minus the reported processing time",
+            "only if the server reports it (openai-processing-ms, x-envoy-upstream-service-time, Bedrock's latencies)",
+            "the client's time over the interval each reported time covers, minus it (llmtap_client_observed_seconds)",
             server,
         ),
         Unseen(
