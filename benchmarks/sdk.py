@@ -920,6 +920,24 @@ def _us(seconds: float) -> str:
     return f"{us:,.2f}" if abs(us) < 100 else f"{us:,.0f}"
 
 
+def _row_line(row: Row) -> str:
+    """One row of the table: CPU and wall ratios, the baseline's and the added CPU µs per event or request."""
+    return (
+        f"{WORKLOAD_TITLES[row.workload]:<40} {CONFIG_TITLES[row.config]:<40} {_ratio(row.cpu_ratio):>24} "
+        f"{_ratio(row.wall_ratio):>24} {_us(statistics.median(row.base_cpu)):>9} "
+        f"{_us(statistics.median(row.added_cpu)):>9}"
+    )
+
+
+def _per_request_line(row: Row) -> str:
+    """A stream's row given per request (its values times the worker's events per request; no wall ratio)."""
+    title = WORKLOAD_TITLES[row.workload].rsplit(",", 1)[0] + ", per request"
+    return (
+        f"{title:<40} {CONFIG_TITLES[row.config]:<40} {_ratio(row.request_cpu_ratio):>24} {'':>24} "
+        f"{_us(statistics.median(row.base_request_cpu)):>9} {_us(statistics.median(row.added_request_cpu)):>9}"
+    )
+
+
 def print_table(
     rows: list[Row],
     rss: dict[str, list[float]],
@@ -935,18 +953,10 @@ def print_table(
     print(head)
     print("-" * len(head))
     for row in rows:
-        print(
-            f"{WORKLOAD_TITLES[row.workload]:<40} {CONFIG_TITLES[row.config]:<40} {_ratio(row.cpu_ratio):>24} "
-            f"{_ratio(row.wall_ratio):>24} {_us(statistics.median(row.base_cpu)):>9} "
-            f"{_us(statistics.median(row.added_cpu)):>9}"
-        )
+        print(_row_line(row))
     for row in rows:  # the streams given per request too: the same values, times each worker's events per request
         if row.workload in PER_REQUEST:
-            title = WORKLOAD_TITLES[row.workload].rsplit(",", 1)[0] + ", per request"
-            print(
-                f"{title:<40} {CONFIG_TITLES[row.config]:<40} {_ratio(row.request_cpu_ratio):>24} {'':>24} "
-                f"{_us(statistics.median(row.base_request_cpu)):>9} {_us(statistics.median(row.added_request_cpu)):>9}"
-            )
+            print(_per_request_line(row))
     if over_peers:
         print(
             "\nllmtap over the peer instrumentation of the same SDK, in the same round (CPU; wall; base = the peer):\n"
@@ -954,18 +964,9 @@ def print_table(
         print(head)
         print("-" * len(head))
         for row in over_peers:
-            print(
-                f"{WORKLOAD_TITLES[row.workload]:<40} {CONFIG_TITLES[row.config]:<40} {_ratio(row.cpu_ratio):>24} "
-                f"{_ratio(row.wall_ratio):>24} {_us(statistics.median(row.base_cpu)):>9} "
-                f"{_us(statistics.median(row.added_cpu)):>9}"
-            )
+            print(_row_line(row))
             if row.workload in PER_REQUEST:
-                title = WORKLOAD_TITLES[row.workload].rsplit(",", 1)[0] + ", per request"
-                print(
-                    f"{title:<40} {CONFIG_TITLES[row.config]:<40} {_ratio(row.request_cpu_ratio):>24} {'':>24} "
-                    f"{_us(statistics.median(row.base_request_cpu)):>9} "
-                    f"{_us(statistics.median(row.added_request_cpu)):>9}"
-                )
+                print(_per_request_line(row))
     print()
     share, warm_share = share or {}, warm_share or {}
     print("Peak RSS (median over rounds): total = over the bare baseline worker; llmtap's share = over the")
