@@ -93,9 +93,6 @@ class Capture:
     """What one :func:`capture` block recorded: :attr:`records` (attempts), :attr:`calls` (logical calls,
     retries included) and :attr:`spans` are properties, read as they are at that moment; :meth:`wait` blocks
     until a number of them has ended, :meth:`sample` reads a metric from :attr:`registry`.
-
-    .. versionchanged:: 0.1.0
-       ``spans`` is a property, as ``records`` and ``calls`` are (it was a method).
     """
 
     def __init__(self, tap: Tap, registry: CollectorRegistry, spans: InMemorySpanExporter, sink: RecordingSink):
