@@ -58,6 +58,8 @@ def _load_slo() -> Any:
 
 
 slo = _load_slo()
+promql: Any = slo.promql
+"""PromQL over a histogram, classic or native (``dashboards/promql.py``): every panel reading one asks through it."""
 
 NAME: dict[str, str] = {i.key: i.prometheus() for i in contract.INSTRUMENTS}
 """Prometheus family name of each llmtap instrument (``NAME["attempts"] == "llmtap_attempts_total"``),
@@ -159,29 +161,44 @@ def share(metric: str, num_extra: str, den_extra: str = "", by: str = BY) -> str
     return f"{num}\n/\n{den}"
 
 
-def quantile(q: float, histogram: str, by: str = BY, extra: str = "") -> str:
-    by_le = f"le, {by}" if by else "le"
-    return f"histogram_quantile({q}, sum by ({by_le}) ({rate(histogram + '_bucket', extra)}))"
+def hist_count(histogram: str, extra: str = "", by: str = BY) -> str:
+    """Observations per second of a histogram per ``by`` group, classic or native."""
+    return f"{agg(by)} ({promql.count(histogram, RI, SEL, extra)})"
+
+
+def hist_total(histogram: str, by: str = BY) -> str:
+    """The observed values' sum per second of a histogram per ``by`` group, classic or native."""
+    return f"{agg(by)} ({promql.total(histogram, RI, SEL)})"
+
+
+def hist_share(histogram: str, num_extra: str, by: str = BY) -> str:
+    """:func:`share` of a histogram's observations, classic or native."""
+    num = f"{agg(by)} ({promql.count(histogram, RI, SEL, num_extra)} or ({promql.count(histogram, RI, SEL)}) * 0)"
+    return f"{num}\n/\n({hist_count(histogram, by=by)} > 0)"
+
+
+def quantile(q: float, histogram: str, by: str = BY) -> str:
+    expr: str = promql.quantile(q, histogram, by, RI, SEL)
+    return expr
 
 
 def token_quantile(q: float) -> str:
     """Tokens per request by type, from whichever GenAI semconv token histograms the app emits
     (``Settings.genai_semconv``): ``gen_ai.client.token.usage`` by ``gen_ai_token_type``, or the latest
     per-direction histograms, relabelled; with both, the first one wins (``or`` on equal label sets)."""
-    by_le = f"le, {BY}"
-    legacy = f"sum by ({by_le}, gen_ai_token_type) ({rate(NAME['usage'] + '_bucket')})"
+    legacy = quantile(q, NAME["usage"], by=f"{BY}, gen_ai_token_type")
     latest = [
-        f'label_replace(sum by ({by_le}) ({rate(NAME[key] + "_bucket")}), "gen_ai_token_type", "{kind}", "", "")'
+        f'label_replace({quantile(q, NAME[key])}, "gen_ai_token_type", "{kind}", "", "")'
         for key, kind in (("inference_input", "input"), ("inference_output", "output"))
     ]
-    return f"histogram_quantile({q}, {legacy} or {latest[0]} or {latest[1]})"
+    return f"{legacy} or {latest[0]} or {latest[1]}"
 
 
 def context_over(bound: float, by: str = BY) -> str:
     """The share of the attempts measured against their model's context window whose input was above ``bound`` of
     it (a bucket boundary): all of them minus those at or under it, over all of them."""
-    count = sum_rate(NAME["context_utilization"] + "_count", by=by)
-    under = sum_rate(NAME["context_utilization"] + "_bucket", f'le="{bound}"', by=by)
+    count = hist_count(NAME["context_utilization"], by=by)
+    under = f"{agg(by)} ({promql.under(NAME['context_utilization'], str(bound), RI, SEL)})"
     return f"({count} - {under})\n/\n({count} > 0)"
 
 
@@ -565,7 +582,7 @@ def overview() -> Json:
             "SDK calls per second (one per user-visible call, however many retries it took), by outcome.",
             [
                 Target(
-                    sum_rate(NAME["call_duration"] + "_count", by="gen_ai_provider_name, outcome"),
+                    hist_count(NAME["call_duration"], by="gen_ai_provider_name, outcome"),
                     "{{gen_ai_provider_name}} {{outcome}}",
                 )
             ],
@@ -625,7 +642,7 @@ def overview() -> Json:
             "Call failure ratio after retries by provider / model",
             f"Logical SDK calls whose last attempt ended {CALL_FAILURES.replace('|', ', ')}: what the application "
             "saw after the SDK's retries. Alert LlmtapCallFailureRatioHigh fires above 5%.",
-            [Target(share(NAME["call_duration"] + "_count", f'outcome=~"{CALL_FAILURES}"'), PM_LEGEND)],
+            [Target(hist_share(NAME["call_duration"], f'outcome=~"{CALL_FAILURES}"'), PM_LEGEND)],
             unit="percentunit",
             steps=PCT_WARN,
             show_thresholds=True,
@@ -685,7 +702,7 @@ def overview() -> Json:
                 Target(
                     f"sum by ({BY}) "
                     f"({rate(NAME['tokens'], eq('gen_ai_token_type', 'output'))})"
-                    f"\n/\n(sum by ({BY}) ({rate(NAME['duration'] + '_sum')}) > 0)",
+                    f"\n/\n({hist_total(NAME['duration'])} > 0)",
                     PM_LEGEND,
                 )
             ],
@@ -711,13 +728,10 @@ def provider_or_path_panels() -> list[Panel]:
     legend = f"{PM_LEGEND} {{{{source}}}}"
 
     def mean(histogram: str) -> str:
-        return f"{agg(by)} ({rate(histogram + '_sum')})\n/\n({agg(by)} ({rate(histogram + '_count')}) > 0)"
+        return f"{hist_total(histogram, by)}\n/\n({hist_count(histogram, by=by)} > 0)"
 
-    path = (
-        f"({agg(by)} ({rate(client + '_sum')}) - {agg(by)} ({rate(server + '_sum')}))"
-        f"\n/\n({agg(by)} ({rate(client + '_count')}) > 0)"
-    )
-    outside = f"1 - {agg(by)} ({rate(server + '_sum')})\n/\n({agg(by)} ({rate(client + '_sum')}) > 0)"
+    path = f"({hist_total(client, by)} - {hist_total(server, by)})\n/\n({hist_count(client, by=by)} > 0)"
+    outside = f"1 - {hist_total(server, by)}\n/\n({hist_total(client, by)} > 0)"
     return [
         row("Provider or path"),
         Panel(
@@ -1046,8 +1060,7 @@ def retries_ratelimits() -> Json:
             "Average number of retries each SDK call needed.",
             [
                 Target(
-                    f"sum by ({BY}) ({rate(NAME['retries'])})"
-                    f"\n/\n(sum by ({BY}) ({rate(NAME['call_duration'] + '_count')}) > 0)",
+                    f"sum by ({BY}) ({rate(NAME['retries'])})\n/\n({hist_count(NAME['call_duration'])} > 0)",
                     PM_LEGEND,
                 )
             ],
@@ -1064,7 +1077,7 @@ def retries_ratelimits() -> Json:
         Panel(
             "Responses carrying retry-after per second",
             "How often the server asked the client to back off.",
-            [Target(sum_rate(NAME["retry_after"] + "_count"), PM_LEGEND)],
+            [Target(hist_count(NAME["retry_after"]), PM_LEGEND)],
             unit="reqps",
         ),
         row("Throttling and overload"),
@@ -1345,7 +1358,7 @@ def tokens() -> Json:
             "Mean cost of one logical SDK call (its retries included).",
             [
                 Target(
-                    f"{sum_rate(NAME['cost'])}\n/\n({sum_rate(NAME['call_duration'] + '_count')} > 0)",
+                    f"{sum_rate(NAME['cost'])}\n/\n({hist_count(NAME['call_duration'])} > 0)",
                     PM_LEGEND,
                 )
             ],

@@ -27,18 +27,37 @@ Overview's "Error budgets" row (:func:`load` and :meth:`Slo.ratio`).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import re
 import sys
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import NamedTuple
 
 from llmtap._core import metrics as contract
 from llmtap._core.record import ALL_OUTCOMES, FAILED, SERVICE_SIDE, Outcome
 
 HERE = Path(__file__).resolve().parent
+
+
+def sibling(name: str) -> ModuleType:
+    """The module ``name`` beside this script (``promql``), loaded once whatever the working directory: the
+    scripts of ``dashboards/`` are no package."""
+    key = f"llmtap_dashboards_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, HERE / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+promql = sibling("promql")
+
 SPEC = HERE / "slo.toml"
 RULES = HERE / "slo-rules.yaml"
 
@@ -65,11 +84,6 @@ def seconds(duration: str) -> int:
 def _number(value: float) -> str:
     """A float as PromQL / prose writes it (``0.005``, ``14.4``, ``6``)."""
     return f"{value:.10g}"
-
-
-def _matchers(*parts: str) -> str:
-    inner = ", ".join(p for p in parts if p)
-    return "{" + inner + "}" if inner else ""
 
 
 def _sum(by: str, expr: str) -> str:
@@ -108,30 +122,30 @@ class Slo(NamedTuple):
         return round(1.0 - self.objective, 12)
 
     def ratio(self, window: str, selector: str = "", by: str = RULE_BY) -> str:
-        """PromQL: the share of bad events over ``window``, per ``by`` (no sample without events)."""
+        """PromQL: the share of bad events over ``window``, per ``by`` (no sample without events). The call SLOs
+        read histograms, classic or native (``dashboards/promql.py``)."""
         if self.key == "call_availability":
-            c = NAME["call_duration"] + "_count"
-            bad = f"rate({c}{_matchers(selector, f'outcome=~{json.dumps(FAILED_OUTCOMES)}')}[{window}])"
-            total = f"rate({c}{_matchers(selector)}[{window}])"
-            return f"{_sum(by, f'{bad} or {total} * 0')}\n/ ({_sum(by, total)} > 0)"
+            c = NAME["call_duration"]
+            bad = promql.count(c, window, selector, f"outcome=~{json.dumps(FAILED_OUTCOMES)}")
+            total = promql.count(c, window, selector)
+            return f"{_sum(by, f'{bad} or ({total}) * 0')}\n/ ({_sum(by, total)} > 0)"
         if self.key == "stream_availability":
             s = NAME["streams"]
-            bad = f"rate({s}{_matchers(selector, f'outcome=~{json.dumps(SERVICE_OUTCOMES)}')}[{window}])"
-            total = f"rate({s}{_matchers(selector, f'outcome!={json.dumps(Outcome.REJECTED.value)}')}[{window}])"
-            return f"{_sum(by, bad)}\n/ ({_sum(by, total)} > 0)"
+            bad = f"rate({s}{promql.matchers(selector, f'outcome=~{json.dumps(SERVICE_OUTCOMES)}')}[{window}])"
+            started = promql.matchers(selector, f"outcome!={json.dumps(Outcome.REJECTED.value)}")
+            return f"{_sum(by, bad)}\n/ ({_sum(by, f'rate({s}{started}[{window}])')} > 0)"
         h = NAME["call_ttft"]
-        count = f"rate({h}_count{_matchers(selector)}[{window}])"
-        fast = f"rate({h}_bucket{_matchers(selector, f'le={json.dumps(_number(self.threshold or 0.0))}')}[{window}])"
-        return f"(\n  {_sum(by, count)}\n  - {_sum(by, fast)}\n)\n/ ({_sum(by, count)} > 0)"
+        count = _sum(by, promql.count(h, window, selector))
+        fast = _sum(by, promql.under(h, _number(self.threshold or 0.0), window, selector))
+        return f"(\n  {count}\n  - {fast}\n)\n/ ({count} > 0)"
 
     def events(self, window: str, selector: str = "", by: str = RULE_BY) -> str:
         """PromQL: how many events (the ratio's denominator) happened over ``window``."""
-        if self.key == "call_availability":
-            return _sum(by, f"increase({NAME['call_duration']}_count{_matchers(selector)}[{window}])")
         if self.key == "stream_availability":
-            started = _matchers(selector, f"outcome!={json.dumps(Outcome.REJECTED.value)}")
+            started = promql.matchers(selector, f"outcome!={json.dumps(Outcome.REJECTED.value)}")
             return _sum(by, f"increase({NAME['streams']}{started}[{window}])")
-        return _sum(by, f"increase({NAME['call_ttft']}_count{_matchers(selector)}[{window}])")
+        histogram = NAME["call_duration"] if self.key == "call_availability" else NAME["call_ttft"]
+        return _sum(by, promql.count(histogram, window, selector, fn="increase"))
 
     def record_name(self, window: str) -> str:
         return f"llmtap:{self.record}:ratio_rate{window}"

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from llmtap._exporters._health import HEALTH_METRIC_NAMES
 from llmtap._exporters.prometheus import PrometheusExporter
-from tests.support.prom import DASHBOARDS, load_build, require, rule_groups
+from tests.support.prom import DASHBOARDS, SLO_RULES, load_build, require, rule_groups
 
 
 def _contract() -> dict[str, str]:
@@ -39,13 +39,12 @@ HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
 
 def series_names() -> dict[str, str]:
-    """Every series name a scrape can contain -> the contract metric it belongs to."""
-    out: dict[str, str] = {}
+    """Every series name a scrape can contain -> the contract metric it belongs to (a histogram: its classic
+    series, and its bare name, which is a native histogram's)."""
+    out: dict[str, str] = {name: name for name in METRIC_KINDS}
     for name, kind in METRIC_KINDS.items():
         if kind == "histogram":
             out.update({name + s: name for s in HISTOGRAM_SUFFIXES})
-        else:
-            out[name] = name
     return out
 
 
@@ -357,6 +356,33 @@ def test_every_metric_name_is_in_the_contract() -> None:
     assert not unknown, "metric names outside the contract:\n" + "\n".join(f"  {w}: {n}" for w, n in sorted(unknown))
 
 
+NAME_OF_HISTOGRAM = "llmtap_call_duration_seconds"
+
+
+def slo_rule_exprs() -> dict[str, str]:
+    """Every expression of the generated SLO rules, by record or alert name."""
+    return {r.get("record") or r["alert"]: r["expr"] for g in rule_groups(SLO_RULES) for r in g["rules"]}
+
+
+def classic_only(expr: str) -> set[str]:
+    """The histograms ``expr`` reads from their classic series and never from the native one."""
+    names = metric_names_in(expr)
+    histograms = {n for n, kind in METRIC_KINDS.items() if kind == "histogram"}
+    classic = {n for n in histograms for s in HISTOGRAM_SUFFIXES if n + s in names}
+    return classic - names
+
+
+def test_every_histogram_is_read_classic_and_native() -> None:
+    """A histogram arrives classic (llmtap's /metrics, explicit OTLP) or native (exponential OTLP into a store
+    of native histograms): every panel and rule asks both (``dashboards/promql.py``), so neither goes empty."""
+    for where, expr in (*all_named_expressions(), *((f"slo-rules {k}", v) for k, v in slo_rule_exprs().items())):
+        assert not classic_only(expr), f"{where} reads {sorted(classic_only(expr))} only classic:\n{expr}"
+    # positive control: a classic-only read is caught, the joined form is not
+    d = NAME_OF_HISTOGRAM
+    assert classic_only(f"sum(rate({d}_count[5m]))") == {d}
+    assert not classic_only(f"sum(rate({d}_count[5m]) or histogram_count(rate({d}[5m])))")
+
+
 def test_every_contract_metric_is_on_a_dashboard() -> None:
     used = {series_names()[n] for e in build.all_expressions() for n in metric_names_in(e.expr) if n in series_names()}
     # llmtap's own health counters carry no provider/model/server labels (every panel filters on those)
@@ -364,7 +390,8 @@ def test_every_contract_metric_is_on_a_dashboard() -> None:
 
 
 def test_metric_kinds_are_used_correctly() -> None:
-    """Gauges are never rate()d, counters are, histograms are only used through their series."""
+    """Gauges are never rate()d; counters and histograms (classic series or native) are; a classic quantile
+    keeps ``le``."""
     problems = []
     for where, expr in all_named_expressions():
         for name in metric_names_in(expr):
@@ -375,14 +402,14 @@ def test_metric_kinds_are_used_correctly() -> None:
             wrapped = re.search(rf"\b(rate|irate|increase)\(\s*{re.escape(name)}\b", expr)
             if kind == "gauge" and wrapped:
                 problems.append(f"{where}: gauge {name} inside rate()/increase()")
-            counted = kind == "counter" or name.endswith(HISTOGRAM_SUFFIXES)
+            counted = kind in ("counter", "histogram")
             if counted and not wrapped and "variable" not in where:
                 problems.append(f"{where}: counter series {name} used without rate()/increase()")
             one_bucket = re.search(rf'{re.escape(name)}\{{[^}}]*\ble="[^"]+"', expr)  # an SLO's good events
             if name.endswith("_bucket") and "histogram_quantile(" not in expr and not one_bucket:
                 problems.append(f"{where}: {name} outside histogram_quantile")
-        for m in re.finditer(r"histogram_quantile\([^,]+,\s*\w+ by \(([^)]*)\)", expr):
-            if "le" not in [s.strip() for s in m.group(1).split(",")]:
+        for m in re.finditer(r"histogram_quantile\([^,]+,\s*\w+ by \(([^)]*)\)\s*\(rate\((\w+)", expr):
+            if m.group(2).endswith("_bucket") and "le" not in [s.strip() for s in m.group(1).split(",")]:
                 problems.append(f"{where}: histogram_quantile aggregation drops le")
     assert not problems, "\n".join(problems)
 

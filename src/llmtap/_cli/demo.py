@@ -34,7 +34,7 @@ from llmtap._core.record import FAILED
 from llmtap._drive import Action, Config, Mode, Sdk, adapter, arun, run
 from llmtap.simulator import Scenario, Simulator
 
-__all__ = ["MIXES", "MIX_HELP", "DemoError", "next_steps", "run_demo"]
+__all__ = ["METRICS_VIA", "MIXES", "MIX_HELP", "DemoError", "next_steps", "run_demo"]
 
 MODELS = ("claude-sonnet-4-6", "claude-haiku-4-5", "claude-opus-4-1")
 OPENAI_MODELS = ("gpt-4o-mini", "gpt-5")
@@ -93,6 +93,13 @@ MIXES: dict[str, dict[str, float]] = {
                "incomplete": 4, "timeout": 3, "client_closed": 6, "abandoned": 4, "cancelled": 4, "max_tokens": 6,
                "low_headroom": 4},
 }  # fmt: skip
+METRICS_VIA: dict[str, str] = {
+    "prometheus": "llmtap's Prometheus exporter serves /metrics",
+    "otel": "its OpenTelemetry meter does, through opentelemetry-exporter-prometheus (the names a Collector "
+    "gives llmtap's OTLP metrics, checked without one)",
+    "otlp": "as otel, and the meter also pushes OTLP/HTTP where the standard OTEL_EXPORTER_OTLP_* variables say "
+    "(a Collector's endpoint, its histogram aggregation; every OTEL_METRIC_EXPORT_INTERVAL ms)",
+}
 MIX_HELP: dict[str, str] = {
     "default": "mostly healthy traffic with a little of every fault",
     "faults": "failures weighted up, so a short run shows every outcome and the alert conditions hold",
@@ -292,14 +299,24 @@ class _View:
 # -- running it -------------------------------------------------------------------------------------
 
 
-def _otel_meter_provider(registry: CollectorRegistry) -> Any:
-    """A meter provider whose metrics are served from ``registry`` in their Prometheus translation."""
+def _otel_meter_provider(registry: CollectorRegistry, otlp: bool) -> Any:
+    """A meter provider whose metrics are served from ``registry`` in their Prometheus translation, and with
+    ``otlp`` also exported by the OTLP/HTTP exporter, configured by the OTEL_* variables alone."""
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
     from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
     from opentelemetry.sdk.resources import Resource
 
-    reader = PrometheusMetricReader(registry=registry)
-    return MeterProvider(metric_readers=[reader], resource=Resource.create({"service.name": "llmtap-demo"}))
+    readers: list[MetricReader] = [PrometheusMetricReader(registry=registry)]
+    if otlp:
+        try:
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+        except ImportError:
+            raise DemoError(
+                "--metrics-via otlp needs opentelemetry-exporter-otlp-proto-http: pip install 'llmtap[demo,run]'"
+            ) from None
+        readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
+    return MeterProvider(metric_readers=readers, resource=Resource.create({"service.name": "llmtap-demo"}))
 
 
 def run_demo(
@@ -316,9 +333,9 @@ def run_demo(
 ) -> int:
     """Run the demo until ``duration`` seconds pass or Ctrl-C; returns an exit code.
 
-    ``metrics_via="otel"`` turns llmtap's Prometheus exporter off and serves ``/metrics`` from its
-    OpenTelemetry meter through ``opentelemetry-exporter-prometheus``: the names a Collector would
-    produce from llmtap's OTLP metrics.
+    ``metrics_via`` is one of :data:`METRICS_VIA`: ``"otel"`` turns llmtap's Prometheus exporter off and serves
+    ``/metrics`` from its OpenTelemetry meter through ``opentelemetry-exporter-prometheus`` (the names a Collector
+    would produce from llmtap's OTLP metrics); ``"otlp"`` also pushes them over OTLP/HTTP.
 
     Raises:
         DemoError: it cannot start (a port is taken, Prometheus failed, a package is missing); nothing
@@ -326,17 +343,17 @@ def run_demo(
     """
     if mix not in MIXES:
         raise ValueError(f"unknown mix {mix!r}; choose from {sorted(MIXES)}")
-    if metrics_via not in ("prometheus", "otel"):
-        raise ValueError(f"unknown metrics_via {metrics_via!r}; choose prometheus or otel")
+    if metrics_via not in METRICS_VIA:
+        raise ValueError(f"unknown metrics_via {metrics_via!r}; choose from {sorted(METRICS_VIA)}")
     stop = threading.Event()
     registry = CollectorRegistry()
     meter_provider = None
-    if metrics_via == "otel":
+    if metrics_via != "prometheus":
         try:
-            meter_provider = _otel_meter_provider(registry)
+            meter_provider = _otel_meter_provider(registry, otlp=metrics_via == "otlp")
         except ImportError:
             raise DemoError(
-                "--metrics-via otel needs opentelemetry-exporter-prometheus: pip install 'llmtap[demo]'"
+                f"--metrics-via {metrics_via} needs opentelemetry-exporter-prometheus: pip install 'llmtap[demo]'"
             ) from None
     with contextlib.ExitStack() as cleanup:
         if meter_provider is not None:

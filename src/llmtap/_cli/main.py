@@ -113,7 +113,7 @@ def scenario(text: str) -> Any:
 
 
 def add_demo(sub: _SubParsers) -> argparse.ArgumentParser:
-    from llmtap._cli.demo import MIX_HELP
+    from llmtap._cli.demo import METRICS_VIA, MIX_HELP
 
     demo: argparse.ArgumentParser = sub.add_parser(
         "demo",
@@ -140,10 +140,9 @@ def add_demo(sub: _SubParsers) -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--metrics-via",
-        choices=("prometheus", "otel"),
+        choices=tuple(METRICS_VIA),
         default="prometheus",
-        help="serve /metrics from llmtap's Prometheus exporter, or from its OpenTelemetry meter through "
-        "opentelemetry-exporter-prometheus (the OTLP path's names, checked without a Collector)",
+        help="; ".join(f"{name}: {text}" for name, text in METRICS_VIA.items()),
     )
     demo.add_argument(
         "--pace", type=positive_float, default=0.3, metavar="SECONDS", help="mean pause between one worker's calls"
