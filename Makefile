@@ -85,7 +85,7 @@ scale: $(STAMP)
 
 ## compat: the tests of what other packages provide (the OpenTelemetry SDK and exporters, the SDKs' HTTP
 ## clients, prometheus-client, the price table) on the oldest versions pyproject.toml allows, in their own
-## venv (~2 min). Left out: the tests marked current_otel (the fast paths' SDK internals, newer exporter
+## venv (~2 min; llmtap run's distro included). Left out: the tests marked current_otel (the fast paths' SDK internals, newer exporter
 ## APIs; outside its tested range, src/llmtap/_fences.py, a fast path falls back to the SDK's public calls,
 ## and tests/test_fences.py runs those fallbacks here). httpx2 and aiohttp first run at the
 ## SDKs' own floors, then (no pip resolution: the SDKs ask for more) at llmtap's, with the anthropic and
@@ -105,7 +105,7 @@ COMPAT_ANTHROPIC_TESTS = tests/test_anthropic_sdk.py tests/test_clouds.py tests/
 COMPAT_TESTS = $(COMPAT_ANTHROPIC_TESTS) tests/test_openai_sdk.py tests/test_aiohttp.py tests/test_otlp.py \
   tests/test_otel_fork.py tests/test_tracing.py tests/test_exemplars.py tests/test_span_memory.py \
   tests/test_fences.py tests/test_otel_bulk.py tests/test_prometheus.py tests/test_prometheus_deferred.py tests/test_multiprocess.py \
-  tests/test_lifecycle.py tests/test_cost.py
+  tests/test_lifecycle.py tests/test_cost.py tests/test_run.py
 compat:
 	[ -x $(COMPAT_VENV)/bin/python ] || $(PYTHON) -m venv $(COMPAT_VENV)
 	$(COMPAT_VENV)/bin/python -m pip install --quiet -e '.[otel]' pytest pytest-asyncio pyyaml \

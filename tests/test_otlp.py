@@ -953,8 +953,18 @@ def test_the_extras_require_the_sdk_llmtap_s_metrics_are_right_on() -> None:
         if found is not None:
             floors.setdefault(found.group(1), set()).add(version(found.group(2)))
     assert floors["opentelemetry-sdk"] == {MIN_SDK}
-    pins = dict(re.findall(r"^COMPAT_([A-Z0-9_]+) \?= ([\d.]+)$", (root / "Makefile").read_text(), re.M))
+    pins = dict(re.findall(r"^COMPAT_([A-Z0-9_]+) \?= ([\w.]+)$", (root / "Makefile").read_text(), re.M))
     assert version(pins.pop("OTEL")) == MIN_SDK
+    # every OpenTelemetry package's floor is the SDK's (1.x) or the contrib line's that make compat pins (0.x)
+    contrib = pins.pop("OTEL_CONTRIB")
+    otel_floors = {
+        found.group(1): found.group(2)
+        for requirement in requirements
+        if (found := re.fullmatch(r"(opentelemetry-[a-z-]+)>=([\w.]+)", requirement))
+    }
+    assert otel_floors and "opentelemetry-exporter-prometheus" in otel_floors  # positive control
+    for name, floor in otel_floors.items():
+        assert floor == contrib if floor.startswith("0.") else version(floor) == MIN_SDK, (name, floor)
     # the legacy SDK line (make compat-legacy) lies below the extras' floors: it is tested as its own line
     legacy = {name: pins.pop(name) for name in [n for n in pins if n.startswith("LEGACY_")]}
     assert set(legacy) == {"LEGACY_ANTHROPIC", "LEGACY_OPENAI", "LEGACY_OPENAI_1"}
