@@ -1,12 +1,16 @@
 """Integration: a real Prometheus scrapes the llmtap demo; every dashboard and rule query must return data.
 
-Runs twice, once per metrics path (``PATHS``):
+Runs once per metrics path (``PATHS``):
 
 * ``prometheus``: llmtap's own Prometheus exporter serves ``/metrics``;
 * ``otel``: the Prometheus exporter is off (``Settings(prometheus=False)``) and ``/metrics`` is the
   OpenTelemetry meter's output translated by ``opentelemetry-exporter-prometheus`` (the
   OTel-to-Prometheus compatibility rules a Collector's ``prometheus`` exporter also applies), so the
-  shipped dashboards and alerts are proven on what an OTLP pipeline produces.
+  shipped dashboards and alerts are proven on what an OTLP pipeline produces;
+* ``native``: the demo pushes OTLP with every histogram exponential (``--metrics-via otlp`` and the OTLP
+  exporter's standard variable) to a Collector stand-in (``tests/support/nativeprom.py``), which Prometheus
+  scrapes with native histograms on: every histogram is stored native, none classic, so each panel and rule
+  is proven on its native side (``dashboards/promql.py``).
 
 What it runs:
 
@@ -34,11 +38,13 @@ Skips when ``prometheus`` is not installed, unless ``LLMTAPTEST_REQUIRE_PROMETHE
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +53,8 @@ import pytest
 import yaml
 
 from llmtap import Outcome
+from llmtap._core import metrics as contract
+from tests.support.nativeprom import native_collector
 from tests.support.paths import ROOT
 from tests.support.prom import ALERTS, SLO_RULES, load_build, require, rules
 from tests.support.promlive import Proc, api, free_port, http_get, query, start, stop_all, wait_for
@@ -75,6 +83,8 @@ EMPTY_UNDER_LIVE_TRAFFIC = {
 }
 
 STREAM_OUTCOMES = {o.value for o in Outcome}
+HISTOGRAMS = "|".join(i.prometheus() for i in contract.INSTRUMENTS if i.kind == contract.HISTOGRAM)
+"""llmtap's histograms' names, a regular expression."""
 
 
 build = load_build()
@@ -96,13 +106,19 @@ def test_relax() -> None:
 DEMO_CLI = "python -m llmtap demo --headless --duration SECONDS --metrics-port PORT [--mix faults]"
 
 
-PATHS = ("prometheus", "otel")
+PATHS = ("prometheus", "otel", "native")
+
+NATIVE_ENV = {  # the OTLP exporter's standard variables: every histogram exponential, an export a second
+    "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION": "base2_exponential_bucket_histogram",
+    "OTEL_METRIC_EXPORT_INTERVAL": "1000",
+}
 
 
 @dataclass
 class Demo:
     port: int
     path: str  # one of PATHS
+    target: str  # what Prometheus scrapes: the demo's /metrics, or the Collector stand-in's
 
 
 @dataclass
@@ -135,20 +151,20 @@ def _demo_args(help_text: str, path: str) -> list[str]:
     args = [sys.executable, "-m", "llmtap", "demo", "--headless", "--duration", str(DEMO_SECONDS)]
     if "--mix" in help_text:
         args += ["--mix", "faults"]
-    if path == "otel":
+    if path != "prometheus":
         if "--metrics-via" not in help_text:
-            pytest.fail("`python -m llmtap demo --help` does not list --metrics-via; the OTel path needs it")
-        args += ["--metrics-via", "otel"]
+            pytest.fail("`python -m llmtap demo --help` does not list --metrics-via; the OTel paths need it")
+        args += ["--metrics-via", "otlp" if path == "native" else "otel"]
     return args
 
 
 def _prometheus_args(binary: str, demo: Demo, tmp: Path) -> tuple[list[str], str]:
-    """Prometheus scraping the demo every second with alerts.yaml and slo-rules.yaml loaded, on a free port;
-    its command line and URL."""
+    """Prometheus scraping the demo's target every second with alerts.yaml and slo-rules.yaml loaded, on a free
+    port (native histograms on for the native path); its command line and URL."""
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
         "rule_files": [str(ALERTS), str(SLO_RULES)],
-        "scrape_configs": [{"job_name": JOB, "static_configs": [{"targets": [f"127.0.0.1:{demo.port}"]}]}],
+        "scrape_configs": [{"job_name": JOB, "static_configs": [{"targets": [demo.target]}]}],
     }
     (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
@@ -160,6 +176,8 @@ def _prometheus_args(binary: str, demo: Demo, tmp: Path) -> tuple[list[str], str
         "--storage.tsdb.retention.time=1h",
         "--log.level=warn",
     ]
+    if demo.path == "native":
+        args.append("--enable-feature=native-histograms")
     return args, f"http://127.0.0.1:{port}"
 
 
@@ -171,14 +189,18 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Live]]:
     binary = require("prometheus")
     help_text = _demo_help()
     procs: list[Proc] = []
-    try:
+    with contextlib.ExitStack() as stack:
+        collector = stack.enter_context(native_collector())
+        stack.callback(stop_all, procs)  # before the collector stops
         demos: dict[str, tuple[Demo, Proc, list[str]]] = {}
         for path in PATHS:
             port = free_port()
             args = [*_demo_args(help_text, path), "--metrics-port", str(port)]
-            proc = start("llmtap demo", args, tmp_path_factory.mktemp(f"demo-{path}") / "demo.log")
+            env = {**NATIVE_ENV, "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint} if path == "native" else {}
+            proc = start("llmtap demo", args, tmp_path_factory.mktemp(f"demo-{path}") / "demo.log", env)
             procs.append(proc)
-            demos[path] = (Demo(port, path), proc, args)
+            target = urllib.parse.urlsplit(collector.metrics_url).netloc if path == "native" else f"127.0.0.1:{port}"
+            demos[path] = (Demo(port, path, target), proc, args)
         proms: dict[str, tuple[str, Proc]] = {}
         for path, (demo, proc, args) in demos.items():
 
@@ -195,8 +217,6 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Live]]:
         for url, prom in proms.values():
             wait_for("prometheus to be ready", lambda url=url: http_get(url + "/-/ready")[0] == 200, 60, prom)
         yield {path: Live(demos[path][0], proms[path][0]) for path in PATHS}
-    finally:
-        stop_all(procs)
 
 
 @dataclass
@@ -297,12 +317,22 @@ def test_every_dashboard_and_rule_query_returns_data(live: dict[str, Live], path
 
     # Which exporter produced the series: the OTel translation labels each with its scope.
     err, translated = query(url, 'llmtap_attempts_total{otel_scope_name="llmtap"}')
-    err2, native = query(url, 'llmtap_attempts_total{otel_scope_name=""}')
+    err2, exported = query(url, 'llmtap_attempts_total{otel_scope_name=""}')
     assert err is None and err2 is None, (err, err2)
-    if demo.path == "otel":
-        assert translated and not native, "the otel path must serve only translated OpenTelemetry metrics"
+    if demo.path == "prometheus":
+        assert exported and not translated, "the prometheus path must serve only the native exporter's metrics"
     else:
-        assert native and not translated, "the prometheus path must serve only the native exporter's metrics"
+        assert translated and not exported, f"the {demo.path} path must serve only translated OpenTelemetry metrics"
+
+    # Which kind of histogram Prometheus stores: classic series only, or native only (so each side of the
+    # panels' and rules' `or` is proven on its own path).
+    classic = query(url, f'group by (__name__) ({{__name__=~"({HISTOGRAMS})_(bucket|count|sum)"}})')
+    native = query(url, f'group by (__name__) ({{__name__=~"{HISTOGRAMS}"}})')
+    assert classic[0] is None and native[0] is None, (classic[0], native[0])
+    if demo.path == "native":
+        assert native[1] and not classic[1], f"classic histogram series on the native path: {classic[1]}"
+    else:
+        assert classic[1] and not native[1], f"native histograms on the {demo.path} path: {native[1]}"
 
     # re-check until everything passes (the demo's traffic reaches every outcome, the rate windows fill)
     deadline = time.monotonic() + DEADLINE_SECONDS

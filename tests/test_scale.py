@@ -7,19 +7,16 @@ the simulator in a child process: llmtap's totals equal what the simulator serve
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 
 from llmtap._core import stream as _stream
 from llmtap._core.metrics import HISTOGRAM, INSTRUMENTS
 from tests.support.own import PACKAGE, is_own_file
-from tests.support.prom import ALERTS, DASHBOARDS, ROOT, SLO_RULES, rules
+from tests.support.prom import ALERTS, ROOT, SLO_RULES, rules
 from tests.support.scripts import load_script
 
 
@@ -131,30 +128,3 @@ def test_the_mixed_recipe_leaves_every_rule_its_classic_histograms() -> None:
         name for name, family in histograms.items() for e in exprs if re.search(rf"\b{family}_(bucket|count|sum)\b", e)
     }
     assert read == scale.RULE_HISTOGRAMS  # the kept ones are read (positive control), the recipe's are not
-
-
-def _panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    for panel in panels:
-        yield panel
-        yield from _panels(panel.get("panels", []))
-
-
-def test_the_fleet_guide_names_the_panels_the_mixed_recipe_empties() -> None:
-    """The panels the guide says go empty under the mixed recipe are exactly those whose queries read one of the
-    recipe's histograms (``_bucket``, ``_count``, ``_sum``: the classic series an exponential one has not)."""
-    families = {i.prometheus() for i in INSTRUMENTS if i.name in _mixed_recipe()}
-    reading: set[tuple[str, str]] = set()
-    for path in sorted(DASHBOARDS.glob("llmtap-*.json")):
-        for panel in _panels(json.loads(path.read_text())["panels"]):
-            exprs = " ".join(t.get("expr", "") for t in panel.get("targets", []))
-            if any(re.search(rf"\b{f}_(bucket|count|sum)\b", exprs) for f in families):
-                reading.add((path.name, panel["title"]))
-    listed = {
-        (name, title)
-        for name, titles in re.findall(
-            r"^- `(llmtap-[a-z-]+\.json)`: (.*?)(?=^- |^$)", FLEET_GUIDE.read_text(), re.M | re.S
-        )
-        for title in re.findall(r'"([^"]+)"', " ".join(titles.split()))
-    }
-    assert listed == reading
-    assert ("llmtap-tokens.json", "Tokens per request (p50 / p95) by type") in reading  # positive control

@@ -12,7 +12,10 @@
 * ``rawserver``: a raw-socket HTTP server sending exactly the bytes a test gives it;
 * ``delayproxy``: a TCP proxy that holds every byte it forwards for a fixed time (a network path of known latency);
 * ``prom``: dashboards and rule files, and the rule for a missing ``prometheus`` / ``promtool``;
+* ``promlive``: a real Prometheus and the processes around it (start, stop, wait, its HTTP API);
 * ``otlp``: an OTLP/HTTP receiver on 127.0.0.1 that decodes what it gets;
+* ``nativeprom``: a Collector stand-in: OTLP in, Prometheus' protobuf exposition out, exponential histograms as
+  native ones (what a Prometheus 2.42 with native histograms scrapes);
 * ``deploy``: free ports, waiting for servers, scraping ``/metrics``, reading the OTLP receiver;
 * ``own``: what is llmtap's own code (by the package's directory, never a name pattern);
 * ``cycles``: the reference cycles llmtap leaves behind, and what each SDK case must leave (test_sdk_cases);

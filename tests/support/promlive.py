@@ -59,9 +59,17 @@ def stop_all(procs: list[Proc]) -> None:
         proc.stop()
 
 
-def start(name: str, args: list[str], log: Path) -> Proc:
+def start(name: str, args: list[str], log: Path, env: dict[str, str] | None = None) -> Proc:
+    """``args`` in a session of its own, output to ``log``; ``env`` is added to this process' environment."""
     with log.open("wb") as out:
-        popen = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+        popen = subprocess.Popen(
+            args,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
+        )
     return Proc(name, popen, log)
 
 
