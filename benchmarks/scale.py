@@ -420,8 +420,8 @@ more workers add no series, only time)."""
 RULE_HISTOGRAMS = frozenset(
     {"llmtap.call.duration", "llmtap.call.time_to_first_token", "llmtap.context_window.utilization"}
 )
-"""The histograms the shipped alert and SLO rules count under a bucket boundary (``_bucket{le=...}``, exact on
-explicit buckets, an estimate on native ones): kept explicit in the fleet guide's mixed recipe, every other one
+"""The histograms the shipped alert and SLO rules read (``_count``; ``_bucket{le=...}``, exact on explicit
+buckets, an estimate on native ones): kept explicit in the fleet guide's mixed recipe, every other one
 exponential (``tests/test_scale.py`` checks it against the rules)."""
 
 
