@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import re
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -87,6 +88,7 @@ from tests.support.nativeprom import (
 )
 from tests.support.prom import require
 from tests.support.promlive import Proc, free_port, http_get, query, start, stop_all, wait_for
+from tests.support.scripts import load_script
 
 CUMULATIVE = AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
 DELTA = AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA
@@ -398,6 +400,8 @@ RATE_BEFORE, RATE_ADDED = 200, 50
 COUNTER_VALUE = 7
 CONTROL = [0.5, 2.0, 9.0]  # an explicit-bucket histogram: classic series must exist for it
 MEASURED: dict[str, float] = {}  # what the live tests measured (printed with -s)
+promql = load_script("dashboards/promql.py", "llmtap_dashboards_promql")
+"""The forms the shipped dashboards and rules ask a histogram with, classic or native."""
 
 
 @dataclass
@@ -622,3 +626,30 @@ class TestLivePrometheus:
         increase = _number(live, f"histogram_count(increase({selector}[1m]))")
         MEASURED["increase of the added"] = increase
         assert 0 < increase < RATE_BEFORE
+
+    def test_the_shipped_forms_read_native_and_classic_alike(self, live: Live) -> None:
+        """``dashboards/promql.py``'s forms, as the panels and rules compose them (the ``or`` join, ``sum without
+        (le)``, ``histogram_fraction(-Inf, ...) * histogram_count``), answer from the native histogram and from
+        the classic control: counts and sums exact on both, the count under a bound exact on the classic side
+        and within the bucket holding the bound on the native one. The values here stand still, so the range
+        function is taken out (Prometheus 2.42's ``last_over_time`` reads no native histogram); ``rate`` over
+        both kinds is the live demo test's (``test_prometheus_live.py``)."""
+
+        def ask(expr: str) -> float:
+            return _number(live, "sum(" + re.sub(r"last_over_time\(([^\[]+)\[1h\]\)", r"\1", expr) + ")")
+
+        window, spread, fn = "1h", 'case="spread"', "last_over_time"
+        assert ask(promql.count(HISTOGRAM, window, spread, fn=fn)) == len(SPREAD)
+        assert ask(promql.total(HISTOGRAM, window, spread, fn=fn)) == pytest.approx(sum(SPREAD), rel=1e-9)
+        under = ask(promql.under(HISTOGRAM, "5.12", window, spread, fn=fn))
+        true = sum(1 for v in SPREAD if v <= 5.12)
+        schema, _ = _stored(live, "spread")
+        base = 2 ** (2**-schema)
+        j = math.ceil(math.log2(5.12) * 2**schema)
+        in_bucket = sum(1 for v in SPREAD if base ** (j - 1) < v <= base**j)
+        MEASURED["shipped under-bound form, error in values"] = under - true
+        assert abs(under - true) <= in_bucket, (under, true, in_bucket)
+        # the classic side of the same forms, on the explicit-bucket control (bounds 1 and 5): exact
+        control = "llmtap_control_duration_seconds"
+        assert ask(promql.count(control, window, fn=fn)) == len(CONTROL)
+        assert ask(promql.under(control, "5.0", window, fn=fn)) == 2
