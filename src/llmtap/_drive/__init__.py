@@ -10,8 +10,9 @@ The SDKs are imported only when an adapter is made.
 """
 
 from ._actions import ACTIONS, Action, Result, arun, drive, run
+from ._base import Config, Mode, OnResponse, Sdk
 from ._cases import BOTOCORE, CASES, HELD, Case, Raised, case, cases
-from ._sdks import SDKS, Config, Mode, OnResponse, Sdk, adapter
+from ._sdks import SDKS, adapter
 from ._served import fresh_model, served_for
 
 __all__ = [
