@@ -16,7 +16,7 @@ import pytest
 
 from llmtap import Outcome, _drive
 from llmtap._drive import Action, Mode, Result, Sdk
-from llmtap._drive._sdks import AnthropicSdk
+from llmtap._drive._anthropic import AnthropicSdk
 from llmtap._providers.anthropic import AnthropicMessages
 from llmtap._providers.bedrock_converse import BedrockConverse
 from llmtap.simulator import Scenario, Served, Simulator

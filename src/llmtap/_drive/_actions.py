@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from ._sdks import Config, Mode, Sdk, adapter
+from ._base import Config, Mode, Sdk
+from ._sdks import adapter
 
 __all__ = ["ACTIONS", "Action", "Result", "arun", "drive", "run"]
 

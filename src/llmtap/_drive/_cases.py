@@ -19,7 +19,8 @@ from llmtap._core.record import Outcome
 from llmtap.simulator import Scenario
 
 from ._actions import Action
-from ._sdks import SDKS, Mode
+from ._base import Mode
+from ._sdks import SDKS
 
 __all__ = ["BOTOCORE", "CASES", "HELD", "Case", "Raised", "case", "cases"]
 
@@ -65,7 +66,7 @@ class Case:
         return dataclasses.replace(self, quirks={}, **changes) if changes else self
 
     def config(self) -> dict[str, Any]:
-        """The client settings of :class:`._sdks.Config` the case needs (retries, timeout)."""
+        """The client settings of :class:`._base.Config` the case needs (retries, timeout)."""
         return {"max_retries": self.max_retries, "timeout": self.timeout}
 
 
