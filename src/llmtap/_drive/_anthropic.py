@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ._base import Sdk, _headers, _is
+from ._base import Sdk, extra_headers, is_any_of
 
 __all__ = ["AnthropicSdk", "BedrockSdk", "VertexSdk"]
 
@@ -45,7 +45,7 @@ class AnthropicSdk(Sdk):
     def _params(self, model: str, headers: Mapping[str, str] | None, params: dict[str, Any]) -> dict[str, Any]:
         params.setdefault("max_tokens", 64)
         params.setdefault("messages", [{"role": "user", "content": params.pop("prompt", "hi")}])
-        return {"model": model, **params, **_headers(headers)}
+        return {"model": model, **params, **extra_headers(headers)}
 
     def create(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
         return self.client.messages.create(**self._params(model, headers, params))
@@ -72,7 +72,7 @@ class AnthropicSdk(Sdk):
 
     @classmethod
     def _is_status(cls, exc: BaseException) -> bool:
-        return _is(exc, frozenset({"anthropic.APIError"}))
+        return is_any_of(exc, frozenset({"anthropic.APIError"}))
 
 
 class BedrockSdk(AnthropicSdk):

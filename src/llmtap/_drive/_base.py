@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-__all__ = ["Config", "Mode", "OnResponse", "Sdk", "_headers", "_is", "_ready"]
+__all__ = ["Config", "Mode", "OnResponse", "Sdk", "extra_headers", "is_any_of", "ready"]
 
 Mode = Literal["sync", "async"]
 #: on_response(status, header items): every HTTP response the client receives (the probe's view)
@@ -134,9 +134,9 @@ class Sdk:
     def classify(cls, exc: BaseException) -> str:
         """What the app saw, in the table's words (:class:`._cases.Raised`): ``status`` (an HTTP error
         status or an in-band error the SDK raises), ``timeout``, ``connection``, else ``other``."""
-        if _is(exc, _TIMEOUTS):
+        if is_any_of(exc, _TIMEOUTS):
             return "timeout"
-        if _is(exc, _CONNECTION):
+        if is_any_of(exc, _CONNECTION):
             return "connection"
         if cls._is_status(exc):
             return "status"
@@ -169,7 +169,9 @@ def _names(exc: BaseException) -> Iterable[str]:
     return (f"{c.__module__.split('.')[0]}.{c.__name__}" for c in type(exc).__mro__)
 
 
-def _is(exc: BaseException, names: frozenset[str]) -> bool:
+def is_any_of(exc: BaseException, names: frozenset[str]) -> bool:
+    """``exc`` is of a class named in ``names`` (``"openai.APITimeoutError"``: top-level package, class), its bases
+    included: an adapter classifies its SDK's exceptions without importing the SDK."""
     return any(n in names for n in _names(exc))
 
 
@@ -185,9 +187,11 @@ _CONNECTION = frozenset(
 )  # fmt: skip
 
 
-def _headers(extra: Mapping[str, str] | None) -> dict[str, Any]:
+def extra_headers(extra: Mapping[str, str] | None) -> dict[str, Any]:
+    """The keyword argument the Stainless SDKs (anthropic, openai, groq) take a call's own headers in."""
     return {"extra_headers": dict(extra)} if extra else {}
 
 
-async def _ready(value: Any) -> Any:
+async def ready(value: Any) -> Any:
+    """``value`` as an awaitable: an async adapter's step whose SDK answers at once."""
     return value

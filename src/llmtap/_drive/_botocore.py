@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ._base import Mode, Sdk, _is, _ready
+from ._base import Mode, Sdk, is_any_of, ready
 
 __all__ = ["AioBotocoreConverseSdk", "AioBotocoreInvokeSdk", "Boto3ConverseSdk", "Boto3InvokeSdk"]
 
@@ -106,15 +106,15 @@ class Boto3ConverseSdk(Sdk):
 
     @classmethod
     def classify(cls, exc: BaseException) -> str:
-        if _is(exc, _BOTOCORE_TIMEOUTS):
+        if is_any_of(exc, _BOTOCORE_TIMEOUTS):
             return "timeout"
-        if _is(exc, _BOTOCORE_CONNECTION):
+        if is_any_of(exc, _BOTOCORE_CONNECTION):
             return "connection"
         return super().classify(exc)
 
     @classmethod
     def _is_status(cls, exc: BaseException) -> bool:
-        return _is(exc, frozenset({"botocore.ClientError"}))  # EventStreamError (an exception frame) too
+        return is_any_of(exc, frozenset({"botocore.ClientError"}))  # EventStreamError (an exception frame) too
 
 
 def _invoke_body(params: dict[str, Any]) -> str:
@@ -205,7 +205,7 @@ class AioBotocoreConverseSdk(Boto3ConverseSdk):
         return (await client.converse_stream(**self._params(model, params)))["stream"]
 
     def close_stream(self, stream: Any) -> Any:
-        return _ready(stream.close())  # the EventStream's close() is botocore's own: not a coroutine
+        return ready(stream.close())  # the EventStream's close() is botocore's own: not a coroutine
 
     def close(self) -> Any:
         return self._aclose()

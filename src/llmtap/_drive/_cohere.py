@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._base import Sdk, _is, _ready
+from ._base import Sdk, is_any_of, ready
 
 __all__ = ["CohereSdk"]
 
@@ -42,7 +42,7 @@ class CohereSdk(Sdk):
 
     def open(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
         stream = self.client.chat_stream(**self._params(model, headers, params))
-        return _ready(stream) if self.is_async else stream  # an async generator, not an awaitable
+        return ready(stream) if self.is_async else stream  # an async generator, not an awaitable
 
     def close_stream(self, stream: Any) -> Any:
         return stream.aclose() if self.is_async else stream.close()
@@ -58,4 +58,4 @@ class CohereSdk(Sdk):
 
     @classmethod
     def _is_status(cls, exc: BaseException) -> bool:
-        return _is(exc, frozenset({"cohere.ApiError"}))
+        return is_any_of(exc, frozenset({"cohere.ApiError"}))

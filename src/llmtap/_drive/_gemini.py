@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ._base import Mode, Sdk, _is
+from ._base import Mode, Sdk, is_any_of
 
 __all__ = ["GeminiSdk"]
 
@@ -99,4 +99,4 @@ class GeminiSdk(Sdk):
 
     @classmethod
     def _is_status(cls, exc: BaseException) -> bool:
-        return _is(exc, frozenset({"google.APIError"}))
+        return is_any_of(exc, frozenset({"google.APIError"}))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ._base import Mode, Sdk, _is
+from ._base import Mode, Sdk, is_any_of
 
 __all__ = ["LiteLLMSdk"]
 
@@ -90,11 +90,11 @@ class LiteLLMSdk(Sdk):
         original = getattr(exc, "original_exception", None)
         if isinstance(original, BaseException):
             exc = original
-        if _is(exc, frozenset({"litellm.Timeout"})):
+        if is_any_of(exc, frozenset({"litellm.Timeout"})):
             return "timeout"
-        if _is(exc, frozenset({"litellm.APIConnectionError"})):
+        if is_any_of(exc, frozenset({"litellm.APIConnectionError"})):
             return "connection"
-        if _is(exc, frozenset({"litellm.APIError", "litellm.APIStatusError", "litellm.RateLimitError",
+        if is_any_of(exc, frozenset({"litellm.APIError", "litellm.APIStatusError", "litellm.RateLimitError",
                                "litellm.ServiceUnavailableError", "litellm.InternalServerError"})):  # fmt: skip
             return "status"
         return super().classify(exc)

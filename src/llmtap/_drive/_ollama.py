@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._base import Sdk, _is
+from ._base import Sdk, is_any_of
 
 __all__ = ["OllamaSdk"]
 
@@ -114,4 +114,4 @@ class OllamaSdk(Sdk):
 
     @classmethod
     def _is_status(cls, exc: BaseException) -> bool:
-        return _is(exc, frozenset({"ollama.ResponseError"}))
+        return is_any_of(exc, frozenset({"ollama.ResponseError"}))

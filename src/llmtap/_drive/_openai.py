@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._base import Sdk, _headers, _is
+from ._base import Sdk, extra_headers, is_any_of
 
 __all__ = ["GroqSdk", "OpenAIChatSdk", "OpenAIResponsesSdk"]
 
@@ -53,7 +53,7 @@ class OpenAIChatSdk(Sdk):
             params.setdefault("stream_options", {"include_usage": True})
         if params.get("stream_options") is None:
             params.pop("stream_options", None)
-        return {"model": model, **params, **_headers(headers)}
+        return {"model": model, **params, **extra_headers(headers)}
 
     def create(self, model: str, *, headers: Mapping[str, str] | None = None, **params: Any) -> Any:
         return self.resource.create(**self._params(model, headers, params, False))
@@ -85,7 +85,7 @@ class OpenAIChatSdk(Sdk):
 
     @classmethod
     def _is_status(cls, exc: BaseException) -> bool:
-        return _is(exc, frozenset({f"{cls._package}.APIError"}))
+        return is_any_of(exc, frozenset({f"{cls._package}.APIError"}))
 
 
 class OpenAIResponsesSdk(OpenAIChatSdk):
@@ -102,7 +102,7 @@ class OpenAIResponsesSdk(OpenAIChatSdk):
         if "max_tokens" in params:
             params["max_output_tokens"] = params.pop("max_tokens")
         params.setdefault("input", params.pop("prompt", "hi"))
-        return {"model": model, **params, **_headers(headers)}
+        return {"model": model, **params, **extra_headers(headers)}
 
     def piece(self, event: Any) -> str | None:
         return event.delta if getattr(event, "type", None) == "response.output_text.delta" else None
