@@ -21,8 +21,7 @@ import pytest
 import llmtap
 from llmtap import _drive
 from llmtap._core.metrics import by_key
-from llmtap._drive import Action
-from llmtap._drive._served import fresh_model
+from llmtap._drive import Action, fresh_model
 from llmtap._providers._base import SERVER_TIMES, Until
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture, capture
