@@ -183,8 +183,8 @@ def _prometheus_args(binary: str, demo: Demo, tmp: Path) -> tuple[list[str], str
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Live]]:
-    """Per path of ``PATHS``: the llmtap demo serving /metrics and a Prometheus scraping it. Both paths run
-    at once, so the second test finds its traffic already scraped (the wait is for the demo's traffic to
+    """Per path of ``PATHS``: the llmtap demo serving /metrics and a Prometheus scraping it. The paths run
+    at once, so the later tests find their traffic already scraped (the wait is for the demo's traffic to
     reach every outcome and fill the rate windows, not for CPU)."""
     binary = require("prometheus")
     help_text = _demo_help()
