@@ -17,7 +17,8 @@ from ._words import counts, plural
 __all__ = ["render_html", "render_svgs", "render_text"]
 
 
-def _ms(seconds: float | None) -> str:
+def ms(seconds: float | None) -> str:
+    """Seconds as ``12.3 ms`` (``12.5 s`` from 10 s up); ``-`` when missing or not finite."""
     if seconds is None or not math.isfinite(seconds):
         return "-"
     if abs(seconds) >= 10:
@@ -25,11 +26,13 @@ def _ms(seconds: float | None) -> str:
     return f"{seconds * 1000:.1f} ms"
 
 
-def _verdict(holds: bool | None) -> str:
+def verdict(holds: bool | None) -> str:
+    """A claim's verdict in words: ``HOLDS``, ``DOES NOT HOLD`` or ``UNTESTED`` (``None``: not tested)."""
     return {True: "HOLDS", False: "DOES NOT HOLD", None: "UNTESTED"}[holds]
 
 
-def _summary_rows(m: ModelLatency) -> list[tuple[str, Summary | None, bool]]:
+def summary_rows(m: ModelLatency) -> list[tuple[str, Summary | None, bool]]:
+    """The rows of a model's latency table: ``(label, summary or None, is a time)``."""
     return [
         ("time to headers", m.time_to_headers, True),
         ("time to first body bytes", m.time_to_first_chunk, True),
@@ -39,16 +42,17 @@ def _summary_rows(m: ModelLatency) -> list[tuple[str, Summary | None, bool]]:
     ]
 
 
-def _requests(m: ModelLatency) -> str:
+def request_counts(m: ModelLatency) -> str:
     """``20 streaming requests: 18 completed, 2 timeout``."""
     return f"{plural(m.requests, 'streaming request')}: {counts(m.outcomes)}"
 
 
-def _fmt(value: float, is_time: bool) -> str:
-    return _ms(value) if is_time else f"{value:.0f}"
+def value_text(value: float, is_time: bool) -> str:
+    """A latency-table value: a time as :func:`ms` does, a rate as a whole number."""
+    return ms(value) if is_time else f"{value:.0f}"
 
 
-def _unfit(report: ProbeReport, model: str, x: str) -> str:
+def why_unfit(report: ProbeReport, model: str, x: str) -> str:
     """Why a fit of duration or TTFT against ``x`` (``output_tokens`` / ``input_tokens``) is not identifiable."""
     done = [s for s in report.samples if s.model == model and s.outcome == Outcome.COMPLETED.value]
     values = [v for s in done if (v := getattr(s, x)) is not None]
@@ -63,14 +67,15 @@ def _unfit(report: ProbeReport, model: str, x: str) -> str:
     return "not identifiable"
 
 
-def _fit_text(fit: LinearFit | None, x: str, unit: str, unfit: str = "not identifiable") -> str:
+def fit_text(fit: LinearFit | None, x: str, unit: str, unfit: str = "not identifiable") -> str:
+    """A fit against ``x`` as ``a [CI] + b ms [CI] x x`` with its n, R² and residual sd; ``unfit`` without one."""
     if fit is None:
         return unfit
     a_lo, a_hi = fit.a_ci
     b_lo, b_hi = fit.b_ci
     return (
-        f"{_ms(fit.a)} [{_ms(a_lo)} .. {_ms(a_hi)}] + {fit.b * 1000:.4f} ms [{b_lo * 1000:.4f} .. {b_hi * 1000:.4f}]"
-        f" x {x}   (95% CIs; n={fit.n}, R²={fit.r2:.4f}, residual sd {_ms(fit.s)}, {x} {fit.x_min:.0f}-{fit.x_max:.0f})"
+        f"{ms(fit.a)} [{ms(a_lo)} .. {ms(a_hi)}] + {fit.b * 1000:.4f} ms [{b_lo * 1000:.4f} .. {b_hi * 1000:.4f}]"
+        f" x {x}   (95% CIs; n={fit.n}, R²={fit.r2:.4f}, residual sd {ms(fit.s)}, {x} {fit.x_min:.0f}-{fit.x_max:.0f})"
     )
 
 
@@ -96,7 +101,7 @@ def render_text(report: ProbeReport) -> str:
         w("")
         w("Claims")
         for c in report.claims:
-            w(f"  [{_verdict(c.holds)}] {c.claim}")
+            w(f"  [{verdict(c.holds)}] {c.claim}")
             w(f"      {c.finding}")
             w(f"      test: {c.test}")
 
@@ -113,23 +118,23 @@ def render_text(report: ProbeReport) -> str:
 
     for m in report.latency:
         w("")
-        w(f"Latency: {m.model} ({_requests(m)})")
+        w(f"Latency: {m.model} ({request_counts(m)})")
         w(f"  {'':<22}{'p50':>10}{'p90':>10}{'p99':>10}{'mean':>10}{'stdev':>10}{'jitter':>10}   median 95% CI")
-        for label, s, is_time in _summary_rows(m):
+        for label, s, is_time in summary_rows(m):
             if s is None:
                 w(f"  {label:<22}{'-':>10}")
                 continue
-            cells = "".join(f"{_fmt(v, is_time):>10}" for v in (s.p50, s.p90, s.p99, s.mean, s.stdev, s.jitter))
+            cells = "".join(f"{value_text(v, is_time):>10}" for v in (s.p50, s.p90, s.p99, s.mean, s.stdev, s.jitter))
             lo, hi = s.p50_ci
-            w(f"  {label:<22}{cells}   {_fmt(lo, is_time)} .. {_fmt(hi, is_time)}")
-        w(f"  duration ≈ {_fit_text(m.duration_fit, 'output_tokens', 's', _unfit(report, m.model, 'output_tokens'))}")
-        w(f"  TTFT     ≈ {_fit_text(m.ttft_fit, 'input_tokens', 's', _unfit(report, m.model, 'input_tokens'))}")
+            w(f"  {label:<22}{cells}   {value_text(lo, is_time)} .. {value_text(hi, is_time)}")
+        w(f"  duration ≈ {fit_text(m.duration_fit, 'output_tokens', 's', why_unfit(report, m.model, 'output_tokens'))}")
+        w(f"  TTFT     ≈ {fit_text(m.ttft_fit, 'input_tokens', 's', why_unfit(report, m.model, 'input_tokens'))}")
         if m.truth is not None:
             tr = m.truth
             w(
-                f"  simulator truth: injected TTFT median {_ms(tr.injected_ttft_p50)} (after its preamble), "
-                f"request received → first token written {_ms(tr.server_ttft_p50)}, injected per-token gap "
-                f"{_ms(tr.injected_gap)}; llmtap saw each first token {_ms(tr.first_token_lag_p50)} (median) "
+                f"  simulator truth: injected TTFT median {ms(tr.injected_ttft_p50)} (after its preamble), "
+                f"request received → first token written {ms(tr.server_ttft_p50)}, injected per-token gap "
+                f"{ms(tr.injected_gap)}; llmtap saw each first token {ms(tr.first_token_lag_p50)} (median) "
                 "after the simulator wrote it"
             )
         w("  jitter = mean |difference| between consecutive requests; p99 of few requests is close to the max")
@@ -154,8 +159,8 @@ def render_text(report: ProbeReport) -> str:
         w(f"  {tr2.finding}")
         for step in tr2.steps:
             w(
-                f"  attempt {step.attempt}: status {step.status} {step.outcome:<13} advised {_ms(step.advised)}"
-                f"  waited {_ms(step.waited)}"
+                f"  attempt {step.attempt}: status {step.status} {step.outcome:<13} advised {ms(step.advised)}"
+                f"  waited {ms(step.waited)}"
             )
 
     if report.cannot_probe is None:  # with nothing measured, every stand-in would read 0
@@ -395,36 +400,36 @@ def render_html(report: ProbeReport) -> str:
         for c in report.claims:
             cls = {True: "holds", False: "fails", None: "untested"}[c.holds]
             w(
-                f"<tr><td>{_e(c.claim)}</td><td class='{cls}'>{_verdict(c.holds)}</td><td>{_e(c.finding)}</td>"
+                f"<tr><td>{_e(c.claim)}</td><td class='{cls}'>{verdict(c.holds)}</td><td>{_e(c.finding)}</td>"
                 f"<td class='small'>{_e(c.test)}</td></tr>"
             )
         w("</table>")
     svgs = render_svgs(report)
     for m in report.latency:
         w(f"<h2>Latency: {_e(m.model)}</h2>")
-        w(f"<p>{_e(_requests(m))}</p>")
+        w(f"<p>{_e(request_counts(m))}</p>")
         w("<table><tr><th></th><th>p50</th><th>p90</th><th>p99</th><th>mean</th><th>stdev</th><th>jitter</th>")
         w("<th>median 95% CI</th></tr>")
-        for label, s, is_time in _summary_rows(m):
+        for label, s, is_time in summary_rows(m):
             if s is None:
                 w(f"<tr><td>{label}</td><td colspan='7'>-</td></tr>")
                 continue
             cells = "".join(
-                f"<td class='n'>{_fmt(v, is_time)}</td>" for v in (s.p50, s.p90, s.p99, s.mean, s.stdev, s.jitter)
+                f"<td class='n'>{value_text(v, is_time)}</td>" for v in (s.p50, s.p90, s.p99, s.mean, s.stdev, s.jitter)
             )
             w(
-                f"<tr><td>{label}</td>{cells}<td class='n'>{_fmt(s.p50_ci[0], is_time)} .. "
-                f"{_fmt(s.p50_ci[1], is_time)}</td></tr>"
+                f"<tr><td>{label}</td>{cells}<td class='n'>{value_text(s.p50_ci[0], is_time)} .. "
+                f"{value_text(s.p50_ci[1], is_time)}</td></tr>"
             )
         w("</table>")
-        unfit_d, unfit_t = _unfit(report, m.model, "output_tokens"), _unfit(report, m.model, "input_tokens")
-        w(f"<p>duration ≈ {_e(_fit_text(m.duration_fit, 'output_tokens', 's', unfit_d))}<br>")
-        w(f"TTFT ≈ {_e(_fit_text(m.ttft_fit, 'input_tokens', 's', unfit_t))}</p>")
+        unfit_d, unfit_t = why_unfit(report, m.model, "output_tokens"), why_unfit(report, m.model, "input_tokens")
+        w(f"<p>duration ≈ {_e(fit_text(m.duration_fit, 'output_tokens', 's', unfit_d))}<br>")
+        w(f"TTFT ≈ {_e(fit_text(m.ttft_fit, 'input_tokens', 's', unfit_t))}</p>")
         if m.truth is not None:
             w(
-                f"<p class='small'>simulator truth: injected TTFT median {_ms(m.truth.injected_ttft_p50)}, "
-                f"per-token gap {_ms(m.truth.injected_gap)}; llmtap saw first tokens "
-                f"{_ms(m.truth.first_token_lag_p50)} after the simulator wrote them (median)</p>"
+                f"<p class='small'>simulator truth: injected TTFT median {ms(m.truth.injected_ttft_p50)}, "
+                f"per-token gap {ms(m.truth.injected_gap)}; llmtap saw first tokens "
+                f"{ms(m.truth.first_token_lag_p50)} after the simulator wrote them (median)</p>"
             )
         slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in m.model)
         w("<div class='plots'>")
@@ -459,7 +464,7 @@ def render_html(report: ProbeReport) -> str:
             for s2 in report.throttle.steps:
                 w(
                     f"<tr><td>{s2.attempt}</td><td>{s2.status}</td><td>{_e(s2.outcome)}</td>"
-                    f"<td class='n'>{_ms(s2.advised)}</td><td class='n'>{_ms(s2.waited)}</td></tr>"
+                    f"<td class='n'>{ms(s2.advised)}</td><td class='n'>{ms(s2.waited)}</td></tr>"
                 )
             w("</table>")
     if report.cannot_probe is None:  # with nothing measured, every stand-in would read 0
