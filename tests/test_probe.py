@@ -28,9 +28,10 @@ from llmtap.probe._cli import add_parser
 from llmtap.probe._driver import connect_cause
 from llmtap.probe._formula import ClaimError, parse_band, parse_formula
 from llmtap.probe._headers import HeaderLog
-from llmtap.probe._render import render_html, render_svgs
+from llmtap.probe._html import render_html
 from llmtap.probe._report import SCHEMA_VERSION, ClaimResult
 from llmtap.probe._stats import betainc, f_quantile, fit_line, median_ci, t_quantile
+from llmtap.probe._svg import render_svgs
 from llmtap.simulator import Scenario, Simulator
 
 REQUESTS = 24

@@ -19,8 +19,8 @@ options) and returns a :class:`ProbeReport` (``to_json()`` is what ``llmtap prob
 """
 
 from ._options import ProbeOptions
-from ._render import render_text
 from ._report import ExitStatus, ProbeReport
 from ._run import run_probe
+from ._text import render_text
 
 __all__ = ["ExitStatus", "ProbeOptions", "ProbeReport", "render_text", "run_probe"]

@@ -116,7 +116,8 @@ class _Bar:
 def main(args: argparse.Namespace) -> int:
     from . import ProbeOptions, render_text, run_probe  # run_probe through the package: tests replace it there
     from ._formula import ClaimError
-    from ._render import render_html, render_svgs
+    from ._html import render_html
+    from ._svg import render_svgs
 
     try:
         options = ProbeOptions(
