@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 
 from ._report import ProbeReport
-from ._svg import render_svgs
+from ._svg import plot_names, render_svgs
 from ._text import fit_text, ms, request_counts, summary_rows, value_text, verdict, why_unfit
 from ._words import plural
 
@@ -72,17 +72,16 @@ def render_html(report: ProbeReport) -> str:
             )
         w("</table>")
         unfit_d, unfit_t = why_unfit(report, m.model, "output_tokens"), why_unfit(report, m.model, "input_tokens")
-        w(f"<p>duration ≈ {_e(fit_text(m.duration_fit, 'output_tokens', 's', unfit_d))}<br>")
-        w(f"TTFT ≈ {_e(fit_text(m.ttft_fit, 'input_tokens', 's', unfit_t))}</p>")
+        w(f"<p>duration ≈ {_e(fit_text(m.duration_fit, 'output_tokens', unfit_d))}<br>")
+        w(f"TTFT ≈ {_e(fit_text(m.ttft_fit, 'input_tokens', unfit_t))}</p>")
         if m.truth is not None:
             w(
                 f"<p class='small'>simulator truth: injected TTFT median {ms(m.truth.injected_ttft_p50)}, "
                 f"per-token gap {ms(m.truth.injected_gap)}; llmtap saw first tokens "
                 f"{ms(m.truth.first_token_lag_p50)} after the simulator wrote them (median)</p>"
             )
-        slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in m.model)
         w("<div class='plots'>")
-        for name in (f"ttft-{slug}.svg", f"duration-{slug}.svg"):
+        for name in plot_names(m.model):
             w(svgs[name].replace('<?xml version="1.0"?>', ""))
         w("</div>")
     h = report.headers

@@ -13,7 +13,7 @@ from llmtap._core.record import Outcome
 from ._formula import Formula, parse_band, parse_formula
 from ._report import ModelLatency, ProbeReport
 
-__all__ = ["render_svgs"]
+__all__ = ["plot_names", "render_svgs"]
 
 
 _W, _H = 520, 300
@@ -186,7 +186,13 @@ def render_svgs(report: ProbeReport) -> dict[str, str]:
         points = [(float(s.output_tokens), s.duration) for s in rows if s.output_tokens is not None]
         inputs = sorted(s.input_tokens for s in rows if s.input_tokens is not None)
         inp = float(inputs[len(inputs) // 2]) if inputs else 0.0
-        slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in m.model)
-        out[f"ttft-{slug}.svg"] = svg_ttft(m, ttfts, band)
-        out[f"duration-{slug}.svg"] = svg_duration(m, points, formula, inp)
+        ttft_name, duration_name = plot_names(m.model)
+        out[ttft_name] = svg_ttft(m, ttfts, band)
+        out[duration_name] = svg_duration(m, points, formula, inp)
     return out
+
+
+def plot_names(model: str) -> tuple[str, str]:
+    """The file names of ``model``'s two plots (time to first token, duration), safe in any file system."""
+    slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model)
+    return f"ttft-{slug}.svg", f"duration-{slug}.svg"

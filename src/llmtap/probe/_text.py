@@ -63,7 +63,7 @@ def why_unfit(report: ProbeReport, model: str, x: str) -> str:
     return "not identifiable"
 
 
-def fit_text(fit: LinearFit | None, x: str, unit: str, unfit: str = "not identifiable") -> str:
+def fit_text(fit: LinearFit | None, x: str, unfit: str = "not identifiable") -> str:
     """A fit against ``x`` as ``a [CI] + b ms [CI] x x`` with its n, R² and residual sd; ``unfit`` without one."""
     if fit is None:
         return unfit
@@ -123,8 +123,8 @@ def render_text(report: ProbeReport) -> str:
             cells = "".join(f"{value_text(v, is_time):>10}" for v in (s.p50, s.p90, s.p99, s.mean, s.stdev, s.jitter))
             lo, hi = s.p50_ci
             w(f"  {label:<22}{cells}   {value_text(lo, is_time)} .. {value_text(hi, is_time)}")
-        w(f"  duration ≈ {fit_text(m.duration_fit, 'output_tokens', 's', why_unfit(report, m.model, 'output_tokens'))}")
-        w(f"  TTFT     ≈ {fit_text(m.ttft_fit, 'input_tokens', 's', why_unfit(report, m.model, 'input_tokens'))}")
+        w(f"  duration ≈ {fit_text(m.duration_fit, 'output_tokens', why_unfit(report, m.model, 'output_tokens'))}")
+        w(f"  TTFT     ≈ {fit_text(m.ttft_fit, 'input_tokens', why_unfit(report, m.model, 'input_tokens'))}")
         if m.truth is not None:
             tr = m.truth
             w(
