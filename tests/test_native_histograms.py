@@ -35,11 +35,9 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from google.protobuf import (  # type: ignore[import-untyped]  # no stubs installed
     descriptor_pb2,
     descriptor_pool,
@@ -87,7 +85,7 @@ from tests.support.nativeprom import (
     native_histogram,
 )
 from tests.support.prom import require
-from tests.support.promlive import Proc, free_port, http_get, query, start, stop_all, wait_for
+from tests.support.promlive import Proc, http_get, prometheus_command, query, start, stop_all, wait_for
 from tests.support.scripts import load_script
 
 CUMULATIVE = AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
@@ -455,8 +453,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
             "scrape_configs": [{"job_name": "nativeprom", "static_configs": [{"targets": [collector.target]}]}],
         }
-        (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
-        prom, url = _start_prometheus(binary, tmp)
+        args, url = prometheus_command(binary, config, tmp, "--enable-feature=native-histograms")
+        prom = start("prometheus", args, tmp / "prometheus.log")
         stack.callback(stop_all, [prom])
 
         exporter = OTLPMetricExporter(
@@ -506,19 +504,6 @@ def _empty_point() -> ExponentialHistogramDataPoint:
     return ExponentialHistogramDataPoint(
         attributes=_kv({"case": "empty"}), start_time_unix_nano=now, time_unix_nano=now, count=0, sum=0.0, scale=20
     )
-
-
-def _start_prometheus(binary: str, tmp: Path) -> tuple[Proc, str]:
-    port = free_port()
-    args = [
-        binary,
-        f"--config.file={tmp / 'prometheus.yml'}",
-        f"--storage.tsdb.path={tmp / 'data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        "--storage.tsdb.retention.time=1h",
-        "--enable-feature=native-histograms",
-    ]
-    return start("prometheus", args, tmp / "prometheus.log"), f"http://127.0.0.1:{port}"
 
 
 @pytest.mark.prometheus

@@ -50,14 +50,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
 
 from llmtap import Outcome
 from llmtap._core import metrics as contract
 from tests.support.nativeprom import native_collector
 from tests.support.paths import ROOT
 from tests.support.prom import ALERTS, SLO_RULES, load_build, require, rules
-from tests.support.promlive import Proc, api, free_port, http_get, query, start, stop_all, wait_for
+from tests.support.promlive import Proc, api, free_port, http_get, prometheus_command, query, start, stop_all, wait_for
 
 pytestmark = pytest.mark.prometheus
 
@@ -166,19 +165,8 @@ def _prometheus_args(binary: str, demo: Demo, tmp: Path) -> tuple[list[str], str
         "rule_files": [str(ALERTS), str(SLO_RULES)],
         "scrape_configs": [{"job_name": JOB, "static_configs": [{"targets": [demo.target]}]}],
     }
-    (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    args = [
-        binary,
-        f"--config.file={tmp / 'prometheus.yml'}",
-        f"--storage.tsdb.path={tmp / 'data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        "--storage.tsdb.retention.time=1h",
-        "--log.level=warn",
-    ]
-    if demo.path == "native":
-        args.append("--enable-feature=native-histograms")
-    return args, f"http://127.0.0.1:{port}"
+    native = ("--enable-feature=native-histograms",) if demo.path == "native" else ()
+    return prometheus_command(binary, config, tmp, "--log.level=warn", *native)
 
 
 @pytest.fixture(scope="module")

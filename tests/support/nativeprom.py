@@ -48,6 +48,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
 )
 
 from llmtap._core.metrics import COUNTER, GAUGE, HISTOGRAM, UP_DOWN, label_name, prometheus_name
+from tests.support.otlp import serving
 
 __all__ = [
     "CONTENT_TYPE",
@@ -500,12 +501,5 @@ class _Handler(BaseHTTPRequestHandler):
 @contextmanager
 def native_collector() -> Iterator[NativeCollector]:
     """A :class:`NativeCollector` serving on a thread for the duration of the block."""
-    server = NativeCollector()
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(NativeCollector()) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -87,10 +87,12 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
+_Server = TypeVar("_Server", bound=ThreadingHTTPServer)
+
+
 @contextmanager
-def otlp_receiver() -> Iterator[Receiver]:
-    """A :class:`Receiver` serving on a thread for the duration of the block."""
-    server = Receiver()
+def serving(server: _Server) -> Iterator[_Server]:
+    """``server`` serving on a thread for the duration of the block, then shut down and closed."""
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
@@ -99,6 +101,13 @@ def otlp_receiver() -> Iterator[Receiver]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+@contextmanager
+def otlp_receiver() -> Iterator[Receiver]:
+    """A :class:`Receiver` serving on a thread for the duration of the block."""
+    with serving(Receiver()) as server:
+        yield server
 
 
 @pytest.fixture

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.support.deploy import free_port
 from tests.support.paths import ROOT
 
-__all__ = ["Proc", "api", "free_port", "http_get", "query", "start", "stop_all", "wait_for"]
+__all__ = ["Proc", "api", "free_port", "http_get", "prometheus_command", "query", "start", "stop_all", "wait_for"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -57,6 +58,22 @@ def stop_all(procs: list[Proc]) -> None:
         proc.terminate()
     for proc in procs:
         proc.stop()
+
+
+def prometheus_command(binary: str, config: dict[str, Any], tmp: Path, *flags: str) -> tuple[list[str], str]:
+    """The command line and URL of a Prometheus on a free port of 127.0.0.1, configured by ``config`` (written to
+    ``tmp/prometheus.yml``), storing in ``tmp`` for an hour, with more ``flags``."""
+    (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
+    port = free_port()
+    args = [
+        binary,
+        f"--config.file={tmp / 'prometheus.yml'}",
+        f"--storage.tsdb.path={tmp / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--storage.tsdb.retention.time=1h",
+        *flags,
+    ]
+    return args, f"http://127.0.0.1:{port}"
 
 
 def start(name: str, args: list[str], log: Path, env: dict[str, str] | None = None) -> Proc:
