@@ -9,9 +9,6 @@ checked the same way through the SDK's exemplar filter.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import time
 import urllib.parse
 import urllib.request
@@ -20,15 +17,15 @@ from pathlib import Path
 
 import anthropic
 import pytest
-import yaml
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricsData
 
 import llmtap
 from llmtap.simulator import Scenario, Simulator
 from llmtap.testing import Capture, capture
-from tests.support.deploy import free_port, wait_until
+from tests.support.deploy import wait_until
 from tests.support.prom import require
+from tests.support.promlive import http_get, prometheus_command, start, stop_all, wait_for
 
 PARAMS = {"model": "claude-x", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
 
@@ -124,47 +121,22 @@ def test_a_real_prometheus_stores_the_exemplars(
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
         "scrape_configs": [{"job_name": "llmtap", "static_configs": [{"targets": [target]}]}],
     }
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    args = [
-        binary,
-        f"--config.file={tmp_path / 'prometheus.yml'}",
-        f"--storage.tsdb.path={tmp_path / 'data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        "--enable-feature=exemplar-storage",
-        "--log.level=warn",
-    ]
-    with (tmp_path / "prometheus.log").open("wb") as log:
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    start = time.time() - 60
+    args, url = prometheus_command(binary, config, tmp_path, "--enable-feature=exemplar-storage", "--log.level=warn")
+    proc = start("prometheus", args, tmp_path / "prometheus.log")
+    since = time.time() - 60
 
     def exemplars() -> set[str]:
         query = urllib.parse.urlencode(
-            {"query": "gen_ai_client_operation_duration_seconds_bucket", "start": start, "end": time.time() + 60}
+            {"query": "gen_ai_client_operation_duration_seconds_bucket", "start": since, "end": time.time() + 60}
         )
         with urllib.request.urlopen(f"{url}/api/v1/query_exemplars?{query}", timeout=5) as response:
             body = json.loads(response.read())
         return {e["labels"]["trace_id"] for series in body["data"] for e in series["exemplars"]}
 
     try:
-        wait_until(lambda: _ready(url), 60, "prometheus to be ready")
+        wait_for("prometheus to be ready", lambda: http_get(url + "/-/ready")[0] == 200, 60, proc)
         _drive(sim, 3)
         wait_until(lambda: bool(exemplars()), 30, "exemplars in Prometheus")
         assert exemplars() <= _span_trace_ids(cap)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/-/ready", timeout=2) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False
+        stop_all([proc])
