@@ -100,17 +100,19 @@ COMPAT_HTTPX ?= 0.27.0
 COMPAT_HTTPX2 ?= 2.0.0
 COMPAT_GENAI_PRICES ?= 0.2.3
 COMPAT_AIOHTTP ?= 3.12.0
+COMPAT_PYDANTIC ?= 2.10.0
 COMPAT_ANTHROPIC_TESTS = tests/test_anthropic_sdk.py tests/test_clouds.py tests/test_httpx_transport.py \
   tests/test_transports.py
 COMPAT_TESTS = $(COMPAT_ANTHROPIC_TESTS) tests/test_openai_sdk.py tests/test_aiohttp.py tests/test_otlp.py \
   tests/test_otel_fork.py tests/test_tracing.py tests/test_exemplars.py tests/test_span_memory.py \
   tests/test_fences.py tests/test_otel_bulk.py tests/test_prometheus.py tests/test_prometheus_deferred.py tests/test_multiprocess.py \
-  tests/test_lifecycle.py tests/test_cost.py tests/test_run.py
+  tests/test_lifecycle.py tests/test_cost.py tests/test_run.py tests/test_settings.py
 compat:
 	[ -x $(COMPAT_VENV)/bin/python ] || $(PYTHON) -m venv $(COMPAT_VENV)
 	$(COMPAT_VENV)/bin/python -m pip install --quiet -e '.[otel]' pytest pytest-asyncio pyyaml \
 	  'anthropic[aiohttp,bedrock,vertex]==$(COMPAT_ANTHROPIC)' 'openai[aiohttp]==$(COMPAT_OPENAI)' httpx2==2.7.0 \
 	  prometheus-client==$(COMPAT_PROMETHEUS_CLIENT) httpx==$(COMPAT_HTTPX) genai-prices==$(COMPAT_GENAI_PRICES) \
+  pydantic==$(COMPAT_PYDANTIC) \
 	  opentelemetry-sdk==$(COMPAT_OTEL) opentelemetry-api==$(COMPAT_OTEL) opentelemetry-proto==$(COMPAT_OTEL) \
 	  opentelemetry-exporter-otlp-proto-http==$(COMPAT_OTEL) opentelemetry-exporter-otlp-proto-common==$(COMPAT_OTEL) \
 	  opentelemetry-semantic-conventions==$(COMPAT_OTEL_CONTRIB) opentelemetry-instrumentation==$(COMPAT_OTEL_CONTRIB) \

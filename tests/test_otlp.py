@@ -971,7 +971,16 @@ def test_the_extras_require_the_sdk_llmtap_s_metrics_are_right_on() -> None:
     assert set(legacy) == {"LEGACY_ANTHROPIC", "LEGACY_OPENAI", "LEGACY_OPENAI_1"}
     assert version(legacy["LEGACY_ANTHROPIC"]) < version(pins["ANTHROPIC"])
     assert version(legacy["LEGACY_OPENAI_1"]) < version(legacy["LEGACY_OPENAI"]) < version(pins["OPENAI"])
-    assert set(pins) == {"ANTHROPIC", "OPENAI", "PROMETHEUS_CLIENT", "HTTPX", "HTTPX2", "GENAI_PRICES", "AIOHTTP"}
+    assert set(pins) == {
+        "ANTHROPIC",
+        "OPENAI",
+        "PROMETHEUS_CLIENT",
+        "HTTPX",
+        "HTTPX2",
+        "GENAI_PRICES",
+        "AIOHTTP",
+        "PYDANTIC",
+    }
     for name, pinned in pins.items():
         assert floors[name.lower().replace("_", "-")] == {version(pinned)}, name
 

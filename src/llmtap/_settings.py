@@ -10,16 +10,8 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ModelWrapValidatorHandler,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic.functional_validators import ModelWrapValidatorHandler  # where pydantic 2.10 has it
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from llmtap._core.metrics import resolve_names
