@@ -12,12 +12,15 @@ event stream (Bedrock) at each message's length prefix, any other body whole. Ev
 path gets a new response of those bytes, one event per read. The request is still built, signed and sent
 through the client (and llmtap's hook) as ever; only the socket is left out, for every configuration alike.
 
-``AsyncReplayTransport`` is its twin for ``httpx2.AsyncClient`` (the async clients' streams, read by the event
-loop); the two share the recording, the cutting and the replayed response, and differ only in their I/O.
+``AsyncReplayTransport`` is its twin for ``httpx2.AsyncClient`` (the async clients' streams, read in an asyncio
+event loop); the two share the recording, the cutting and the replayed response, and differ only in their I/O.
+Each async read waits for the loop as a socket's does (two passes of the loop a read), so the loop's work for
+the stream is counted too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from collections.abc import AsyncIterator, Iterator
 
@@ -60,7 +63,19 @@ class _Chunks(httpx2.SyncByteStream, httpx2.AsyncByteStream):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         for chunk in self._chunks:
+            await _arrival()
             yield chunk
+
+
+async def _arrival() -> None:
+    """Waits for the next read as a reader of a socket does, through the event loop: a callback of the loop
+    resolves the reader's future (as a socket's readiness callback does with the data), the loop's next pass
+    resumes the task. Without it a replayed body never suspends the task, and a whole stream costs the loop
+    two passes instead of two a read."""
+    loop = asyncio.get_running_loop()
+    waiter = loop.create_future()
+    loop.call_soon(waiter.set_result, None)
+    await waiter
 
 
 _Recording = tuple[int, list[tuple[bytes, bytes]], list[bytes]]

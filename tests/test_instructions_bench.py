@@ -4,6 +4,7 @@ grown past the tolerance (synthetic figures). No count is asserted here."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import httpx2
 import pytest
 
 from llmtap.simulator import Simulator
@@ -96,6 +98,33 @@ def test_a_replayed_stream_is_the_recorded_one_read_one_event_at_a_time(sim: Sim
     finally:
         workloads.close()
         plain.close()
+
+
+def test_an_async_replayed_read_waits_for_the_event_loop_as_a_sockets_does() -> None:
+    replay = load_script("benchmarks/replay.py", "llmtap_bench_replay")
+    chunks = [b"a: 1\n\n", b"b: 2\n\n", b"c: 3\n\n"]
+    passes = 0
+
+    async def ticking() -> None:  # one tick a pass of the loop
+        nonlocal passes
+        while True:
+            passes += 1
+            await asyncio.sleep(0)
+
+    async def read(stream: Any) -> list[bytes]:
+        ticker = asyncio.create_task(ticking())
+        await asyncio.sleep(0)
+        before = passes
+        out = [chunk async for chunk in stream]
+        ticker.cancel()
+        reads.append(passes - before)
+        return out
+
+    reads: list[int] = []
+    assert asyncio.run(read(replay._Chunks(chunks))) == chunks
+    assert reads == [2 * len(chunks)]  # each read: the loop's callback hands it over, the next pass resumes it
+    assert asyncio.run(read(httpx2.ByteStream(b"".join(chunks)))) == [b"".join(chunks)]
+    assert reads[1] == 0  # the control: a body that never waits leaves the loop no pass
 
 
 def test_events_cuts_each_format_where_its_reads_end() -> None:
