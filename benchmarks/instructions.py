@@ -67,7 +67,7 @@ WORKLOADS = ("anthropic_create", "anthropic_stream", "anthropic_async_stream", "
 event loop's work for it counted: it runs in the region's thread, ``asyncio.Runner``); every process warms up on
 all."""
 DEFAULT_WORKLOADS = WORKLOADS
-"""What a run counts by default: all four (runs agree within ~0.15 % on the request and ~1 % an event:
+"""What a run counts by default: all four (runs agree within ~0.5 % on the request and ~1.5 % an event:
 benchmarks/README.md)."""
 SETTLE = 1
 """Units of each workload after the warm-up one, in every process, before what differs."""
@@ -86,11 +86,11 @@ GATED = ("prom_spans", "otlp")
 CONTROL = "baseline"
 """No instrumentation: what it counts depends only on the interpreter and the packages, never on llmtap."""
 TOLERANCE = 2.0
-"""Per cent a gated figure may grow over the reference before ``--check`` fails. Between two runs of one tree
-a figure per request moved by at most 0.15 %, one per stream event by up to 1.0 % (benchmarks/README.md):
-2 % is twice the widest. Of a figure, llmtap's share is ~6 % per event and ~12 % per request, so a change
-fails that adds about a sixth to llmtap's own cost per request, or a third (anthropic) to a half (Bedrock) of
-it per stream event."""
+"""Per cent a gated figure may grow over the reference before ``--check`` fails. Between runs of one tree a
+figure per request moved by at most 0.5 %, one per stream event by up to 1.5 % (benchmarks/README.md): 2 % is
+over the widest. Of a figure, llmtap's share is ~4-8 % per event and ~13 % per request, so a change fails
+that adds about a sixth to llmtap's own cost per request, or a third (anthropic, sync and async) to a half
+(Bedrock) of it per stream event."""
 PACKAGES = ("anthropic", "botocore", "httpx2", "opentelemetry-sdk", "prometheus-client")
 """The packages the counted work runs through, whose versions the reference records."""
 
