@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Self
 
 if TYPE_CHECKING:
+    import httpx2
     from anthropic.types import MessageParam
     from openai.types.chat import ChatCompletionMessageParam
 
@@ -317,12 +318,19 @@ def llmtap_settings(config: str, base_url: str) -> Any:
 class Workloads:
     """The SDK calls; one unit is one stream read to its end, or one request."""
 
-    def __init__(self, base_url: str, tokens: int, open_telemetry: Any = None, stream_transport: Any = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        tokens: int,
+        open_telemetry: Any = None,
+        stream_transport: tuple[httpx2.BaseTransport, httpx2.AsyncBaseTransport] | None = None,
+    ) -> None:
         """``open_telemetry``: the anthropic clients' option of that name (``None``, the SDK's default: its
         tracing on whenever a global tracer provider exists; ``False``: off; ``{"tracer_provider": p}``: on,
-        into ``p``). ``stream_transport``: an ``httpx2`` transport for the clients of the two sync anthropic
-        streams (``anthropic_stream``, ``bedrock_stream``; ``instructions.py``'s ``replay.ReplayTransport``),
-        the SDK's own client otherwise."""
+        into ``p``). ``stream_transport``: a sync and an async ``httpx2`` transport for the clients of the
+        anthropic streams, the sync one for ``anthropic_stream`` and ``bedrock_stream``, the async one for
+        ``anthropic_async_stream`` (``instructions.py``'s ``replay.ReplayTransport`` and
+        ``replay.AsyncReplayTransport``); the SDK's own clients otherwise."""
         import anthropic
         import openai
 
@@ -335,12 +343,15 @@ class Workloads:
             "open_telemetry": open_telemetry,
         }
         streams: dict[str, Any] = {}
+        async_streams: dict[str, Any] = {}
         if stream_transport is not None:
             import httpx2
 
-            streams["http_client"] = httpx2.Client(transport=stream_transport)
+            sync_transport, async_transport = stream_transport
+            streams["http_client"] = httpx2.Client(transport=sync_transport)
+            async_streams["http_client"] = httpx2.AsyncClient(transport=async_transport)
         self.a = anthropic.Anthropic(**a, default_headers=scenario, **streams)
-        self.aa = anthropic.AsyncAnthropic(**a, default_headers=scenario)
+        self.aa = anthropic.AsyncAnthropic(**a, default_headers=scenario, **async_streams)
         self.a_short = anthropic.Anthropic(**a, default_headers=short)
         self.b = anthropic.AnthropicBedrock(
             base_url=base_url,

@@ -4,6 +4,7 @@ grown past the tolerance (synthetic figures). No count is asserted here."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import httpx2
 import pytest
 
 from llmtap.simulator import Simulator
@@ -49,8 +51,9 @@ def test_the_worker_counts_the_units_of_each_region_and_the_floor_reads_none(sim
     assert out["seen"][""] == 0  # the floor: collections with nothing new
     assert out["seen"]["anthropic_create"] == 2 * bench.LOOPS["anthropic_create"]
     assert out["seen"]["bedrock_stream"] > 2 * 100  # two streams of ~TOKENS deltas, each an event-stream message
-    # the warm-up recorded each stream (two paths) and its settling unit replayed them; the region, twice more
-    assert out["replayed"] == 2 + 2
+    # the warm-up recorded each stream (three: sync and async anthropic, Bedrock) and its settling unit replayed
+    # them; the region, Bedrock's twice more
+    assert out["replayed"] == 3 + 2
 
 
 def test_the_regions_are_read_from_callgrinds_dumps_in_order(tmp_path: Path) -> None:
@@ -62,14 +65,21 @@ def test_the_regions_are_read_from_callgrinds_dumps_in_order(tmp_path: Path) -> 
     assert bench.dumps(str(tmp_path)) == [40, 500, 9_000]
 
 
-def test_a_replayed_stream_is_the_recorded_one_read_one_event_at_a_time(sim: Simulator) -> None:
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_replayed_stream_is_the_recorded_one_read_one_event_at_a_time(sim: Simulator, mode: str) -> None:
     replay = load_script("benchmarks/replay.py", "llmtap_bench_replay")
     sdk = load_script("benchmarks/sdk.py", "llmtap_bench_sdk")
-    transport = replay.ReplayTransport()
-    workloads = sdk.Workloads(sim.base_url, 20, open_telemetry=False, stream_transport=transport)
+    transports = replay.ReplayTransport(), replay.AsyncReplayTransport()
+    transport = transports[mode == "async"]
+    workloads = sdk.Workloads(sim.base_url, 20, open_telemetry=False, stream_transport=transports)
     plain = sdk.Workloads(sim.base_url, 20, open_telemetry=False)
+    streams = (
+        (("anthropic_stream", "/v1/messages"), ("bedrock_stream", None))
+        if mode == "sync"
+        else (("anthropic_async_stream", "/v1/messages"),)
+    )
     try:
-        for name, path in (("anthropic_stream", "/v1/messages"), ("bedrock_stream", None)):
+        for name, path in streams:
             seen = [workloads.unit(name)(1) for _ in range(3)]
             assert seen[0] == seen[1] == seen[2] == plain.unit(name)(1) > 20  # the same events as over the socket
             recorded = (
@@ -83,10 +93,38 @@ def test_a_replayed_stream_is_the_recorded_one_read_one_event_at_a_time(sim: Sim
                 assert all(chunk.endswith(b"\n\n") and chunk.count(b"\n\n") == 1 for chunk in chunks)
             else:  # the AWS event stream: each read one whole message, as its length prefix says
                 assert all(int.from_bytes(chunk[:4], "big") == len(chunk) for chunk in chunks)
-        assert transport.replayed == 4  # two recorded, four replayed: the counts ran on replays
+        assert transport.replayed == 2 * len(streams)  # each recorded once, then replayed: the counts ran on replays
+        assert transports[mode != "async"].replayed == 0  # the other mode's clients were not used
     finally:
         workloads.close()
         plain.close()
+
+
+def test_an_async_replayed_read_waits_for_the_event_loop_as_a_sockets_does() -> None:
+    replay = load_script("benchmarks/replay.py", "llmtap_bench_replay")
+    chunks = [b"a: 1\n\n", b"b: 2\n\n", b"c: 3\n\n"]
+    passes = 0
+
+    async def ticking() -> None:  # one tick a pass of the loop
+        nonlocal passes
+        while True:
+            passes += 1
+            await asyncio.sleep(0)
+
+    async def read(stream: Any) -> list[bytes]:
+        ticker = asyncio.create_task(ticking())
+        await asyncio.sleep(0)
+        before = passes
+        out = [chunk async for chunk in stream]
+        ticker.cancel()
+        reads.append(passes - before)
+        return out
+
+    reads: list[int] = []
+    assert asyncio.run(read(replay._Chunks(chunks))) == chunks
+    assert reads == [2 * len(chunks)]  # each read: the loop's callback hands it over, the next pass resumes it
+    assert asyncio.run(read(httpx2.ByteStream(b"".join(chunks)))) == [b"".join(chunks)]
+    assert reads[1] == 0  # the control: a body that never waits leaves the loop no pass
 
 
 def test_events_cuts_each_format_where_its_reads_end() -> None:
@@ -118,7 +156,12 @@ def test_the_report_fails_a_configuration_above_both_its_target_and_the_sdks_tra
 def _figures(scale: float = 1.0, control: float = 1.0) -> dict[str, dict[str, float]]:
     """Synthetic figures of the four configurations: llmtap's scaled by ``scale``, the uninstrumented ones by
     ``control``."""
-    base = {"anthropic_create": 4_000_000.0, "anthropic_stream": 170_000.0, "bedrock_stream": 320_000.0}
+    base = {
+        "anthropic_create": 4_000_000.0,
+        "anthropic_stream": 170_000.0,
+        "anthropic_async_stream": 180_000.0,
+        "bedrock_stream": 320_000.0,
+    }
     return {
         "baseline": {name: value * control for name, value in base.items()},
         "anthropic_tracing": {name: value * 1.2 * control for name, value in base.items()},
@@ -134,10 +177,10 @@ def test_the_gate_fails_each_of_llmtaps_figures_grown_past_the_tolerance_and_onl
     assert bench.regressions(reference, _figures(scale=0.9)) == []  # fewer instructions: held
     within = 1 + 0.9 * bench.TOLERANCE / 100
     assert bench.regressions(reference, _figures(scale=within)) == []
-    # the control: the same growth past the tolerance fails all six of llmtap's figures, one line each
+    # the control: the same growth past the tolerance fails all eight of llmtap's figures, one line each
     past = 1 + 1.1 * bench.TOLERANCE / 100
     lines = bench.regressions(reference, _figures(scale=past))
-    assert len(lines) == 6 and all(line.startswith(("prom_spans ", "otlp ")) for line in lines), lines
+    assert len(lines) == 8 and all(line.startswith(("prom_spans ", "otlp ")) for line in lines), lines
     grown = copy.deepcopy(reference)
     grown["otlp"]["anthropic_stream"] *= past
     (line,) = bench.regressions(reference, grown)
@@ -156,11 +199,11 @@ def test_the_gate_gives_no_verdict_against_another_environments_reference(capsys
     bench = _load()
     reference = {"environment": bench.environment(), "units": 5, "figures": _figures()}
     assert bench.check(_figures(), reference) == 0  # the control: the same environment and figures
-    assert "6 of 6 figures within" in capsys.readouterr().out
+    assert "8 of 8 figures within" in capsys.readouterr().out
     regressed = _figures(scale=1.05)
     assert bench.check(regressed, reference) == 1
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 6 and all(line.startswith("instructions.py --check: regression: ") for line in err)
+    assert len(err) == 8 and all(line.startswith("instructions.py --check: regression: ") for line in err)
     # the uninstrumented figures moved as much: not llmtap's doing, no verdict
     assert bench.check(_figures(scale=1.05, control=1.05), reference) == 2
     (line,) = capsys.readouterr().err.splitlines()
