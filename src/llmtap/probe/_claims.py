@@ -13,12 +13,10 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 
-from llmtap._core.record import Outcome
-
 from ._formula import CLAIM_KINDS, Band, Formula, parse_band, parse_formula
 from ._headers import HeaderLog
 from ._options import ProbeOptions
-from ._report import ClaimResult, ModelLatency, Sample
+from ._report import ClaimResult, ModelLatency, Sample, completed
 from ._stats import LinearFit, median_ci
 from ._words import plural
 
@@ -123,7 +121,7 @@ def judge(
     by_kind["header"] = [check_header(name, log) for name in o.expect_headers]
     for m in latency:
         label = f" [{m.model}]" if len(latency) > 1 else ""
-        ok = [x for x in samples if x.model == m.model and x.outcome == Outcome.COMPLETED.value]
+        ok = completed(samples, m.model)
         if band is not None:
             ttfts = [x.time_to_first_token for x in ok if x.time_to_first_token is not None]
             by_kind["ttft"].append(_labelled(check_ttft(band, ttfts), label))

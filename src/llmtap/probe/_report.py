@@ -6,8 +6,11 @@ import dataclasses
 import enum
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from llmtap._core.record import Outcome
 
 from ._stats import LinearFit, Summary
 
@@ -26,6 +29,7 @@ __all__ = [
     "Target",
     "ThrottleReport",
     "Unseen",
+    "completed",
 ]
 
 
@@ -279,3 +283,8 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_finite(v) for v in value]
     return value
+
+
+def completed(samples: Iterable[Sample], model: str) -> list[Sample]:
+    """``model``'s samples whose stream completed: what the latency fits, the plots and the claims read."""
+    return [s for s in samples if s.model == model and s.outcome == Outcome.COMPLETED.value]

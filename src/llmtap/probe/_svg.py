@@ -8,10 +8,8 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from llmtap._core.record import Outcome
-
 from ._formula import Formula, parse_band, parse_formula
-from ._report import ModelLatency, ProbeReport
+from ._report import ModelLatency, ProbeReport, completed
 
 __all__ = ["plot_names", "render_svgs"]
 
@@ -181,7 +179,7 @@ def render_svgs(report: ProbeReport) -> dict[str, str]:
     formula, band = _claim_inputs(report)
     out: dict[str, str] = {}
     for m in report.latency:
-        rows = [s for s in report.samples if s.model == m.model and s.outcome == Outcome.COMPLETED.value]
+        rows = completed(report.samples, m.model)
         ttfts = [s.time_to_first_token for s in rows if s.time_to_first_token is not None]
         points = [(float(s.output_tokens), s.duration) for s in rows if s.output_tokens is not None]
         inputs = sorted(s.input_tokens for s in rows if s.input_tokens is not None)

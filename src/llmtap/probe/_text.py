@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import math
 
-from llmtap._core.record import Outcome
-
-from ._report import ModelLatency, ProbeReport
+from ._report import ModelLatency, ProbeReport, completed
 from ._stats import LinearFit, Summary
 from ._words import counts, plural
 
@@ -50,7 +48,7 @@ def value_text(value: float, is_time: bool) -> str:
 
 def why_unfit(report: ProbeReport, model: str, x: str) -> str:
     """Why a fit of duration or TTFT against ``x`` (``output_tokens`` / ``input_tokens``) is not identifiable."""
-    done = [s for s in report.samples if s.model == model and s.outcome == Outcome.COMPLETED.value]
+    done = completed(report.samples, model)
     values = [v for s in done if (v := getattr(s, x)) is not None]
     if len(values) < 3:
         return f"not identifiable: {plural(len(values), 'completed request')} with {x}, 3 needed"
