@@ -150,15 +150,18 @@ def sum_rate(metric: str, extra: str = "", by: str = BY) -> str:
     return f"{agg(by)} ({rate(metric, extra)})"
 
 
-def share(metric: str, num_extra: str, den_extra: str = "", by: str = BY) -> str:
-    """sum(rate(metric{num})) / sum(rate(metric{den})) per ``by`` group.
+def ratio(num: str, den: str, by: str = BY) -> str:
+    """sum(num) / sum(den) per ``by`` group, of two per-series rates (``den`` a superset of ``num``).
 
-    The numerator is ``rate(num) or rate(den) * 0`` before summing: a group whose numerator series do not
-    exist yet reads 0, not "No data". The denominator is guarded with ``> 0``.
+    The numerator is ``num or den * 0`` before summing: a group whose numerator series do not exist yet reads
+    0, not "No data". The denominator is guarded with ``> 0``.
     """
-    num = f"{agg(by)} ({rate(metric, num_extra)} or {rate(metric, den_extra)} * 0)"
-    den = f"({agg(by)} ({rate(metric, den_extra)}) > 0)"
-    return f"{num}\n/\n{den}"
+    return f"{agg(by)} ({num} or {den} * 0)\n/\n({agg(by)} ({den}) > 0)"
+
+
+def share(metric: str, num_extra: str, den_extra: str = "", by: str = BY) -> str:
+    """:func:`ratio` of a counter's series: ``rate(metric{num})`` over ``rate(metric{den})``."""
+    return ratio(rate(metric, num_extra), rate(metric, den_extra), by)
 
 
 def hist_count(histogram: str, extra: str = "", by: str = BY) -> str:
@@ -172,9 +175,8 @@ def hist_total(histogram: str, by: str = BY) -> str:
 
 
 def hist_share(histogram: str, num_extra: str, by: str = BY) -> str:
-    """:func:`share` of a histogram's observations, classic or native."""
-    num = f"{agg(by)} ({promql.count(histogram, RI, SEL, num_extra)} or ({promql.count(histogram, RI, SEL)}) * 0)"
-    return f"{num}\n/\n({hist_count(histogram, by=by)} > 0)"
+    """:func:`ratio` of a histogram's observations, classic or native."""
+    return ratio(promql.count(histogram, RI, SEL, num_extra), f"({promql.count(histogram, RI, SEL)})", by)
 
 
 def quantile(q: float, histogram: str, by: str = BY) -> str:
