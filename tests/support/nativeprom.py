@@ -22,7 +22,6 @@ ExponentialHistogram a native one:
 
 from __future__ import annotations
 
-import gzip
 import json
 import struct
 import threading
@@ -48,7 +47,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
 )
 
 from llmtap._core.metrics import COUNTER, GAUGE, HISTOGRAM, UP_DOWN, label_name, prometheus_name
-from tests.support.otlp import serving
+from tests.support.otlp import posted_body, serving
 
 __all__ = [
     "CONTENT_TYPE",
@@ -469,12 +468,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != "/v1/metrics":
             self._reply(404, "text/plain", b"not found\n")
             return
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         request = ExportMetricsServiceRequest()
         try:
-            if self.headers.get("Content-Encoding") == "gzip":
-                body = gzip.decompress(body)
-            request.ParseFromString(body)
+            request.ParseFromString(posted_body(self))
         except (OSError, EOFError, DecodeError) as e:
             self._reply(400, "text/plain", f"undecodable ExportMetricsServiceRequest: {e!r}\n".encode())
             return

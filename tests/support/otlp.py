@@ -64,13 +64,21 @@ class Receiver(ThreadingHTTPServer):
         return out
 
 
+def posted_body(handler: BaseHTTPRequestHandler) -> bytes:
+    """The body of the request ``handler`` serves, as an OTLP exporter sent it before its gzip (if any).
+
+    Raises:
+        OSError, EOFError: a body that says gzip and is not.
+    """
+    body = handler.rfile.read(int(handler.headers.get("Content-Length", "0")))
+    return gzip.decompress(body) if handler.headers.get("Content-Encoding") == "gzip" else body
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: Receiver
 
     def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        if self.headers.get("Content-Encoding") == "gzip":
-            body = gzip.decompress(body)
+        body = posted_body(self)
         with self.server.lock:
             self.server.received.append((self.path, self.headers.get("Content-Type", ""), body))
         out = _RESPONSES.get(self.path)
